@@ -1,0 +1,72 @@
+"""One error tree for everything ibwire raises.
+
+Every error can say where it happened (record index, byte offset, header, field) and why.
+"Need more data" (:class:`TruncatedError`) is kept apart from "the bytes are wrong"
+(:class:`MalformedError`), as dpkt separates NeedData from UnpackError.
+"""
+
+from __future__ import annotations
+
+
+class IbwireError(Exception):
+    """Root of every error ibwire raises on purpose."""
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        header: str | None = None,
+        field: str | None = None,
+        offset: int | None = None,
+        record: int | None = None,
+    ) -> None:
+        self.reason = reason
+        self.header = header
+        self.field = field
+        self.offset = offset
+        self.record = record
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        where = []
+        if self.record is not None:
+            where.append(f"record {self.record}")
+        if self.header is not None:
+            where.append(f"{self.header}.{self.field}" if self.field else self.header)
+        if self.offset is not None:
+            where.append(f"byte {self.offset}")
+        return f"{self.reason} ({', '.join(where)})" if where else self.reason
+
+    def at_record(self, record: int) -> IbwireError:
+        """Return the same error tagged with the capture record it came from."""
+        self.record = record
+        self.args = (self._message(),)
+        return self
+
+
+class TruncatedError(IbwireError):
+    """The bytes end before the structure does: more data would be needed."""
+
+
+class MalformedError(IbwireError):
+    """The bytes are all there but contradict the protocol (a lying length, bad PadCnt, ...)."""
+
+
+class UnknownOpcodeError(MalformedError):
+    """A reserved or manufacturer-specific BTH opcode, raised only with ``strict=True``."""
+
+
+class UnsupportedError(IbwireError):
+    """Valid on the wire but not handled (for example an IPv6 extension header before UDP)."""
+
+
+class BuildError(IbwireError):
+    """Values that cannot be built into a frame (out of range, unknown field, bad opcode)."""
+
+
+class CaptureError(IbwireError):
+    """A capture file that cannot be read: bad magic, corrupt block, lying record length."""
+
+
+class NotInfinibandError(IbwireError):
+    """The frame carries no InfiniBand transport packet (other traffic, or a raw LRH packet)."""

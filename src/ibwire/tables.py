@@ -1,0 +1,134 @@
+"""The protocol as data: loads the tables of ``specs/`` (opcodes, AETH syndromes, MAD classes ...).
+
+An installed package carries them as ``ibwire/_specs/*.tsv`` (copied at build time); a source
+checkout reads the top-level ``specs/`` directly. Nothing here is hand-listed: a new opcode is
+one row in ``specs/opcodes.tsv``.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+_CANDIDATES = (_HERE / "_specs", _HERE.parent.parent / "specs")
+
+
+def specs_dir() -> Path:
+    """The directory the tables are read from."""
+    for candidate in _CANDIDATES:
+        if (candidate / "opcodes.tsv").is_file():
+            return candidate
+    raise FileNotFoundError("ibwire: specs tables not found (broken install?)")
+
+
+def read_table(name: str) -> list[dict[str, str]]:
+    """Rows of ``specs/<name>.tsv`` as dicts; '#' lines are comments."""
+    with open(specs_dir() / f"{name}.tsv", encoding="utf-8", newline="") as fh:
+        lines: Iterator[str] = (line for line in fh if not line.startswith("#"))
+        return list(csv.DictReader(lines, delimiter="\t"))
+
+
+def _int(text: str) -> int:
+    return int(text, 0)
+
+
+@dataclass(frozen=True)
+class Opcode:
+    """One row of the BTH opcode table."""
+
+    value: int
+    name: str
+    transport: str
+    headers: tuple[str, ...]
+    payload: bool
+    source: str
+
+    @property
+    def hdr_bytes(self) -> int:
+        """Bytes of BTH plus extended headers (the engine's header-length table)."""
+        sizes = header_sizes()
+        return sizes["BTH"] + sum(sizes[h] for h in self.headers)
+
+
+@cache
+def opcodes() -> dict[int, Opcode]:
+    table = {}
+    for row in read_table("opcodes"):
+        op = Opcode(
+            value=_int(row["opcode"]),
+            name=row["name"],
+            transport=row["transport"],
+            headers=tuple(h for h in row["headers"].split(",") if h and h != "-"),
+            payload=row["payload"] == "yes",
+            source=row["source"],
+        )
+        table[op.value] = op
+    return table
+
+
+@cache
+def opcodes_by_name() -> dict[str, Opcode]:
+    return {op.name: op for op in opcodes().values()}
+
+
+@cache
+def header_sizes() -> dict[str, int]:
+    return {row["header"]: int(row["bytes"]) for row in read_table("headers")}
+
+
+@cache
+def constants() -> dict[str, int]:
+    return {row["name"]: _int(row["value"]) for row in read_table("constants")}
+
+
+@cache
+def aeth_types() -> dict[int, str]:
+    return {int(r["code"]): r["name"] for r in read_table("aeth_syndromes") if r["kind"] == "type"}
+
+
+@cache
+def nak_codes() -> dict[int, str]:
+    return {int(r["code"]): r["name"] for r in read_table("aeth_syndromes") if r["kind"] == "nak"}
+
+
+@cache
+def lnh_names() -> dict[int, str]:
+    return {int(r["lnh"]): r["name"] for r in read_table("lnh")}
+
+
+@cache
+def mad_classes() -> dict[int, tuple[str, bool]]:
+    """MgmtClass -> (name, carries an RMPP header)."""
+    return {_int(r["class"]): (r["name"], r["rmpp"] == "yes") for r in read_table("mad_classes")}
+
+
+@cache
+def mad_methods() -> dict[int, str]:
+    return {_int(r["method"]): r["name"] for r in read_table("mad_methods")}
+
+
+@cache
+def well_known_qps() -> dict[int, str]:
+    return {int(r["qpn"]): r["name"] for r in read_table("well_known_qps")}
+
+
+@cache
+def link_types() -> dict[tuple[str, int], tuple[str, str]]:
+    """(family, value) -> (name, where the frame starts)."""
+    return {
+        (r["family"], int(r["value"])): (r["name"], r["starts_at"]) for r in read_table("link_types")
+    }
+
+
+MANUFACTURER_FIRST = 0xE0
+
+
+def opcode_status(value: int) -> str:
+    """'known', 'manufacturer' (0xE0-0xFF) or 'reserved'."""
+    if value in opcodes():
+        return "known"
+    return "manufacturer" if value >= MANUFACTURER_FIRST else "reserved"

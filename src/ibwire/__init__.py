@@ -13,7 +13,15 @@ from ibwire.errors import (
     UnsupportedError,
 )
 
+from ibwire.build import build
+from ibwire.dissect import parse
+from ibwire.packet import HeaderValue, Packet
+
 __all__ = [
+    "HeaderValue",
+    "Packet",
+    "build",
+    "parse",
     "BuildError",
     "CaptureError",
     "IbwireError",

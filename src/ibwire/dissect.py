@@ -1,0 +1,300 @@
+"""``parse()``: one frame in, one immutable :class:`~ibwire.packet.Packet` out.
+
+The walk follows the encapsulation to the BTH, takes the chain of extended headers from the
+opcode table in specs/, and finds the ICRC from the length fields (IPv4 total length, IPv6
+payload length, GRH PayLen, LRH PktLen), never from the end of the frame.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any
+
+from ibwire.errors import (
+    MalformedError,
+    NotInfinibandError,
+    TruncatedError,
+    UnknownOpcodeError,
+    UnsupportedError,
+)
+from ibwire.headers import (
+    BTH,
+    ETHERNET,
+    EXTENDED,
+    GRH,
+    ICRC,
+    IPV4,
+    IPV6,
+    LRH,
+    MAD,
+    RMPP,
+    UDP,
+    VCRC,
+    VLAN,
+)
+from ibwire.headers.aeth import decode_syndrome
+from ibwire.headers.encap import (
+    ETHERTYPE_IPV4,
+    ETHERTYPE_IPV6,
+    IP_PROTO_UDP,
+    IPV6_EXTENSIONS,
+    TPIDS,
+)
+from ibwire.headers.layout import Header
+from ibwire.packet import OTHER, HeaderValue, Packet
+from ibwire.tables import constants, mad_classes, opcode_status, opcodes
+
+LINKS = ("ethernet", "infiniband", "ip", "grh")
+_C = constants()
+GRH_NXTHDR = _C["GRH_NEXT_HEADER_IBA"]
+ROCE_V1_ETHERTYPE = _C["ROCE_V1_ETHERTYPE"]
+ROCE_V2_PORT = _C["ROCE_V2_UDP_PORT"]
+WELL_KNOWN_QPS = (0, 1)
+
+
+class _Walk:
+    """The state of one dissection: the frame, the headers so far, where the ICRC is."""
+
+    def __init__(self, frame: bytes, link: str, strict: bool) -> None:
+        self.frame = frame
+        self.link = link
+        self.strict = strict
+        self.headers: list[HeaderValue] = []
+        self.derived: dict[str, Any] = {}
+        self.warnings: list[str] = []
+
+    def take(self, header: Header, offset: int, limit: int | None = None) -> dict[str, Any]:
+        """Parse ``header`` at ``offset``; it must end by ``limit`` (the ICRC), else malformed."""
+        end = offset + header.size
+        if limit is not None and end > limit:
+            raise MalformedError(
+                f"{header.title} runs past the ICRC at byte {limit}: a length field is too small",
+                header=header.name, offset=offset)
+        values = header.parse(self.frame, offset)
+        self.headers.append(HeaderValue(header.name, offset, header.size, MappingProxyType(values)))
+        return values
+
+    def other(self, offset: int, reason: str) -> Packet:
+        """A frame that carries no InfiniBand transport packet."""
+        return Packet(self.frame, self.link, OTHER, tuple(self.headers),
+                      payload=self.frame[offset:], payload_offset=offset, unknown=reason,
+                      derived=MappingProxyType(self.derived))
+
+
+def parse(frame: bytes | bytearray | memoryview, link: str = "ethernet", *,
+          strict: bool = False) -> Packet:
+    """Dissect one frame starting at ``link``: "ethernet", "infiniband" (LRH), "ip" or "grh".
+
+    Returns a :class:`Packet`; frames of other protocols come back with encapsulation
+    ``"other"``. Raises :class:`~ibwire.errors.TruncatedError` when the frame ends early and
+    :class:`~ibwire.errors.MalformedError` when a field contradicts the rest; with
+    ``strict=True`` also for reserved/vendor opcodes and non-zero LVer/TVer.
+    """
+    data = bytes(frame)
+    walk = _Walk(data, link, strict)
+    if link == "ethernet":
+        return _ethernet(walk)
+    if link == "infiniband":
+        return _lrh(walk)
+    if link == "ip":
+        return _ip(walk, 0)
+    if link == "grh":
+        return _grh_roce_v1(walk, 0)
+    raise ValueError(f"unknown link {link!r}; expected one of {LINKS}")
+
+
+def _ethernet(walk: _Walk) -> Packet:
+    eth = walk.take(ETHERNET, 0)
+    offset, ethertype = ETHERNET.size, eth["type"]
+    while ethertype in TPIDS:
+        tag = walk.take(VLAN, offset)
+        offset += VLAN.size
+        ethertype = tag["etype"]
+    if ethertype in (ETHERTYPE_IPV4, ETHERTYPE_IPV6):
+        return _ip(walk, offset)
+    if ethertype == ROCE_V1_ETHERTYPE:
+        return _grh_roce_v1(walk, offset)
+    return walk.other(offset, f"ethertype 0x{ethertype:04x}")
+
+
+def _ip(walk: _Walk, offset: int) -> Packet:
+    if offset >= len(walk.frame):
+        raise TruncatedError("no IP header", header="ip", offset=offset)
+    version = walk.frame[offset] >> 4
+    if version == 4:
+        return _ipv4(walk, offset)
+    if version == 6:
+        return _ipv6(walk, offset)
+    raise MalformedError(f"IP version {version}", header="ip", field="version", offset=offset)
+
+
+def _ipv4(walk: _Walk, offset: int) -> Packet:
+    ip = walk.take(IPV4, offset)
+    ihl = ip["hdr_len"] * 4
+    if ihl < IPV4.size:
+        raise MalformedError(f"IHL {ip['hdr_len']} is below 5", header="ip", field="hdr_len",
+                             offset=offset)
+    if ip["len"] < ihl:
+        raise MalformedError(f"total length {ip['len']} is shorter than the header",
+                             header="ip", field="len", offset=offset)
+    if offset + ihl > len(walk.frame):
+        raise TruncatedError("IPv4 options cut short", header="ip", field="options", offset=offset)
+    if ihl > IPV4.size:
+        walk.derived["ip.options"] = walk.frame[offset + IPV4.size:offset + ihl]
+    if ip["proto"] != IP_PROTO_UDP:
+        return walk.other(offset + ihl, f"IP protocol {ip['proto']}")
+    if ip["frag_offset"]:
+        return walk.other(offset + ihl, "IPv4 non-first fragment")
+    end = offset + ip["len"]
+    udp = _udp(walk, offset + ihl, end)
+    if udp is None:
+        return walk.other(offset + ihl + UDP.size, "not UDP port 4791")
+    if ip["flags.mf"]:
+        raise UnsupportedError("fragmented RoCEv2 packet", header="ip", field="flags.mf",
+                               offset=offset)
+    return _transport(walk, offset + ihl + UDP.size, end, "rocev2_ipv4", lrh_end=None)
+
+
+def _ipv6(walk: _Walk, offset: int) -> Packet:
+    ip = walk.take(IPV6, offset)
+    if ip["nxt"] in IPV6_EXTENSIONS:
+        raise UnsupportedError(f"IPv6 extension header {ip['nxt']} before the transport",
+                               header="ipv6", field="nxt", offset=offset)
+    start = offset + IPV6.size
+    if ip["nxt"] != IP_PROTO_UDP:
+        return walk.other(start, f"IPv6 next header {ip['nxt']}")
+    end = start + ip["plen"]
+    udp = _udp(walk, start, end)
+    if udp is None:
+        return walk.other(start + UDP.size, "not UDP port 4791")
+    return _transport(walk, start + UDP.size, end, "rocev2_ipv6", lrh_end=None)
+
+
+def _udp(walk: _Walk, offset: int, ip_end: int) -> dict[str, Any] | None:
+    """The UDP header, or None when it is not RoCEv2 (destination port 4791)."""
+    if offset + UDP.size > ip_end and offset + UDP.size <= len(walk.frame):
+        raise MalformedError("IP length leaves no room for UDP", header="ip", field="len",
+                             offset=offset)
+    udp = walk.take(UDP, offset)
+    if udp["dstport"] != ROCE_V2_PORT:
+        walk.headers.pop()
+        walk.headers.append(HeaderValue("udp", offset, UDP.size, MappingProxyType(udp)))
+        return None
+    if udp["length"] != ip_end - offset:
+        raise MalformedError(f"UDP length {udp['length']} disagrees with the IP length "
+                             f"({ip_end - offset} bytes)", header="udp", field="length",
+                             offset=offset)
+    return udp
+
+
+def _grh_roce_v1(walk: _Walk, offset: int) -> Packet:
+    grh = _grh(walk, offset)
+    end = offset + GRH.size + grh["paylen"]
+    return _transport(walk, offset + GRH.size, end, "rocev1", lrh_end=None)
+
+
+def _grh(walk: _Walk, offset: int) -> dict[str, Any]:
+    grh = walk.take(GRH, offset)
+    if grh["nxthdr"] != GRH_NXTHDR:
+        raise MalformedError(f"GRH next header 0x{grh['nxthdr']:02x} is not 0x1b (IBA transport)",
+                             header="grh", field="nxthdr", offset=offset)
+    if walk.strict and grh["ipver"] != 6:
+        raise MalformedError(f"GRH IPVer {grh['ipver']}", header="grh", field="ipver",
+                             offset=offset)
+    return grh
+
+
+def _lrh(walk: _Walk) -> Packet:
+    lrh = walk.take(LRH, 0)
+    if walk.strict and lrh["lver"] != 0:
+        raise MalformedError(f"LRH LVer {lrh['lver']}", header="lrh", field="lver", offset=0)
+    vcrc_at = lrh["pktlen"] * 4
+    if vcrc_at < LRH.size:
+        raise MalformedError(f"PktLen {lrh['pktlen']} is shorter than the LRH", header="lrh",
+                             field="pktlen", offset=0)
+    if vcrc_at + VCRC.sizeof() > len(walk.frame):
+        raise TruncatedError(f"PktLen {lrh['pktlen']} needs {vcrc_at + 2} bytes, frame has "
+                             f"{len(walk.frame)}", header="lrh", field="pktlen", offset=0)
+    if lrh["lnh"] < 2:  # raw and IPv6 packets: no BTH, no ICRC, but a VCRC
+        frame = walk.frame
+        return Packet(frame, walk.link, "ib_raw", tuple(walk.headers),
+                      payload=frame[LRH.size:vcrc_at], payload_offset=LRH.size,
+                      vcrc=frame[vcrc_at:vcrc_at + 2], vcrc_offset=vcrc_at,
+                      trailer=frame[vcrc_at + 2:], unknown=f"LNH {lrh['lnh']} (not IBA transport)")
+    if lrh["lnh"] == 3:
+        _grh(walk, LRH.size)
+        return _transport(walk, LRH.size + GRH.size, vcrc_at, "ib_global", lrh_end=vcrc_at)
+    return _transport(walk, LRH.size, vcrc_at, "ib_local", lrh_end=vcrc_at)
+
+
+def _transport(walk: _Walk, offset: int, end: int, encapsulation: str,
+               lrh_end: int | None) -> Packet:
+    """BTH, extended headers, payload, pad and ICRC between ``offset`` and ``end``."""
+    frame = walk.frame
+    icrc_at = end - ICRC.sizeof()
+    if end > len(frame):
+        raise TruncatedError(f"the length fields put the ICRC end at byte {end}, the frame "
+                             f"has {len(frame)}", header="icrc", offset=icrc_at)
+    if icrc_at < offset + BTH.size:
+        raise MalformedError("the length fields leave no room for BTH and ICRC",
+                             header="bth", offset=offset)
+    bth = walk.take(BTH, offset, icrc_at)
+    if walk.strict and bth["tver"] != 0:
+        raise MalformedError(f"BTH TVer {bth['tver']}", header="bth", field="tver", offset=offset)
+    cursor = offset + BTH.size
+    op = opcodes().get(bth["opcode"])
+    unknown = None
+    if op is None:
+        unknown = f"{opcode_status(bth['opcode'])} opcode 0x{bth['opcode']:02x}"
+        if walk.strict:
+            raise UnknownOpcodeError(unknown, header="bth", field="opcode", offset=offset)
+    else:
+        for name in op.headers:
+            header = EXTENDED[name]
+            values = walk.take(header, cursor, icrc_at)
+            if header.name == "aeth":
+                walk.derived.update(decode_syndrome(values["syndrome"]))
+            cursor += header.size
+        if op.transport == "UD" and bth["destqp"] in WELL_KNOWN_QPS:
+            cursor = _mad(walk, cursor, icrc_at)
+    payload_end = icrc_at
+    pad = b""
+    if unknown is None:
+        padcnt = bth["padcnt"]
+        if padcnt > icrc_at - cursor:
+            raise MalformedError(f"PadCnt {padcnt} exceeds the {icrc_at - cursor} payload bytes",
+                                 header="bth", field="padcnt", offset=offset + 1)
+        payload_end = icrc_at - padcnt
+        pad = frame[payload_end:icrc_at]
+        if op is not None and not op.payload and icrc_at > cursor:
+            message = f"{op.name} carries no payload, found {icrc_at - cursor} bytes"
+            if walk.strict:
+                raise MalformedError(message, header="bth", field="opcode", offset=cursor)
+            walk.warnings.append(message)
+    vcrc = vcrc_at = None
+    tail = end
+    if lrh_end is not None:
+        vcrc_at = lrh_end
+        vcrc = frame[vcrc_at:vcrc_at + VCRC.sizeof()]
+        tail = vcrc_at + VCRC.sizeof()
+    return Packet(
+        frame, walk.link, encapsulation, tuple(walk.headers),
+        payload=frame[cursor:payload_end], payload_offset=cursor, pad=pad,
+        icrc=frame[icrc_at:end], icrc_offset=icrc_at, vcrc=vcrc, vcrc_offset=vcrc_at,
+        trailer=frame[tail:], opcode=op, unknown=unknown, warnings=tuple(walk.warnings),
+        derived=MappingProxyType(walk.derived),
+    )
+
+
+def _mad(walk: _Walk, offset: int, limit: int) -> int:
+    """The MAD (and RMPP) header of a UD SEND to or from QP0/QP1, when there is room for it."""
+    if offset + MAD.size > limit:
+        walk.warnings.append("a UD packet to QP0/QP1 too short for a MAD header")
+        return offset
+    mad = walk.take(MAD, offset, limit)
+    offset += MAD.size
+    klass = mad_classes().get(mad["mgmtclass"])
+    if klass is not None and klass[1] and offset + RMPP.size <= limit:
+        walk.take(RMPP, offset, limit)
+        offset += RMPP.size
+    return offset

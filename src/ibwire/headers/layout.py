@@ -1,0 +1,156 @@
+"""Headers as Construct declarations, and the fast field codec derived from them.
+
+Every header is declared once, as a Construct ``BitStruct`` of ``BitsInteger`` fields (numbers)
+and ``Bytewise(Bytes(n))`` fields (addresses, opaque blobs). That declaration is the definition.
+:class:`Header` reads it once and derives a flat bit layout, from which it parses and builds
+with ``int.from_bytes`` and shifts: about ten times faster than Construct's own parser, which
+a property test checks byte for byte against the declaration.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import construct as cs
+
+from ibwire.errors import BuildError, TruncatedError
+
+#: How a bytes field is shown: as a MAC, an IPv4 or IPv6 address (GIDs too), or as raw bytes.
+FORMATS = ("mac", "ipv4", "ipv6", "bytes")
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a header: ``bits`` wide, starting ``shift`` bits above the header's LSB."""
+
+    name: str
+    bits: int
+    shift: int
+    fmt: str | None  # None for numbers, else one of FORMATS
+
+    @property
+    def mask(self) -> int:
+        return (1 << self.bits) - 1
+
+
+def _fields_of(declaration: cs.Construct, formats: Mapping[str, str]) -> tuple[Field, ...]:
+    struct = declaration.subcon  # BitStruct(...) is Transformed(Struct(...))
+    if not isinstance(struct, cs.Struct):
+        raise TypeError("a header must be declared as a construct BitStruct")
+    widths: list[tuple[str, int, str | None]] = []
+    for sub in struct.subcons:
+        inner = sub.subcon
+        if isinstance(inner, cs.BitsInteger):
+            if inner.signed or inner.swapped:
+                raise TypeError(f"{sub.name}: only unsigned big-endian bit fields")
+            widths.append((sub.name, inner.length, None))
+        elif isinstance(inner, cs.Transformed) and isinstance(inner.subcon, cs.Bytes):
+            widths.append((sub.name, 8 * inner.subcon.length, formats.get(sub.name, "bytes")))
+        else:
+            raise TypeError(f"{sub.name}: unsupported construct {type(inner).__name__}")
+    total = sum(bits for _, bits, _ in widths)
+    fields, used = [], 0
+    for name, bits, fmt in widths:
+        used += bits
+        fields.append(Field(name, bits, total - used, fmt))
+    return tuple(fields)
+
+
+def _show(value: int, field: Field) -> Any:
+    if field.fmt is None:
+        return value
+    raw = value.to_bytes(field.bits // 8, "big")
+    if field.fmt == "mac":
+        return ":".join(f"{b:02x}" for b in raw)
+    if field.fmt == "ipv4":
+        return str(ipaddress.IPv4Address(raw))
+    if field.fmt == "ipv6":
+        return str(ipaddress.IPv6Address(raw))
+    return raw
+
+
+def _unshow(value: Any, field: Field, header: str) -> int:
+    """The integer of a field value given as a number, bytes or address text."""
+    key = f"{header}.{field.name}"
+    if field.fmt is not None:
+        if isinstance(value, str):
+            try:
+                if field.fmt == "mac":
+                    value = bytes.fromhex(value.replace(":", "").replace("-", ""))
+                elif field.fmt == "ipv4":
+                    value = ipaddress.IPv4Address(value).packed
+                else:
+                    value = ipaddress.IPv6Address(value).packed
+            except ValueError as exc:
+                raise BuildError(f"{key}: bad {field.fmt} text {value!r}", header=header,
+                                 field=field.name) from exc
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            if len(value) * 8 != field.bits:
+                raise BuildError(f"{key} needs {field.bits // 8} bytes, got {len(value)}",
+                                 header=header, field=field.name)
+            return int.from_bytes(value, "big")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BuildError(f"{key} must be an integer, got {type(value).__name__}",
+                         header=header, field=field.name)
+    if not 0 <= value <= field.mask:
+        raise BuildError(f"{key}={value} does not fit in {field.bits} bits",
+                         header=header, field=field.name)
+    return value
+
+
+class Header:
+    """A fixed-size header: its Construct declaration and the codec derived from it.
+
+    ``name`` is the lower-case key prefix of its fields (``bth`` gives ``bth.psn``), the same
+    as Wireshark's display-filter names where Wireshark has the field.
+    """
+
+    def __init__(self, name: str, title: str, declaration: cs.Construct,
+                 formats: Mapping[str, str] | None = None) -> None:
+        self.name = name
+        self.title = title
+        self.declaration = declaration
+        self.fields = _fields_of(declaration, formats or {})
+        self.size = declaration.sizeof()
+        self.by_name = {f.name: f for f in self.fields}
+
+    def __repr__(self) -> str:
+        return f"<Header {self.title} ({self.size} bytes)>"
+
+    def key(self, field: str) -> str:
+        """The flat key of a field: ``bth.psn``; a header's lone namesake field is just ``immdt``."""
+        return self.name if field == self.name else f"{self.name}.{field}"
+
+    def parse(self, data: bytes | memoryview, offset: int = 0) -> dict[str, Any]:
+        """Field values of the header at ``offset`` (numbers as int, addresses as text)."""
+        end = offset + self.size
+        if end > len(data):
+            raise TruncatedError(
+                f"{self.title} needs {self.size} bytes, {max(len(data) - offset, 0)} left",
+                header=self.name, offset=offset)
+        word = int.from_bytes(data[offset:end], "big")
+        return {f.name: _show((word >> f.shift) & f.mask, f) for f in self.fields}
+
+    def build(self, values: Mapping[str, Any]) -> bytes:
+        """Bytes of the header; missing fields are 0, unknown names raise :class:`BuildError`."""
+        unknown = set(values) - self.by_name.keys()
+        if unknown:
+            raise BuildError(f"{self.title} has no field {sorted(unknown)[0]!r}", header=self.name)
+        word = 0
+        for f in self.fields:
+            if f.name in values:
+                word |= _unshow(values[f.name], f, self.name) << f.shift
+        return word.to_bytes(self.size, "big")
+
+
+def bits(n: int) -> cs.BitsInteger:
+    """An unsigned big-endian field of ``n`` bits (inside a BitStruct)."""
+    return cs.BitsInteger(n)
+
+
+def octets(n: int) -> cs.Construct:
+    """A field of ``n`` whole bytes (inside a BitStruct)."""
+    return cs.Bytewise(cs.Bytes(n))

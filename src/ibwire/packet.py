@@ -1,0 +1,104 @@
+"""The immutable result of dissecting one frame."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from ibwire.tables import Opcode
+
+#: Encapsulations, by the name a Packet reports.
+ENCAPSULATIONS = ("ib_local", "ib_global", "ib_raw", "rocev1", "rocev2_ipv4", "rocev2_ipv6")
+OTHER = "other"
+
+
+@dataclass(frozen=True)
+class HeaderValue:
+    """One header found in a frame: its key prefix, byte offset, length and field values."""
+
+    name: str
+    offset: int
+    length: int
+    values: Mapping[str, Any]
+
+    def __getitem__(self, field: str) -> Any:
+        return self.values[field]
+
+
+@dataclass(frozen=True)
+class Packet:
+    """A dissected frame.
+
+    ``headers`` are in wire order. ``payload`` excludes the pad; ``icrc``/``vcrc`` are the wire
+    bytes (``None`` where the encapsulation has none); ``trailer`` is what follows the last
+    InfiniBand byte (Ethernet padding, FCS). ``unknown`` gives the reason when the opcode is
+    reserved or manufacturer-specific: the bytes after the BTH then stay in ``payload``.
+    """
+
+    frame: bytes
+    link: str
+    encapsulation: str
+    headers: tuple[HeaderValue, ...]
+    payload: bytes = b""
+    payload_offset: int = 0
+    pad: bytes = b""
+    icrc: bytes | None = None
+    icrc_offset: int | None = None
+    vcrc: bytes | None = None
+    vcrc_offset: int | None = None
+    trailer: bytes = b""
+    opcode: Opcode | None = None
+    unknown: str | None = None
+    warnings: tuple[str, ...] = ()
+    derived: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def is_ib(self) -> bool:
+        """True when the frame carries an InfiniBand transport packet (BTH and ICRC)."""
+        return self.icrc is not None
+
+    def header(self, name: str) -> HeaderValue | None:
+        """The first header called ``name`` (``"bth"``, ``"reth"``...), or None."""
+        for h in self.headers:
+            if h.name == name:
+                return h
+        return None
+
+    def __contains__(self, name: str) -> bool:
+        return self.header(name) is not None
+
+    def __iter__(self) -> Iterator[HeaderValue]:
+        return iter(self.headers)
+
+    def fields(self) -> dict[str, Any]:
+        """Flat ``{"bth.psn": 5, ...}`` with Wireshark-style keys.
+
+        A header that occurs more than once (stacked VLAN tags) gives a tuple per key, outermost
+        first. ``icrc``/``vcrc`` are the CRC values (wire bytes read little-endian).
+        """
+        from ibwire.headers import ALL
+
+        out: dict[str, Any] = {}
+        repeated = {h.name for h in self.headers if sum(1 for g in self.headers if g.name == h.name) > 1}
+        for h in self.headers:
+            spec = ALL.get(h.name)
+            for name, value in h.values.items():
+                key = spec.key(name) if spec else f"{h.name}.{name}"
+                if h.name in repeated:
+                    out[key] = (*out.get(key, ()), value)
+                else:
+                    out[key] = value
+        out.update(self.derived)
+        if self.icrc is not None:
+            out["icrc"] = int.from_bytes(self.icrc, "little")
+        if self.vcrc is not None:
+            out["vcrc"] = int.from_bytes(self.vcrc, "little")
+        return out
+
+    def verify(self) -> Any:
+        """The ICRC/VCRC verdict of this frame (see :func:`ibwire.crc.verify`)."""
+        from ibwire import crc
+
+        return crc.verify(self.frame, self.link)

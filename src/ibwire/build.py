@@ -79,7 +79,13 @@ def build(encapsulation: str, fields: Mapping[str, Any] | None = None, payload: 
     link = link or DEFAULT_LINK[encapsulation]
     if link == "ip" and not encapsulation.startswith("rocev2"):
         raise BuildError(f"link 'ip' only carries RoCEv2, not {encapsulation}")
-    honest = _Frame(encapsulation, link, given, bytes(payload), pad, lie=False).assemble()
+    honest_frame = _Frame(encapsulation, link, given, bytes(payload), pad, lie=False)
+    honest = honest_frame.assemble()
+    unused = sorted(k for k in given if _KEYS.get(k, (None,))[0] is not None
+                    and _KEYS[k][0].name not in honest_frame.used)
+    if unused:
+        raise BuildError(f"field {unused[0]!r} has no header in a {encapsulation} frame "
+                         f"of this opcode", field=unused[0])
     _fill_crcs(honest, link, given)
     liar = _Frame(encapsulation, link, given, bytes(payload), pad, lie=True).assemble()
     if liar != honest:  # a given length or link field differs from the derived one
@@ -134,6 +140,7 @@ class _Frame:
         self.values: dict[str, dict[str, Any]] = {h.name: {} for h in _HEADERS}
         self.vlans: list[dict[str, Any]] = []
         self.options = b""
+        self.used: set[str] = set()
         self._sort(given)
 
     def _sort(self, given: dict[str, Any]) -> None:
@@ -160,6 +167,10 @@ class _Frame:
         if "syndrome" not in aeth and "aeth.syndrome.type" in given:
             value = next((given[k] for k in _AETH_DERIVED[2:5] if k in given), 0)
             aeth["syndrome"] = encode_syndrome(given["aeth.syndrome.type"], value)
+
+    def _emit(self, header: Header, values: dict[str, Any]) -> bytes:
+        self.used.add(header.name)
+        return header.build(values)
 
     def _set(self, header: str, field: str, value: Any) -> None:
         """Set a derived value unless the caller gave one (and we honour lies)."""
@@ -195,26 +206,25 @@ class _Frame:
             self._set("bth", "padcnt", padcnt)
             for name in op.headers:
                 header = EXTENDED[name]
-                parts.append(header.build(self.values[header.name]))
+                parts.append(self._emit(header, self.values[header.name]))
             if not op.payload and self.payload:
                 raise BuildError(f"{op.name} carries no payload", header="bth", field="opcode")
             if op.transport == "UD" and bth.get("destqp", 0) in (0, 1):
-                parts.append(MAD.build(self.values["mad"]))
+                parts.append(self._emit(MAD, self.values["mad"]))
                 klass = mad_classes().get(self.values["mad"].get("mgmtclass", 0))
                 if klass is not None and klass[1]:
-                    parts.append(RMPP.build(self.values["rmpp"]))
-            pad = self.pad if self.pad is not None else bytes(bth["padcnt"] if self.lie
-                                                              else padcnt)
-        return BTH.build(bth) + b"".join(parts) + self.payload + pad + bytes(ICRC.sizeof())
+                    parts.append(self._emit(RMPP, self.values["rmpp"]))
+            pad = self.pad if self.pad is not None else bytes(padcnt)
+        return self._emit(BTH, bth) + b"".join(parts) + self.payload + pad + bytes(ICRC.sizeof())
 
     def _udp_ip(self, transport: bytes, v6: bool) -> bytes:
         self._set("udp", "dstport", _C["ROCE_V2_UDP_PORT"])
         self._set("udp", "length", UDP.size + len(transport))
-        udp = UDP.build(self.values["udp"]) + transport
+        udp = self._emit(UDP, self.values["udp"]) + transport
         if v6:
             for name, value in (("version", 6), ("plen", len(udp)), ("nxt", IP_PROTO_UDP)):
                 self._set("ipv6", name, value)
-            return IPV6.build(self.values["ipv6"]) + udp
+            return self._emit(IPV6, self.values["ipv6"]) + udp
         if len(self.options) % 4 or len(self.options) > 40:
             raise BuildError("IPv4 options must be a multiple of 4 bytes, at most 40",
                              header="ip", field="options")
@@ -226,13 +236,13 @@ class _Frame:
         if "checksum" not in ip:
             ip["checksum"] = 0
             ip["checksum"] = ipv4_checksum(IPV4.build(ip) + self.options)
-        return IPV4.build(ip) + self.options + udp
+        return self._emit(IPV4, ip) + self.options + udp
 
     def _grh(self, transport: bytes) -> bytes:
         for name, value in (("ipver", 6), ("paylen", len(transport)),
                             ("nxthdr", _C["GRH_NEXT_HEADER_IBA"])):
             self._set("grh", name, value)
-        return GRH.build(self.values["grh"]) + transport
+        return self._emit(GRH, self.values["grh"]) + transport
 
     def _ethernet(self, ethertype: int) -> bytes:
         tpids = [0x88A8] + [0x8100] * (len(self.vlans) - 1) if len(self.vlans) > 1 else [0x8100]
@@ -240,15 +250,15 @@ class _Frame:
         tags = b""
         for i, tag in enumerate(self.vlans):
             tag.setdefault("etype", tpids[i + 1] if i + 1 < len(self.vlans) else ethertype)
-            tags += VLAN.build(tag)
-        return ETHERNET.build(self.values["eth"]) + tags
+            tags += self._emit(VLAN, tag)
+        return self._emit(ETHERNET, self.values["eth"]) + tags
 
     def _lrh(self, transport: bytes) -> _Bytes:
         routed = self.encapsulation == "ib_global"
         body = self._grh(transport) if routed else transport
         self._set("lrh", "lnh", 3 if routed else 2)
         self._set("lrh", "pktlen", (LRH.size + len(body)) // 4)
-        out = _Bytes(LRH.build(self.values["lrh"]) + body + bytes(VCRC.sizeof()))
+        out = _Bytes(self._emit(LRH, self.values["lrh"]) + body + bytes(VCRC.sizeof()))
         out.icrc_at = len(out) - VCRC.sizeof() - ICRC.sizeof()
         out.vcrc_at = len(out) - VCRC.sizeof()
         return out

@@ -157,17 +157,38 @@ def _ipv4(walk: _Walk, offset: int) -> Packet:
 
 def _ipv6(walk: _Walk, offset: int) -> Packet:
     ip = walk.take(IPV6, offset)
-    if ip["nxt"] in IPV6_EXTENSIONS:
-        raise UnsupportedError(f"IPv6 extension header {ip['nxt']} before the transport",
-                               header="ipv6", field="nxt", offset=offset)
     start = offset + IPV6.size
-    if ip["nxt"] != IP_PROTO_UDP:
-        return walk.other(start, f"IPv6 next header {ip['nxt']}")
+    nxt, upper = ip["nxt"], _skip_ipv6_extensions(walk.frame, ip["nxt"], start)
+    if upper is None or upper[0] != IP_PROTO_UDP:
+        return walk.other(start, f"IPv6 next header {nxt}")
+    if upper[1] != start:  # RoCEv2 behind extension headers: the ICRC rules do not cover it
+        port = walk.frame[upper[1] + 2:upper[1] + 4]
+        if int.from_bytes(port, "big") == ROCE_V2_PORT:
+            raise UnsupportedError(f"IPv6 extension header {nxt} before RoCEv2",
+                                   header="ipv6", field="nxt", offset=offset)
+        return walk.other(start, f"IPv6 next header {nxt}")
     end = start + ip["plen"]
     udp = _udp(walk, start, end)
     if udp is None:
         return walk.other(start + UDP.size, "not UDP port 4791")
     return _transport(walk, start + UDP.size, end, "rocev2_ipv6", lrh_end=None)
+
+
+def _skip_ipv6_extensions(frame: bytes, nxt: int, offset: int) -> tuple[int, int] | None:
+    """(upper-layer protocol, its offset) past any extension headers; None if unreadable."""
+    for _ in range(16):
+        if nxt not in IPV6_EXTENSIONS:
+            return nxt, offset
+        if nxt == 50 or offset + 8 > len(frame):  # ESP hides what follows
+            return None
+        if nxt == 44:
+            length = 8
+        elif nxt == 51:
+            length = (frame[offset + 1] + 2) * 4
+        else:
+            length = (frame[offset + 1] + 1) * 8
+        nxt, offset = frame[offset], offset + length
+    return None
 
 
 def _udp(walk: _Walk, offset: int, ip_end: int) -> dict[str, Any] | None:

@@ -12,6 +12,8 @@ from ibwire.tables import Opcode
 #: Encapsulations, by the name a Packet reports.
 ENCAPSULATIONS = ("ib_local", "ib_global", "ib_raw", "rocev1", "rocev2_ipv4", "rocev2_ipv6")
 OTHER = "other"
+#: Headers that may occur several times in one frame; their fields() values are tuples.
+STACKED = frozenset({"vlan"})
 
 
 @dataclass(frozen=True)
@@ -75,18 +77,16 @@ class Packet:
     def fields(self) -> dict[str, Any]:
         """Flat ``{"bth.psn": 5, ...}`` with Wireshark-style keys.
 
-        A header that occurs more than once (stacked VLAN tags) gives a tuple per key, outermost
-        first. ``icrc``/``vcrc`` are the CRC values (wire bytes read little-endian).
+        A header that can be stacked (VLAN tags) gives a tuple per key, outermost tag first. ``icrc``/``vcrc`` are the CRC values (wire bytes read little-endian).
         """
         from ibwire.headers import ALL
 
         out: dict[str, Any] = {}
-        repeated = {h.name for h in self.headers if sum(1 for g in self.headers if g.name == h.name) > 1}
         for h in self.headers:
             spec = ALL.get(h.name)
             for name, value in h.values.items():
                 key = spec.key(name) if spec else f"{h.name}.{name}"
-                if h.name in repeated:
+                if h.name in STACKED:
                     out[key] = (*out.get(key, ()), value)
                 else:
                     out[key] = value

@@ -1,0 +1,162 @@
+"""Hypothesis strategies that know the protocol: for fuzzing your own parser, and ours.
+
+* :func:`header_values` -- field values of one header (any value its bit widths allow);
+* :func:`packets` -- whole valid frames per encapsulation and opcode, with the values that
+  built them alongside the bytes (:class:`GeneratedPacket`);
+* :func:`mutated` -- frames broken on purpose: bit flips inside a chosen header, truncation,
+  lying length fields, corrupted CRCs (:class:`Mutation` says what was done).
+
+Everything derives from the Construct declarations and specs/opcodes.tsv, so a new opcode or
+field is generated without touching this module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import strategies as st
+
+from ibwire.build import DEFAULT_LINK, DERIVED_KEYS, build
+from ibwire.dissect import parse
+from ibwire.headers import ALL, Header
+from ibwire.headers.layout import _show
+from ibwire.tables import mad_classes, opcodes
+
+ENCAPSULATIONS = tuple(DEFAULT_LINK)
+#: Fields a valid frame must hold at one value (versions), besides the derived ones.
+_PINNED = {"bth.tver": 0, "lrh.lver": 0, "ip.flags.mf": 0, "ip.frag_offset": 0,
+           "ip.flags.rb": 0}
+_PER_ENCAPSULATION = {
+    "rocev2_ipv4": ("eth", "ip", "udp"),
+    "rocev2_ipv6": ("eth", "ipv6", "udp"),
+    "rocev1": ("eth", "grh"),
+    "ib_local": ("lrh",),
+    "ib_global": ("lrh", "grh"),
+}
+
+
+@dataclass(frozen=True)
+class GeneratedPacket:
+    """A valid frame and what it was built from."""
+
+    frame: bytes
+    link: str
+    encapsulation: str
+    opcode: int
+    fields: dict[str, Any]
+    payload: bytes
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """A frame broken on purpose, the valid packet it came from, and how it was broken."""
+
+    frame: bytes
+    link: str
+    kind: str  # "bitflip", "truncate", "length", "crc"
+    where: str  # header or field that was touched
+    original: GeneratedPacket
+
+
+def _field_value(header: Header, name: str) -> st.SearchStrategy[Any]:
+    field = header.by_name[name]
+    return st.integers(0, field.mask).map(lambda v: _show(v, field))
+
+
+def header_values(header: Header, *, skip: frozenset[str] = frozenset()) -> st.SearchStrategy[
+        dict[str, Any]]:
+    """Any values for the fields of ``header`` (addresses as text, numbers as int)."""
+    return st.fixed_dictionaries(
+        {f.name: _field_value(header, f.name) for f in header.fields if f.name not in skip})
+
+
+def _keyed(header: Header) -> st.SearchStrategy[dict[str, Any]]:
+    """Values of a header as flat keys, without derived or pinned keys."""
+    skip = frozenset(f.name for f in header.fields
+                     if header.key(f.name) in DERIVED_KEYS or header.key(f.name) in _PINNED)
+    return header_values(header, skip=skip).map(
+        lambda values: {header.key(k): v for k, v in values.items()})
+
+
+@st.composite
+def packets(draw: st.DrawFn, encapsulation: str | None = None,
+            opcode: int | None = None, max_payload: int = 64) -> GeneratedPacket:
+    """A valid frame of ``encapsulation`` and ``opcode`` (drawn when None)."""
+    enc = encapsulation or draw(st.sampled_from(ENCAPSULATIONS))
+    op = opcodes()[opcode] if opcode is not None else draw(st.sampled_from(list(opcodes().values())))
+    names = (*_PER_ENCAPSULATION[enc], "bth", *(ALL_BY_TITLE[h] for h in op.headers))
+    fields: dict[str, Any] = {k: v for k, v in _PINNED.items() if k.split(".")[0] in names}
+    for name in names:
+        fields.update(draw(_keyed(ALL[name])))
+    fields["bth.opcode"] = op.value
+    if enc.startswith("rocev2") and draw(st.booleans()):
+        fields["ip.options"] = draw(st.binary(max_size=10).map(lambda b: b * 4)) if \
+            enc == "rocev2_ipv4" else b""
+        if not fields["ip.options"]:
+            del fields["ip.options"]
+    if enc.startswith("roce"):
+        tags = draw(st.lists(_keyed(ALL["vlan"]), max_size=3))
+        for key in ALL["vlan"].by_name:
+            full = ALL["vlan"].key(key)
+            if tags and full not in DERIVED_KEYS:
+                fields[full] = tuple(t[full] for t in tags)
+    if op.transport == "UD" and draw(st.integers(0, 3)) == 0:
+        fields["bth.destqp"] = draw(st.sampled_from((0, 1)))
+    if op.transport == "UD" and fields["bth.destqp"] in (0, 1):
+        fields.update(draw(_keyed(ALL["mad"])))
+        if draw(st.booleans()):
+            fields["mad.mgmtclass"] = draw(st.sampled_from(sorted(mad_classes())))
+        if mad_classes().get(fields["mad.mgmtclass"], ("", False))[1]:
+            fields.update(draw(_keyed(ALL["rmpp"])))
+    if op.name.endswith("ATOMIC_WRITE"):
+        payload = draw(st.binary(min_size=8, max_size=8))
+    else:
+        payload = draw(st.binary(max_size=max_payload)) if op.payload else b""
+    link = DEFAULT_LINK[enc]
+    if enc.startswith("rocev2") and draw(st.integers(0, 3)) == 0:
+        link = "ip"
+        fields = {k: v for k, v in fields.items() if not k.startswith(("eth.", "vlan."))}
+    frame = build(enc, fields, payload, link=link)
+    return GeneratedPacket(frame, link, enc, op.value, fields, payload)
+
+
+#: Extended-header names of specs/opcodes.tsv -> key prefixes.
+ALL_BY_TITLE = {h.title: h.name for h in ALL.values()}
+
+_LENGTH_KEYS = {
+    "rocev2_ipv4": ("ip.len", "udp.length", "ip.hdr_len", "bth.padcnt"),
+    "rocev2_ipv6": ("ipv6.plen", "udp.length", "bth.padcnt"),
+    "rocev1": ("grh.paylen", "bth.padcnt"),
+    "ib_local": ("lrh.pktlen", "bth.padcnt"),
+    "ib_global": ("lrh.pktlen", "grh.paylen", "bth.padcnt"),
+}
+
+
+@st.composite
+def mutated(draw: st.DrawFn, base: st.SearchStrategy[GeneratedPacket] | None = None) -> Mutation:
+    """A valid packet broken one way: bit flip in a header, truncation, a lying length, bad CRC."""
+    good = draw(base if base is not None else packets())
+    kind = draw(st.sampled_from(("bitflip", "truncate", "length", "crc")))
+    frame = bytearray(good.frame)
+    if kind == "bitflip":
+        packet = parse(good.frame, good.link)
+        header = draw(st.sampled_from(packet.headers))
+        bit = draw(st.integers(0, header.length * 8 - 1))
+        frame[header.offset + bit // 8] ^= 0x80 >> (bit % 8)
+        return Mutation(bytes(frame), good.link, kind, header.name, good)
+    if kind == "truncate":
+        cut = draw(st.integers(0, len(frame) - 1))
+        return Mutation(bytes(frame[:cut]), good.link, kind, f"byte {cut}", good)
+    if kind == "length":
+        key = draw(st.sampled_from(_LENGTH_KEYS[good.encapsulation]))
+        header = ALL[key.split(".")[0]]
+        bad = draw(_field_value(header, key.split(".", 1)[1]))
+        fields = {**good.fields, key: bad}
+        frame = bytearray(build(good.encapsulation, fields, good.payload, link=good.link))
+        return Mutation(bytes(frame), good.link, kind, key, good)
+    key = draw(st.sampled_from(("icrc", "vcrc") if good.encapsulation.startswith("ib")
+                               else ("icrc",)))
+    fields = {**good.fields, key: draw(st.integers(0, 0xFFFF if key == "vcrc" else 0xFFFFFFFF))}
+    frame = bytearray(build(good.encapsulation, fields, good.payload, link=good.link))
+    return Mutation(bytes(frame), good.link, kind, key, good)

@@ -68,6 +68,7 @@ def extensions() -> list[Extension]:
             continue
         exts.append(Extension(
             name, sources,
+            depends=[f"src/ibwire/crc/{h}" for h in ("kernel.h", "crc_simd.h", "crc_tables.h")],
             include_dirs=[numpy.get_include(), "src/ibwire/crc"],
             extra_compile_args=os.environ.get("IBWIRE_CFLAGS", "-O3").split(),
             extra_link_args=os.environ.get("IBWIRE_LDFLAGS", "").split(),

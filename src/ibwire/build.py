@@ -115,6 +115,8 @@ def _fill_crcs(frame: _Bytes, link: str, given: Mapping[str, Any]) -> None:
     crc.fix(frame, link)
     if "icrc" in given:
         frame[frame.icrc_at:frame.icrc_at + 4] = ICRC.build(given["icrc"])
+        if frame.vcrc_at >= 0:  # a switch computes the VCRC over the bytes it sends
+            frame[frame.vcrc_at:frame.vcrc_at + 2] = VCRC.build(crc.vcrc(frame, link))
     if "vcrc" in given and frame.vcrc_at >= 0:
         frame[frame.vcrc_at:frame.vcrc_at + 2] = VCRC.build(given["vcrc"])
 
@@ -159,7 +161,7 @@ class _Frame:
                 tags = value if isinstance(value, (tuple, list)) else (value,)
                 while len(self.vlans) < len(tags):
                     self.vlans.append({})
-                for tag, v in zip(self.vlans, tags):
+                for tag, v in zip(self.vlans, tags, strict=False):
                     tag[name] = v
             else:
                 self.values[header.name][name] = value

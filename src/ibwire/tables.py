@@ -120,11 +120,11 @@ def well_known_qps() -> dict[int, str]:
 def link_types() -> dict[tuple[str, int], tuple[str, str]]:
     """(family, value) -> (name, where the frame starts)."""
     return {
-        (r["family"], int(r["value"])): (r["name"], r["starts_at"]) for r in read_table("link_types")
+        (r["family"], _int(r["value"])): (r["name"], r["starts_at"]) for r in read_table("link_types")
     }
 
 
-MANUFACTURER_FIRST = 0xE0
+MANUFACTURER_FIRST = constants()["MANUFACTURER_OPCODE_FIRST"]
 
 
 def opcode_status(value: int) -> str:

@@ -1,0 +1,380 @@
+"""Pure-Python twin of the C engine: the same names, the same answers, the same errors.
+
+The frame walker (:func:`_walk`) follows ``kernel.c`` check for check, so both twins report
+every fault at the same (error code, header, field, offset). CRC-32 comes from :mod:`zlib`
+(identical parameters); the VCRC CRC-16 is table driven.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+from ibwire.crc._common import (
+    ERROR_NAMES,
+    KIND_NAMES,
+    LINK_CODES,
+    MALFORMED,
+    NOT_IB,
+    SITE,
+    TRUNCATED,
+    UNSUPPORTED,
+    BatchVerdict,
+    Buffer,
+    CrcVerdict,
+    IcrcSpan,
+    batch_arrays,
+    fault,
+    first_outside,
+    link_code,
+    no_icrc,
+    no_vcrc,
+    outside_error,
+)
+from ibwire.errors import IbwireError
+
+__all__ = [
+    "ERROR_NAMES",
+    "KIND_NAMES",
+    "LINK_CODES",
+    "BatchVerdict",
+    "CrcVerdict",
+    "IcrcSpan",
+    "crc16",
+    "crc32",
+    "fix",
+    "icrc",
+    "locate",
+    "vcrc",
+    "verify",
+    "verify_batch",
+]
+
+ROCE_PORT = 4791
+GRH_NEXT_HEADER_IBA = 0x1B
+VLAN_TYPES = (0x8100, 0x88A8, 0x9100)
+IPV6_EXTENSIONS = frozenset((0, 43, 60, 135, 139, 140, 253, 254))
+_KIND = {name: code for code, name in enumerate(KIND_NAMES)}
+_PSEUDO_LRH = b"\xff" * 8
+
+
+def _crc16_table() -> tuple[int, ...]:
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0xD008 if c & 1 else c >> 1
+        table.append(c)
+    return tuple(table)
+
+
+_T16 = _crc16_table()
+
+
+def crc32(data: Buffer, value: int = 0) -> int:
+    """CRC-32 with zlib's parameters (the ICRC CRC); ``value`` continues a previous result."""
+    return zlib.crc32(data, value)
+
+
+def crc16(data: Buffer) -> int:
+    """The VCRC CRC-16: poly 0x100B reflected, init 0xFFFF, xorout 0xFFFF."""
+    c = 0xFFFF
+    t = _T16
+    for b in memoryview(data).cast("B"):
+        c = (c >> 8) ^ t[(c ^ b) & 0xFF]
+    return c ^ 0xFFFF
+
+
+class _Fault(Exception):
+    """Internal: a walker fault with the encapsulation known so far."""
+
+    def __init__(self, code: int, site: str, offset: int, kind: int) -> None:
+        super().__init__(code, site, offset, kind)
+        self.code, self.site, self.offset, self.kind = code, SITE[site], offset, kind
+
+    def error(self) -> IbwireError:
+        return fault(self.code, self.site, self.offset)
+
+
+def _be16(b: memoryview, i: int) -> int:
+    return b[i] << 8 | b[i + 1]
+
+
+def _grh_masks(g: int) -> list[tuple[int, int]]:
+    return [(g, 0x0F), (g + 1, 0xFF), (g + 2, 0xFF), (g + 3, 0xFF), (g + 7, 0xFF)]
+
+
+def _span(kind: int, start: int, masks: list[tuple[int, int]], bth: int, icrc: int,
+          vcrc: int = -1, pseudo: bool = True) -> IcrcSpan:
+    masks.append((bth + 4, 0xFF))  # BTH FECN, BECN, Resv6a
+    return IcrcSpan(KIND_NAMES[kind], start, pseudo, tuple(masks), bth, icrc, vcrc)
+
+
+def _grh(b: memoryview, n: int, g: int) -> IcrcSpan:
+    k = _KIND["rocev1"]
+    if n - g < 40:
+        raise _Fault(TRUNCATED, "GRH.header", g, k)
+    if b[g] >> 4 != 6:
+        raise _Fault(MALFORMED, "GRH.ipver", g, k)
+    if b[g + 6] != GRH_NEXT_HEADER_IBA:
+        raise _Fault(MALFORMED, "GRH.next_header", g + 6, k)
+    paylen = _be16(b, g + 4)
+    if paylen < 16:
+        raise _Fault(MALFORMED, "GRH.payload_length", g + 4, k)
+    if paylen > n - g - 40:
+        raise _Fault(TRUNCATED, "GRH.payload_length", g + 4, k)
+    return _span(k, g, _grh_masks(g), g + 40, g + 40 + paylen - 4)
+
+
+def _ipv4(b: memoryview, n: int, o: int) -> IcrcSpan:
+    k = _KIND["none"]
+    if n - o < 20:
+        raise _Fault(TRUNCATED, "IPv4.header", o, k)
+    if b[o] >> 4 != 4:
+        raise _Fault(MALFORMED, "IPv4.version", o, k)
+    if b[o + 9] != 17:
+        raise _Fault(NOT_IB, "IPv4.protocol", o + 9, k)
+    ihl = (b[o] & 0x0F) * 4
+    if ihl < 20:
+        raise _Fault(MALFORMED, "IPv4.ihl", o, k)
+    if _be16(b, o + 6) & 0x3FFF:
+        raise _Fault(UNSUPPORTED, "IPv4.fragment", o + 6, k)
+    if n - o < ihl:
+        raise _Fault(TRUNCATED, "IPv4.ihl", o, k)
+    u = o + ihl
+    if n - u < 8:
+        raise _Fault(TRUNCATED, "UDP.header", u, k)
+    if _be16(b, u + 2) != ROCE_PORT:
+        raise _Fault(NOT_IB, "UDP.dst_port", u + 2, k)
+    k = _KIND["rocev2_ipv4"]
+    total = _be16(b, o + 2)
+    if total < ihl + 8 + 16:
+        raise _Fault(MALFORMED, "IPv4.total_length", o + 2, k)
+    if _be16(b, u + 4) != total - ihl:
+        raise _Fault(MALFORMED, "UDP.length", u + 4, k)
+    if total > n - o:
+        raise _Fault(TRUNCATED, "IPv4.total_length", o + 2, k)
+    masks = [(o + 1, 0xFF), (o + 8, 0xFF), (o + 10, 0xFF), (o + 11, 0xFF),
+             (u + 6, 0xFF), (u + 7, 0xFF)]
+    return _span(k, o, masks, u + 8, o + total - 4)
+
+
+def _ipv6_ext(b: memoryview, n: int, o: int) -> IcrcSpan:
+    """Extension headers: only followed to tell RoCE (unsupported) from other traffic."""
+    k = _KIND["none"]
+    nh, q = b[o + 6], o + 40
+    while True:
+        if nh in IPV6_EXTENSIONS or nh == 51:
+            if n - q < 2:
+                raise _Fault(TRUNCATED, "IPv6.extension_header", q, k)
+            nh, q = b[q], q + ((b[q + 1] + 2) * 4 if nh == 51 else (b[q + 1] + 1) * 8)
+        elif nh == 44:
+            if n - q < 8:
+                raise _Fault(TRUNCATED, "IPv6.extension_header", q, k)
+            if b[q] == 17:
+                raise _Fault(UNSUPPORTED, "IPv6.extension_header", q, k)
+            raise _Fault(NOT_IB, "IPv6.next_header", o + 6, k)
+        elif nh == 17:
+            if n - q < 8:
+                raise _Fault(TRUNCATED, "UDP.header", q, k)
+            if _be16(b, q + 2) != ROCE_PORT:
+                raise _Fault(NOT_IB, "UDP.dst_port", q + 2, k)
+            raise _Fault(UNSUPPORTED, "IPv6.next_header", o + 6, _KIND["rocev2_ipv6"])
+        else:
+            raise _Fault(NOT_IB, "IPv6.next_header", o + 6, k)
+
+
+def _ipv6(b: memoryview, n: int, o: int) -> IcrcSpan:
+    k = _KIND["none"]
+    if n - o < 40:
+        raise _Fault(TRUNCATED, "IPv6.header", o, k)
+    if b[o] >> 4 != 6:
+        raise _Fault(MALFORMED, "IPv6.version", o, k)
+    if b[o + 6] != 17:
+        return _ipv6_ext(b, n, o)
+    u = o + 40
+    if n - u < 8:
+        raise _Fault(TRUNCATED, "UDP.header", u, k)
+    if _be16(b, u + 2) != ROCE_PORT:
+        raise _Fault(NOT_IB, "UDP.dst_port", u + 2, k)
+    k = _KIND["rocev2_ipv6"]
+    plen = _be16(b, o + 4)
+    if plen < 8 + 16:
+        raise _Fault(MALFORMED, "IPv6.payload_length", o + 4, k)
+    if _be16(b, u + 4) != plen:
+        raise _Fault(MALFORMED, "UDP.length", u + 4, k)
+    if plen > n - u:
+        raise _Fault(TRUNCATED, "IPv6.payload_length", o + 4, k)
+    masks = [*_grh_masks(o), (u + 6, 0xFF), (u + 7, 0xFF)]
+    return _span(k, o, masks, u + 8, u + plen - 4)
+
+
+def _ethernet(b: memoryview, n: int) -> IcrcSpan:
+    if n < 14:
+        raise _Fault(TRUNCATED, "Ethernet.ethertype", 12, 0)
+    etype, o = _be16(b, 12), 14
+    while etype in VLAN_TYPES:
+        if n - o < 4:
+            raise _Fault(TRUNCATED, "VLAN.ethertype", o + 2, 0)
+        etype, o = _be16(b, o + 2), o + 4
+    if etype == 0x0800:
+        return _ipv4(b, n, o)
+    if etype == 0x86DD:
+        return _ipv6(b, n, o)
+    if etype == 0x8915:
+        return _grh(b, n, o)
+    raise _Fault(NOT_IB, "Ethernet.ethertype", o - 2, 0)
+
+
+def _ip(b: memoryview, n: int) -> IcrcSpan:
+    if n < 1:
+        raise _Fault(TRUNCATED, "IP.version", 0, 0)
+    version = b[0] >> 4
+    if version == 4:
+        return _ipv4(b, n, 0)
+    if version == 6:
+        return _ipv6(b, n, 0)
+    raise _Fault(NOT_IB, "IP.version", 0, 0)
+
+
+_LNH_KIND = (_KIND["ib_raw"], _KIND["ib_ip"], _KIND["ib_lrh"], _KIND["ib_grh"])
+_LNH_LEAST = (8, 8, 8 + 12 + 4, 8 + 40 + 12 + 4)
+
+
+def _lrh(b: memoryview, n: int) -> IcrcSpan:
+    if n < 8:
+        raise _Fault(TRUNCATED, "LRH.header", 0, 0)
+    lnh = b[1] & 3
+    length = (_be16(b, 4) & 0x7FF) * 4  # PktLen: word 1, bits 5..15
+    k = _LNH_KIND[lnh]
+    if length < _LNH_LEAST[lnh]:
+        raise _Fault(MALFORMED, "LRH.packet_length", 4, k)
+    if length + 2 > n:
+        raise _Fault(TRUNCATED, "LRH.packet_length", 4, k)
+    if lnh < 2:
+        return IcrcSpan(KIND_NAMES[k], 0, False, (), -1, -1, length)
+    if lnh == 2:
+        return _span(k, 0, [(0, 0xF0)], 8, length - 4, length, pseudo=False)  # VL
+    g = 8  # LNH 3: the whole LRH is variant (8 x 0xFF), then the GRH
+    if b[g] >> 4 != 6:
+        raise _Fault(MALFORMED, "GRH.ipver", g, k)
+    if b[g + 6] != GRH_NEXT_HEADER_IBA:
+        raise _Fault(MALFORMED, "GRH.next_header", g + 6, k)
+    if _be16(b, g + 4) != length - 48:
+        raise _Fault(MALFORMED, "GRH.payload_length", g + 4, k)
+    return _span(k, g, _grh_masks(g), g + 40, length - 4, length)
+
+
+_WALKERS = (_ethernet, _lrh, _ip, lambda b, n: _grh(b, n, 0))
+
+
+def _walk(b: memoryview, link: int) -> IcrcSpan:
+    """The frame walker: where the ICRC region is, or a _Fault."""
+    return _WALKERS[link](b, len(b))
+
+
+def _view(frame: Buffer) -> memoryview:
+    view = memoryview(frame)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+
+
+def _icrc_of(b: memoryview, s: IcrcSpan) -> int:
+    cut = s.bth + 5
+    prefix = bytearray(b[s.start:cut])
+    for off, bits in s.masks:
+        prefix[off - s.start] |= bits
+    c = zlib.crc32(prefix, zlib.crc32(_PSEUDO_LRH) if s.pseudo_lrh else 0)
+    return zlib.crc32(b[cut:s.icrc], c)
+
+
+def _locate(b: memoryview, link: str) -> IcrcSpan:
+    try:
+        return _walk(b, link_code(link))
+    except _Fault as f:
+        raise f.error() from None
+
+
+def locate(frame: Buffer, link: str = "ethernet") -> IcrcSpan:
+    """Where the ICRC region of ``frame`` is; raises an ibwire error if it has none."""
+    return _locate(_view(frame), link)
+
+
+def icrc(frame: Buffer, link: str = "ethernet") -> int:
+    """The ICRC value of ``frame``; on the wire it is ``value.to_bytes(4, "little")``."""
+    b = _view(frame)
+    s = _locate(b, link)
+    if s.icrc < 0:
+        raise no_icrc()
+    return _icrc_of(b, s)
+
+
+def vcrc(frame: Buffer, link: str = "infiniband") -> int:
+    """The VCRC value of a native InfiniBand frame (LRH .. ICRC); LSB first on the wire."""
+    b = _view(frame)
+    s = _locate(b, link)
+    if s.vcrc < 0:
+        raise no_vcrc()
+    return crc16(b[:s.vcrc])
+
+
+def _verdict(b: memoryview, s: IcrcSpan) -> CrcVerdict:
+    icrc_ok = icrc_wire = icrc_computed = vcrc_ok = vcrc_wire = vcrc_computed = None
+    if s.icrc >= 0:
+        icrc_computed = _icrc_of(b, s)
+        icrc_wire = int.from_bytes(b[s.icrc:s.icrc + 4], "little")
+        icrc_ok = icrc_wire == icrc_computed
+    if s.vcrc >= 0:
+        vcrc_computed = crc16(b[:s.vcrc])
+        vcrc_wire = int.from_bytes(b[s.vcrc:s.vcrc + 2], "little")
+        vcrc_ok = vcrc_wire == vcrc_computed
+    return CrcVerdict(icrc_ok, vcrc_ok, icrc_wire, icrc_computed, vcrc_wire, vcrc_computed)
+
+
+def verify(frame: Buffer, link: str = "ethernet") -> CrcVerdict:
+    """Checks the ICRC (and the VCRC on native IB) against the bytes on the wire."""
+    b = _view(frame)
+    return _verdict(b, _locate(b, link))
+
+
+def fix(buf: bytearray, link: str = "ethernet") -> None:
+    """Writes the correct ICRC, and on native IB then the VCRC, into ``buf`` in place."""
+    b = _view(buf)
+    if b.readonly:
+        raise TypeError("fix() needs a writable buffer such as a bytearray")
+    s = _locate(b, link)
+    if s.icrc >= 0:
+        b[s.icrc:s.icrc + 4] = _icrc_of(b, s).to_bytes(4, "little")
+    if s.vcrc >= 0:
+        b[s.vcrc:s.vcrc + 2] = crc16(b[:s.vcrc]).to_bytes(2, "little")
+
+
+def verify_batch(buf: Buffer, offsets: np.ndarray, lengths: np.ndarray,
+                 links: str | np.ndarray = "ethernet") -> BatchVerdict:
+    """Verifies many records of one buffer; per-record problems become error codes."""
+    data = _view(buf)
+    offs, lens, codes = batch_arrays(offsets, lengths, links)
+    bad = first_outside(len(data), offs, lens)
+    if bad >= 0:
+        raise outside_error(bad, int(offs[bad]), int(lens[bad]), len(data))
+    n = offs.size
+    icrc_ok = np.full(n, -1, dtype=np.int8)
+    vcrc_ok = np.full(n, -1, dtype=np.int8)
+    error = np.zeros(n, dtype=np.uint8)
+    kind = np.zeros(n, dtype=np.uint8)
+    link_list = codes.tolist() if codes.size == n else codes.tolist() * n
+    for i, (off, length, link) in enumerate(zip(offs.tolist(), lens.tolist(), link_list, strict=True)):
+        b = data[off:off + length]
+        try:
+            s = _walk(b, link)
+        except _Fault as f:
+            error[i], kind[i] = f.code, f.kind
+            continue
+        v = _verdict(b, s)
+        kind[i] = KIND_NAMES.index(s.kind)
+        if v.icrc_ok is not None:
+            icrc_ok[i] = v.icrc_ok
+        if v.vcrc_ok is not None:
+            vcrc_ok[i] = v.vcrc_ok
+    return BatchVerdict(icrc_ok, vcrc_ok, error, kind)
+

@@ -1,0 +1,68 @@
+"""Capture readers and writers: pcap (both byte orders, us/ns), pcapng, native ERF, gzip,
+standard input; link types Ethernet, Linux SLL/SLL2, raw IP, ERF (InfiniBand, Ethernet),
+LINKTYPE_INFINIBAND.
+
+Reading::
+
+    with open_capture("trace.pcapng.gz") as capture:
+        for record in capture:
+            if record.error is not None:   # a packet-level problem: counted, not raised
+                continue
+            record.link, record.frame       # where to dissect from, and the bytes
+
+Error policy:
+
+- File-level problems (cannot open, empty, bad magic, truncated pcap global header or first
+  pcapng section header, unknown pcap/pcapng version) raise :class:`CaptureError` when the
+  file is opened, with the file name and a byte offset in a one-line message.
+- After that, iteration never raises. A problem becomes a record whose ``error`` is an
+  IbwireError (TruncatedError: the data stops early; MalformedError: a field lies) carrying
+  the record index and byte offset; its frame is empty and its index is used up.
+- A lying length that leaves the stream unreadable ends the iteration with that one error
+  record: pcap truncated record header or trailing bytes shorter than one, truncated record
+  data, caplen over 256 MiB or past the end; pcapng block length not a multiple of 4, under
+  12, over 256 MiB, past the end, or its trailing copy different; a bad later section header;
+  native ERF rlen under 16 or past the end; corrupt or truncated gzip data.
+- A problem confined to one record is an error record and reading goes on: a pcapng packet
+  longer than its block or on an undeclared interface, a block too short for its fields,
+  IDB options running past the block (the interface is kept); an ERF header cut short, an
+  ERF rlen shorter than its headers; a Linux SLL/SLL2 header cut short.
+- A record that is usable but inconsistent comes out whole with ``warning`` set: caplen
+  over snaplen, caplen over orig_len, an ERF record cut by its pcap record inside the frame.
+
+Per module: ``pcap``, ``pcapng``, ``erf`` (sans-IO walkers over buffers), ``linktypes`` (SLL,
+SLL2, ERF -> link + frame), ``source`` (files, mmap, gzip, stdin), ``index`` (numpy columns
+for the batch scanner), ``writer`` (atomic pcap/pcapng writers), ``convert``.
+"""
+
+from __future__ import annotations
+
+from ibwire.pcap.convert import (
+    ConversionReport,
+    erf_to_infiniband,
+    infiniband_to_erf,
+    pcapng_to_pcap,
+)
+from ibwire.pcap.index import CaptureIndex, index_buffer, index_capture
+from ibwire.pcap.records import LINK_CODES, LINK_NAMES, CaptureRecord
+from ibwire.pcap.source import CaptureReader, iter_capture_bytes, open_capture, read_capture
+from ibwire.pcap.writer import PcapngWriter, PcapWriter
+
+__all__ = [
+    "LINK_CODES",
+    "LINK_NAMES",
+    "CaptureIndex",
+    "CaptureReader",
+    "CaptureRecord",
+    "ConversionReport",
+    "PcapWriter",
+    "PcapngWriter",
+    "erf_to_infiniband",
+    "index_buffer",
+    "index_capture",
+    "infiniband_to_erf",
+    "iter_capture_bytes",
+    "open_capture",
+    "pcapng_to_pcap",
+    "read_capture",
+]

@@ -1,0 +1,334 @@
+"""Opening captures: files (through mmap), gzip-compressed files, standard input, file objects
+and in-memory bytes; format detection; turning the walkers' RawRecords into CaptureRecords.
+
+A regular uncompressed file is mapped, and its records' frames are memoryviews into the map
+(no copies; they stay valid after ``close()``, which only drops the reader's reference).
+Gzip data, pipes and file objects are read in chunks through a window that holds one chunk
+plus at most one record; their frames are bytes. Either way memory does not grow with the file.
+
+File-level problems (cannot open, empty, bad magic, truncated or unknown header) raise
+:class:`CaptureError` when the capture is opened. After that iteration never raises: a
+packet-level problem is a record with ``error`` set (see ``records.py``); corrupt or truncated
+gzip data ends the iteration with one such record.
+"""
+
+from __future__ import annotations
+
+import io
+import mmap
+import os
+import stat
+import sys
+import zlib
+from collections.abc import Iterator
+from types import TracebackType
+from typing import BinaryIO
+
+from ibwire.errors import CaptureError, IbwireError, TruncatedError
+from ibwire.pcap.erf import ErfWalker, looks_like_erf
+from ibwire.pcap.gunzip import GunzipStream, PrefixedStream
+from ibwire.pcap.linktypes import direct_link_codes, locator_for
+from ibwire.pcap.pcap import PcapHeader, PcapWalker, is_modified_pcap, parse_pcap_header, pcap_magic
+from ibwire.pcap.pcapng import Interface, PcapngWalker, check_first_section
+from ibwire.pcap.records import (
+    LINK_NAMES,
+    Buffer,
+    CaptureRecord,
+    RawRecord,
+    Walker,
+    error_record,
+)
+
+GZIP_MAGIC = b"\x1f\x8b"
+PCAPNG_MAGIC = b"\n\r\r\n"
+HEAD_LEN = 128 * 1024
+CHUNK_LEN = 1024 * 1024
+Source = str | os.PathLike[str] | BinaryIO
+
+
+def detect_format(head: Buffer, at_eof: bool, name: str) -> str:
+    """'pcap', 'pcapng', 'erf' (native) or 'gzip' from the first bytes of a capture."""
+    if len(head) == 0:
+        raise CaptureError(f"{name}: empty file", offset=0)
+    if bytes(head[:2]) == GZIP_MAGIC:
+        return "gzip"
+    if pcap_magic(head):
+        return "pcap"
+    if bytes(head[:4]) == PCAPNG_MAGIC:
+        return "pcapng"
+    if is_modified_pcap(head):
+        raise CaptureError(f"{name}: modified (Kuznetzov) pcap is not supported", offset=0)
+    if looks_like_erf(head, at_eof):
+        return "erf"
+    raise CaptureError(f"{name}: not a pcap, pcapng, gzip or ERF capture (starts with "
+                       f"{bytes(head[:4]).hex()})", header="file", field="magic", offset=0)
+
+
+def make_walker(fmt: str, head: Buffer, at_eof: bool, name: str
+                ) -> tuple[Walker, int, PcapHeader | None] | None:
+    """(walker, where records start, pcap header); None if ``head`` is too short to tell."""
+    if fmt == "pcap":
+        if len(head) < 24 and not at_eof:
+            return None
+        header = parse_pcap_header(head, name)
+        return PcapWalker(header), 24, header
+    if fmt == "pcapng":
+        if not check_first_section(head, at_eof, name):
+            return None
+        return PcapngWalker(), 0, None
+    return ErfWalker(), 0, None
+
+
+class RecordMaker:
+    """Numbers RawRecords and finds their frames; ``copy`` makes frames bytes, not views."""
+
+    def __init__(self, copy: bool) -> None:
+        self.index = 0
+        self.copy = copy
+
+    def records(self, raws: Iterator[RawRecord], view: memoryview, base: int
+                ) -> Iterator[CaptureRecord]:
+        direct = direct_link_codes()
+        copy = self.copy
+        for offset, start, end, timestamp_ns, record_orig_len, linktype, snaplen, interface, \
+                warning, error in raws:
+            index = self.index
+            self.index = index + 1
+            if error is not None:
+                yield error_record(index, base + offset, error)
+                continue
+            code = direct.get(linktype)
+            if code is not None:
+                frame_start, frame_end, wire_len = start, end, record_orig_len
+                erf_type = erf_flags = None
+            else:
+                code, frame_start, frame_end, wire_len, erf_timestamp, erf_type, erf_flags, \
+                    link_warning, link_error = locator_for(linktype)(
+                        view, start, end, record_orig_len, base)
+                if link_error is not None:
+                    yield error_record(index, base + offset, link_error)
+                    continue
+                if erf_timestamp is not None:
+                    timestamp_ns = erf_timestamp
+                warning = warning or link_warning
+            data: Buffer = bytes(view[start:end]) if copy else view[start:end]
+            if frame_start == start and frame_end == end:
+                frame = data
+            else:
+                frame = data[frame_start - start:frame_end - start]
+            yield CaptureRecord(index, base + offset, timestamp_ns, linktype, LINK_NAMES[code],
+                                frame, frame_end - frame_start, wire_len, interface, data,
+                                record_orig_len, snaplen, erf_type, erf_flags,
+                                None if warning is None else warning.at_record(index), None)
+
+
+def iter_capture_bytes(data: Buffer, name: str = "<bytes>") -> Iterator[CaptureRecord]:
+    """The records of a whole capture held in memory (sans-IO; frames are views into it).
+
+    File-level problems raise :class:`CaptureError` at the first ``next()``.
+    """
+    view = memoryview(data).cast("B")
+    fmt = detect_format(view, True, name)
+    if fmt == "gzip":
+        with CaptureReader(io.BytesIO(view), name=name) as reader:
+            yield from reader
+        return
+    started = make_walker(fmt, view, True, name)
+    assert started is not None
+    walker, start, _header = started
+    yield from RecordMaker(copy=False).records(walker.walk(view, start, len(view), True, 0),
+                                               view, 0)
+
+
+class CaptureReader:
+    """An open capture: iterate it for :class:`CaptureRecord` s; use it as a context manager.
+
+    ``format`` is 'pcap', 'pcapng' or 'erf'; ``compressed`` says gzip; ``header`` is the pcap
+    global header (None for other formats); ``interfaces`` lists the pcapng interfaces seen so
+    far (all sections). A mapped file can be iterated again; a stream only once.
+    """
+
+    def __init__(self, source: Source, *, chunk_size: int = CHUNK_LEN,
+                 name: str | None = None) -> None:
+        if name is not None:
+            self.name = name
+        elif source == "-":
+            self.name = "<stdin>"
+        elif isinstance(source, (str, os.PathLike)):
+            self.name = os.fspath(source)
+        else:
+            name = getattr(source, "name", None)
+            self.name = name if isinstance(name, str) else repr(source)
+        self.chunk_size = max(1, chunk_size)
+        self.compressed = False
+        self._map: mmap.mmap | None = None
+        self._stream: BinaryIO | GunzipStream | None = None
+        self._owned: list[BinaryIO] = []
+        self._head = b""
+        self._eof = False
+        self._stream_error: IbwireError | None = None
+        self._iterated = False
+        self._walker: Walker | None = None
+        try:
+            self._open(source)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, source: Source) -> None:
+        if source == "-":
+            self._stream = sys.stdin.buffer
+        elif isinstance(source, (str, os.PathLike)):
+            try:
+                handle = open(source, "rb")  # closed in close()
+                self._owned.append(handle)
+                info = os.fstat(handle.fileno())
+            except OSError as exc:
+                raise CaptureError(f"{self.name}: cannot open ({exc.strerror})") from exc
+            if stat.S_ISREG(info.st_mode):
+                if info.st_size == 0:
+                    raise CaptureError(f"{self.name}: empty file", offset=0)
+                if handle.read(2) != GZIP_MAGIC:
+                    self._map = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+                    if hasattr(self._map, "madvise") and hasattr(mmap, "MADV_SEQUENTIAL"):
+                        self._map.madvise(mmap.MADV_SEQUENTIAL)
+                    self._owned.pop().close()
+                    self.format = detect_format(memoryview(self._map), True, self.name)
+                    self._start(memoryview(self._map), True)
+                    return
+                handle.seek(0)
+            self._stream = handle
+        else:
+            self._stream = source
+        self._head = self._read(HEAD_LEN)
+        if detect_format(self._head, self._eof, self.name) == "gzip":
+            self.compressed = True
+            self._stream = GunzipStream(PrefixedStream(self._head, self._stream))
+            self._eof = False
+            self._head = self._read(HEAD_LEN)
+            if not self._head and self._stream_error is not None:
+                raise CaptureError(f"{self.name}: {self._stream_error.reason}", offset=0)
+            if not self._head:
+                raise CaptureError(f"{self.name}: empty file (after gzip decompression)",
+                                   offset=0)
+        self.format = detect_format(self._head, self._eof, self.name)
+        while not self._start(self._head, self._eof):
+            self._head += self._read(HEAD_LEN)
+
+    def _start(self, head: Buffer, at_eof: bool) -> bool:
+        if self.format == "gzip":
+            raise CaptureError(f"{self.name}: gzip inside gzip is not supported", offset=0)
+        started = make_walker(self.format, head, at_eof, self.name)
+        if started is None:
+            return False
+        self._walker, self._records_start, self.header = started
+        return True
+
+    def _read(self, size: int) -> bytes:
+        """Up to ``size`` bytes (fewer only at the end); decompression errors end the data."""
+        if self._stream is None:
+            raise CaptureError(f"{self.name}: read after close")
+        parts: list[bytes] = []
+        got = 0
+        while got < size and not self._eof:
+            try:
+                part = self._stream.read(size - got)
+            except (OSError, EOFError, zlib.error) as exc:
+                what = "gzip data" if self.compressed else "input"
+                self._stream_error = TruncatedError(f"{what} corrupt or truncated ({exc})",
+                                                    header="gzip" if self.compressed else None)
+                part = b""
+            if not part:
+                self._eof = True
+                break
+            parts.append(part)
+            got += len(part)
+        return b"".join(parts)
+
+    @property
+    def interfaces(self) -> list[Interface]:
+        return list(getattr(self._walker, "all_interfaces", []))
+
+    def __iter__(self) -> Iterator[CaptureRecord]:
+        if self._map is not None:
+            if self._walker is None or self._iterated:
+                self._start(memoryview(self._map), True)
+            self._iterated = True
+            return self._iter_mapped()
+        if self._iterated:
+            raise CaptureError(f"{self.name}: a stream can be read only once")
+        self._iterated = True
+        return self._iter_stream()
+
+    def _iter_mapped(self) -> Iterator[CaptureRecord]:
+        assert self._map is not None and self._walker is not None
+        view = memoryview(self._map)
+        walker = self._walker
+        yield from RecordMaker(copy=False).records(
+            walker.walk(view, self._records_start, len(view), True, 0), view, 0)
+
+    def _iter_stream(self) -> Iterator[CaptureRecord]:
+        assert self._walker is not None
+        walker = self._walker
+        maker = RecordMaker(copy=True)
+        window, self._head = self._head, b""
+        base, pos = 0, self._records_start
+        while True:
+            final = self._eof and self._stream_error is None
+            yield from maker.records(walker.walk(memoryview(window), pos, len(window), final,
+                                                 base), memoryview(window), base)
+            if walker.finished or self._eof:
+                break
+            keep = walker.resume
+            more = self._read(max(self.chunk_size, walker.want - (len(window) - keep)))
+            base += keep
+            window = window[keep:] + more
+            pos = 0
+        if self._stream_error is not None and not walker.finished:
+            error = self._stream_error
+            error.offset = base + walker.resume
+            yield error_record(maker.index, error.offset, error)
+
+    def copy_to(self, target: BinaryIO) -> IbwireError | None:
+        """Copy the (decompressed) bytes of a stream capture that was not iterated to
+        ``target``; return the error that cut the data short, if any."""
+        if self._map is not None or self._iterated:
+            raise CaptureError(f"{self.name}: copy_to needs a stream that was not read")
+        self._iterated = True
+        target.write(self._head)
+        self._head = b""
+        while not self._eof:
+            target.write(self._read(self.chunk_size))
+        return self._stream_error
+
+    def close(self) -> None:
+        """Release the file; frames already handed out stay valid."""
+        if self._map is not None:
+            try:
+                self._map.close()
+            except BufferError:
+                pass  # records still hold views into the map: it goes when they do
+            self._map = None
+        while self._owned:
+            self._owned.pop().close()
+        self._stream = None
+
+    def __enter__(self) -> CaptureReader:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.close()
+
+
+def open_capture(source: Source, *, chunk_size: int = CHUNK_LEN, name: str | None = None
+                 ) -> CaptureReader:
+    """Open a capture file (path, '-' for standard input, or a binary file object);
+    ``name`` is what messages call it (default: the path)."""
+    return CaptureReader(source, chunk_size=chunk_size, name=name)
+
+
+def read_capture(source: Source) -> Iterator[CaptureRecord]:
+    """Every record of a capture, the file closed when the iteration ends."""
+    with open_capture(source) as reader:
+        yield from reader

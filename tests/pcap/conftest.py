@@ -1,0 +1,42 @@
+"""Fixtures of the capture reader/writer tests."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from tests.pcap.capture_synth import SHARED_CAPTURES
+
+
+def shared_capture_rows() -> list[dict[str, str]]:
+    table = SHARED_CAPTURES / "PROVENANCE.tsv"
+    if not table.is_file():
+        return []
+    with open(table, encoding="utf-8", newline="") as fh:
+        return list(csv.DictReader(fh, delimiter="\t"))
+
+
+SHARED_ROWS = shared_capture_rows()
+
+
+@pytest.fixture(params=SHARED_ROWS or [None], ids=lambda row: row["local_name"] if row else "none")
+def shared_capture(request: pytest.FixtureRequest) -> tuple[Path, dict[str, str]]:
+    """(path, PROVENANCE.tsv row) of each real capture in ../shared/captures."""
+    if request.param is None:
+        pytest.skip("../shared/captures is not available")
+    return SHARED_CAPTURES / request.param["local_name"], request.param
+
+
+@pytest.fixture
+def write_capture(tmp_path: Path):
+    """Write bytes to a file in tmp_path and return its path."""
+    counter = iter(range(1_000_000))
+
+    def write(data: bytes, suffix: str = ".pcap") -> Path:
+        path = tmp_path / f"capture{next(counter)}{suffix}"
+        path.write_bytes(data)
+        return path
+
+    return write

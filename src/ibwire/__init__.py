@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ibwire.build import build
+from ibwire.dissect import parse
 from ibwire.errors import (
     BuildError,
     CaptureError,
@@ -12,9 +14,6 @@ from ibwire.errors import (
     UnknownOpcodeError,
     UnsupportedError,
 )
-
-from ibwire.build import build
-from ibwire.dissect import parse
 from ibwire.packet import HeaderValue, Packet
 
 __all__ = [

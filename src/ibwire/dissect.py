@@ -12,7 +12,6 @@ from typing import Any
 
 from ibwire.errors import (
     MalformedError,
-    NotInfinibandError,
     TruncatedError,
     UnknownOpcodeError,
     UnsupportedError,

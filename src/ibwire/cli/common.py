@@ -1,0 +1,77 @@
+"""What the verbs share: opening captures, a progress bar, formatting values."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from ibwire.inspect import Inspection, inspect
+from ibwire.pcap import open_capture
+from ibwire.where import compile_where
+
+
+def add_input_arguments(parser: argparse.ArgumentParser, many: bool = False) -> None:
+    parser.add_argument("files" if many else "file", nargs="+" if many else None,
+                        metavar="FILE", help="capture file (pcap, pcapng, ERF, gzip) or - for stdin")
+    parser.add_argument("-c", "--count", type=int, default=None, metavar="N",
+                        help="stop after N records")
+    parser.add_argument("--where", default=None, metavar="EXPR",
+                        help='keep packets matching e.g. "bth.destqp == 0x12 and bth.opcode == 17"')
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+
+class Progress:
+    """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
+
+    def __init__(self, name: str, total: int | None, enabled: bool) -> None:
+        self.name = name
+        self.total = total
+        self.enabled = enabled and sys.stderr.isatty() and bool(total)
+        self.count = 0
+
+    def update(self, position: int) -> None:
+        self.count += 1
+        if self.enabled and self.count % 4096 == 0 and self.total:
+            share = min(position / self.total, 1.0)
+            bar = "#" * int(share * 30)
+            sys.stderr.write(f"\r{self.name[-30:]:>30} [{bar:<30}] {share:4.0%} "
+                             f"{self.count} records")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\r" + " " * 80 + "\r")
+            sys.stderr.flush()
+
+
+def inspections(path: str, args: argparse.Namespace) -> Iterator[Inspection]:
+    """Inspect the records of ``path``, honouring ``-c`` and ``--where``."""
+    keep = compile_where(args.where) if getattr(args, "where", None) else None
+    size = os.path.getsize(path) if path != "-" and os.path.isfile(path) else None
+    progress = Progress(path, size, not getattr(args, "no_progress", False))
+    seen = 0
+    try:
+        with open_capture(path) as reader:
+            for record in reader:
+                if args.count is not None and seen >= args.count:
+                    break
+                seen += 1
+                progress.update(record.offset)
+                found = inspect(record)
+                if keep is not None and not keep(found.fields()):
+                    continue
+                yield found
+    finally:
+        progress.close()
+
+
+def jsonable(value: Any) -> Any:
+    """A value as JSON has it: bytes as hex text, tuples as lists."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    if isinstance(value, tuple):
+        return [jsonable(v) for v in value]
+    return value

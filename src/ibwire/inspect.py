@@ -1,0 +1,86 @@
+"""One capture record, looked at: its dissection, its CRC verdict, or the reason it failed.
+
+This is what the CLI verbs share: ``show``, ``check`` and ``stats`` each turn the records of a
+capture into :class:`Inspection` objects and report on them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ibwire import crc
+from ibwire.dissect import parse
+from ibwire.errors import IbwireError
+from ibwire.packet import Packet
+from ibwire.pcap.records import CaptureRecord
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """What ibwire found in one record."""
+
+    record: CaptureRecord
+    packet: Packet | None
+    icrc_ok: bool | None
+    vcrc_ok: bool | None
+    error: IbwireError | None
+
+    @property
+    def is_ib(self) -> bool:
+        return self.packet is not None and self.packet.is_ib
+
+    @property
+    def failed(self) -> bool:
+        """An InfiniBand/RoCE packet (or a capture record) that did not verify."""
+        if self.error is not None:
+            return True
+        return self.icrc_ok is False or self.vcrc_ok is False
+
+    @property
+    def reason(self) -> str:
+        if self.error is not None:
+            return str(self.error)
+        bad = []
+        if self.icrc_ok is False:
+            bad.append("ICRC mismatch")
+        if self.vcrc_ok is False:
+            bad.append("VCRC mismatch")
+        return ", ".join(bad)
+
+    def fields(self) -> dict[str, Any]:
+        """Flat fields for --json and --where: the packet's, plus frame, time and verdicts."""
+        out: dict[str, Any] = {"frame": self.record.index + 1,
+                               "timestamp_ns": self.record.timestamp_ns,
+                               "link": self.record.link}
+        if self.packet is not None:
+            out["encapsulation"] = self.packet.encapsulation
+            out.update(self.packet.fields())
+            if self.packet.opcode is not None:
+                out["bth.opcode.name"] = self.packet.opcode.name
+            out["payload.length"] = len(self.packet.payload)
+        out["icrc_ok"] = self.icrc_ok
+        out["vcrc_ok"] = self.vcrc_ok
+        out["error"] = str(self.error) if self.error is not None else None
+        return out
+
+
+def inspect(record: CaptureRecord) -> Inspection:
+    """Dissect and verify one record; problems become the inspection's ``error``."""
+    number = record.index + 1  # messages count records from 1, like frame numbers
+    if record.error is not None:
+        return Inspection(record, None, None, None, record.error.at_record(number))
+    if record.link == "other":
+        return Inspection(record, None, None, None, None)
+    frame = bytes(record.frame)
+    try:
+        packet = parse(frame, record.link)
+    except IbwireError as exc:
+        return Inspection(record, None, None, None, exc.at_record(number))
+    if packet.icrc is None and packet.vcrc is None:
+        return Inspection(record, packet, None, None, None)
+    try:
+        verdict = crc.verify(frame, record.link)
+    except IbwireError as exc:
+        return Inspection(record, packet, None, None, exc.at_record(number))
+    return Inspection(record, packet, verdict.icrc_ok, verdict.vcrc_ok, None)

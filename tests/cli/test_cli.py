@@ -1,0 +1,111 @@
+"""The ibwire command on the shipped samples and the shared real captures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ibwire.cli.main import main
+from ibwire.where import FilterError, compile_where
+from tests.conftest import CAPTURES
+
+SAMPLES = Path(__file__).resolve().parents[2] / "captures"
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    status = main(list(argv))
+    out = capsys.readouterr()
+    return status, out.out, out.err
+
+
+def test_check_a_clean_sample_exits_zero(capsys):
+    status, out, _ = run(capsys, "check", str(SAMPLES / "sample-rocev2.pcap"))
+    assert status == 0
+    assert "OK: 22 records, 20 InfiniBand/RoCE packets, 2 other; 0 failed" in out
+
+
+def test_check_reports_each_failing_packet_and_exits_one(capsys):
+    status, out, _ = run(capsys, "check", str(SAMPLES / "sample-corrupt.pcap"))
+    assert status == 1
+    lines = out.splitlines()
+    assert any(line.endswith("record 4: ICRC mismatch") for line in lines)
+    assert any("record 6:" in line and "ip.len" in line for line in lines)
+    assert "2 failed (ICRC 1, VCRC 0, errors 1)" in lines[-1]
+
+
+def test_check_unreadable_file_exits_two_with_one_line(capsys, tmp_path):
+    bad = tmp_path / "bad.pcap"
+    bad.write_bytes(b"not a capture at all")
+    status, out, err = run(capsys, "check", str(bad), str(SAMPLES / "sample-ib.pcap"))
+    assert status == 2
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "sample-ib.pcap: OK: 3 records, 3 InfiniBand/RoCE packets" in out
+    status, _, err = run(capsys, "show", str(tmp_path / "missing.pcap"))
+    assert status == 2 and "missing.pcap" in err
+
+
+@pytest.mark.parametrize("path", sorted(CAPTURES.glob("*.pcap*")), ids=lambda p: p.name)
+def test_every_shared_capture_checks_clean(capsys, path):
+    status, out, _ = run(capsys, "check", "--json", str(path))
+    assert status == 0
+    summary = json.loads(out.splitlines()[-1])
+    assert summary["failed"] == 0
+
+
+def test_show_json_keys_are_wireshark_style(capsys):
+    status, out, _ = run(capsys, "show", "--json", "-c", "3", str(SAMPLES / "sample-rocev2.pcap"))
+    assert status == 0
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert len(rows) == 3
+    write = rows[2]
+    assert write["frame"] == 3 and write["bth.opcode"] == 6 and write["bth.psn"] == 101
+    assert write["reth.va"] == 0x7F0000001000 and write["icrc_ok"] is True
+    assert write["vcrc_ok"] is None and write["error"] is None
+
+
+def test_show_where_and_verbose(capsys):
+    status, out, _ = run(capsys, "show", "--where", 'aeth.syndrome.type == "NAK"',
+                         str(SAMPLES / "sample-rocev2.pcap"))
+    assert status == 0 and len(out.splitlines()) == 1 and "PSN_SEQUENCE_ERROR" in out
+    status, out, _ = run(capsys, "show", "-V", "-c", "1", str(SAMPLES / "sample-ib.pcap"))
+    assert "lrh.pktlen = " in out and "VCRC" in out and "ICRC" in out
+
+
+def test_stats_counts(capsys):
+    status, out, _ = run(capsys, "stats", "--json", str(SAMPLES / "sample-rocev2.pcap"))
+    tables = json.loads(out)
+    assert tables["totals"]["ib_packets"] == 20 and tables["totals"]["other"] == 2
+    assert tables["opcode"]["RC_ACKNOWLEDGE"] == 6 and tables["opcode"]["CNP"] == 1
+    assert tables["encapsulation"] == {"rocev2_ipv4": 19, "rocev2_ipv6": 1}
+
+
+def test_convert_247_to_erf_and_back(capsys, tmp_path):
+    erf = tmp_path / "ib-erf.pcap"
+    back = tmp_path / "ib-247.pcap"
+    assert run(capsys, "convert", str(SAMPLES / "sample-ib.pcap"), str(erf), "--to", "erf")[0] == 0
+    assert run(capsys, "convert", str(erf), str(back), "--to", "infiniband")[0] == 0
+    assert back.read_bytes() == (SAMPLES / "sample-ib.pcap").read_bytes()
+    status, out, _ = run(capsys, "check", str(erf))
+    assert status == 0 and "3 InfiniBand/RoCE packets" in out
+
+
+def test_where_filter_language():
+    keep = compile_where("bth.destqp == 0x12 and bth.opcode == 17")
+    assert keep({"bth.destqp": 0x12, "bth.opcode": 17})
+    assert not keep({"bth.destqp": 0x12, "bth.opcode": 16})
+    assert not keep({})
+    assert compile_where("not icrc_ok")({"icrc_ok": False})
+    assert compile_where("bth.psn in (1, 2) or reth")({"reth.va": 5})
+    for bad in ("__import__('os')", "bth.psn +", "a[0] == 1"):
+        with pytest.raises(FilterError):
+            compile_where(bad)
+
+
+def test_console_script_runs(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "ibwire.cli.main", "check",
+                             str(SAMPLES / "sample-rocev2.pcap")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

@@ -92,21 +92,21 @@ def ib_frames() -> list[bytes]:
     ]
 
 
-def write(name: str, linktype: int, frames: list[bytes]) -> None:
-    with PcapWriter(OUT / name, linktype, nanoseconds=True) as out:
+def write(out_dir: Path, name: str, linktype: int, frames: list[bytes]) -> None:
+    with PcapWriter(out_dir / name, linktype, nanoseconds=True) as out:
         for i, frame in enumerate(frames):
             out.write(frame, 1_764_000_000_000_000_000 + i * 1_500)
 
 
-def main() -> None:
-    OUT.mkdir(exist_ok=True)
+def main(out_dir: Path = OUT) -> None:
+    out_dir.mkdir(exist_ok=True)
     frames = rocev2_frames()
-    write("sample-rocev2.pcap", 1, frames)
-    write("sample-ib.pcap", 247, ib_frames())
+    write(out_dir, "sample-rocev2.pcap", 1, frames)
+    write(out_dir, "sample-ib.pcap", 247, ib_frames())
     corrupt = list(frames)
     corrupt[3] = corrupt[3][:-4] + b"\xde\xad\xbe\xef"              # ICRC of WRITE MIDDLE
     corrupt[5] = corrupt[5][:16] + b"\x00\x10" + corrupt[5][18:]    # IP total length 16
-    write("sample-corrupt.pcap", 1, corrupt)
+    write(out_dir, "sample-corrupt.pcap", 1, corrupt)
 
 
 if __name__ == "__main__":

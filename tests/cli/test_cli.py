@@ -109,3 +109,15 @@ def test_console_script_runs(tmp_path):
     result = subprocess.run([sys.executable, "-m", "ibwire.cli.main", "check",
                              str(SAMPLES / "sample-rocev2.pcap")], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_shipped_samples_are_what_the_generator_writes(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "make_samples", SAMPLES.parent / "tools" / "make_samples.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main(tmp_path)
+    for name in ("sample-rocev2.pcap", "sample-ib.pcap", "sample-corrupt.pcap"):
+        assert (tmp_path / name).read_bytes() == (SAMPLES / name).read_bytes(), name

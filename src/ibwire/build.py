@@ -49,7 +49,8 @@ DERIVED_KEYS = frozenset({
     "ipv6.version", "ipv6.plen", "ipv6.nxt", "udp.dstport", "udp.length", "grh.ipver",
     "grh.paylen", "grh.nxthdr", "lrh.lnh", "lrh.pktlen", "bth.padcnt", "icrc", "vcrc",
 })
-_DEFAULTS: dict[str, Any] = {
+#: Values build() uses for fields that are not given (the scapy layers share them).
+DEFAULTS: dict[str, Any] = {
     "eth.dst": "02:00:00:00:00:02", "eth.src": "02:00:00:00:00:01",
     "ip.ttl": 64, "ip.flags.df": 1, "ip.src": "192.0.2.1", "ip.dst": "192.0.2.2",
     "ipv6.hlim": 64, "ipv6.src": "2001:db8::1", "ipv6.dst": "2001:db8::2",
@@ -146,7 +147,7 @@ class _Frame:
         self._sort(given)
 
     def _sort(self, given: dict[str, Any]) -> None:
-        for key, value in {**_DEFAULTS, **given}.items():
+        for key, value in {**DEFAULTS, **given}.items():
             if key in ("icrc", "vcrc") or key in _AETH_DERIVED:
                 continue
             if key == "ip.options":

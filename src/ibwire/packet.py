@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from ibwire.headers import ALL
 from ibwire.tables import Opcode
 
 #: Encapsulations, by the name a Packet reports.
@@ -79,8 +80,6 @@ class Packet:
 
         A header that can be stacked (VLAN tags) gives a tuple per key, outermost tag first. ``icrc``/``vcrc`` are the CRC values (wire bytes read little-endian).
         """
-        from ibwire.headers import ALL
-
         out: dict[str, Any] = {}
         for h in self.headers:
             spec = ALL.get(h.name)

@@ -31,6 +31,7 @@ from scapy.layers.inet import UDP
 from scapy.layers.l2 import CookedLinux, Dot1AD, Dot1Q, Ether
 from scapy.packet import Packet, bind_top_down
 
+from ibwire.build import DEFAULTS
 from ibwire.scapy.layers import AETH, BTH, GRH, GRH_NXTHDR, LNH_GLOBAL, LNH_LOCAL, LRH, CNPPadding
 from ibwire.tables import constants, link_types, opcodes_by_name
 
@@ -39,7 +40,7 @@ ROCE_V1_ETHERTYPE = _C["ROCE_V1_ETHERTYPE"]
 ROCE_V2_PORT = _C["ROCE_V2_UDP_PORT"]
 #: UDP source port of built RoCEv2 packets when none is given (first port of the range
 #: RoCEv2 uses for flow entropy; ibwire.build's default too). The UDP checksum defaults to 0.
-DEFAULT_SOURCE_PORT = 49152
+DEFAULT_SOURCE_PORT = DEFAULTS["udp.srcport"]
 LINKTYPE_INFINIBAND = next(value for (family, value), (name, _) in link_types().items()
                            if family == "pcap" and name == "INFINIBAND")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from scapy.packet import Packet
 
 from ibwire import headers as hdr
+from ibwire.build import DEFAULTS
 from ibwire.crc import CrcVerdict
 from ibwire.scapy import crc as glue
 from ibwire.scapy.base import LinkHeader, mark_no_trailer, no_trailer
@@ -100,7 +101,7 @@ class GRH(LinkHeader):
 
     name = "GRH"
     header = hdr.GRH
-    fields_desc = fields_of(hdr.GRH, defaults={"ipver": 6, "nxthdr": GRH_NXTHDR, "hoplmt": 64,
+    fields_desc = fields_of(hdr.GRH, defaults={"ipver": 6, "nxthdr": GRH_NXTHDR, "hoplmt": DEFAULTS["grh.hoplmt"],
                                                "paylen": None},
                             hexa={"tclass", "flowlabel", "nxthdr"})
 

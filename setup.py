@@ -21,7 +21,8 @@ SPECS = HERE / "specs"
 # (module name, sources) for every optional C engine; missing sources are skipped.
 EXTENSIONS = [
     ("ibwire.crc._engine", ["src/ibwire/crc/_engine.pyx", "src/ibwire/crc/kernel.c"]),
-    ("ibwire._scan", ["src/ibwire/_scan.pyx", "src/ibwire/crc/kernel.c"]),
+    ("ibwire.scan._engine", ["src/ibwire/scan/_engine.pyx", "src/ibwire/scan/scan.c",
+                             "src/ibwire/crc/kernel.c"]),
 ]
 
 
@@ -68,8 +69,9 @@ def extensions() -> list[Extension]:
             continue
         exts.append(Extension(
             name, sources,
-            depends=[f"src/ibwire/crc/{h}" for h in ("kernel.h", "crc_simd.h", "crc_tables.h")],
-            include_dirs=[numpy.get_include(), "src/ibwire/crc"],
+            depends=[*(f"src/ibwire/crc/{h}" for h in ("kernel.h", "crc_simd.h", "crc_tables.h")),
+                     "src/ibwire/scan/scan.h"],
+            include_dirs=[numpy.get_include(), "src/ibwire/crc", "src/ibwire/scan"],
             extra_compile_args=os.environ.get("IBWIRE_CFLAGS", "-O3").split(),
             extra_link_args=os.environ.get("IBWIRE_LDFLAGS", "").split(),
         ))

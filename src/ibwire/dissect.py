@@ -110,21 +110,27 @@ def _ethernet(walk: _Walk) -> Packet:
         offset += VLAN.size
         ethertype = tag["etype"]
     if ethertype in (ETHERTYPE_IPV4, ETHERTYPE_IPV6):
-        return _ip(walk, offset)
+        return _ip(walk, offset, 4 if ethertype == ETHERTYPE_IPV4 else 6)
     if ethertype == ROCE_V1_ETHERTYPE:
         return _grh_roce_v1(walk, offset)
     return walk.other(offset, f"ethertype 0x{ethertype:04x}")
 
 
-def _ip(walk: _Walk, offset: int) -> Packet:
+def _ip(walk: _Walk, offset: int, expected: int | None = None) -> Packet:
+    """IPv4 or IPv6 by the version nibble; ``expected`` is the version the EtherType names
+    (a raw IP link names none, and a version other than 4 or 6 there is other traffic)."""
     if offset >= len(walk.frame):
         raise TruncatedError("no IP header", header="ip", offset=offset)
     version = walk.frame[offset] >> 4
+    if expected is not None and version != expected:
+        name = "ip" if expected == 4 else "ipv6"
+        raise MalformedError(f"IP version {version} under the IPv{expected} EtherType",
+                             header=name, field="version", offset=offset)
     if version == 4:
         return _ipv4(walk, offset)
     if version == 6:
         return _ipv6(walk, offset)
-    raise MalformedError(f"IP version {version}", header="ip", field="version", offset=offset)
+    return walk.other(offset, f"IP version {version}")
 
 
 def _ipv4(walk: _Walk, offset: int) -> Packet:
@@ -218,8 +224,8 @@ def _grh(walk: _Walk, offset: int) -> dict[str, Any]:
     if grh["nxthdr"] != GRH_NXTHDR:
         raise MalformedError(f"GRH next header 0x{grh['nxthdr']:02x} is not 0x1b (IBA transport)",
                              header="grh", field="nxthdr", offset=offset)
-    if walk.strict and grh["ipver"] != 6:
-        raise MalformedError(f"GRH IPVer {grh['ipver']}", header="grh", field="ipver",
+    if grh["ipver"] != 6:
+        raise MalformedError(f"GRH IPVer {grh['ipver']} is not 6", header="grh", field="ipver",
                              offset=offset)
     return grh
 
@@ -242,7 +248,11 @@ def _lrh(walk: _Walk) -> Packet:
                       vcrc=frame[vcrc_at:vcrc_at + 2], vcrc_offset=vcrc_at,
                       trailer=frame[vcrc_at + 2:], unknown=f"LNH {lrh['lnh']} (not IBA transport)")
     if lrh["lnh"] == 3:
-        _grh(walk, LRH.size)
+        grh = _grh(walk, LRH.size)
+        if grh["paylen"] != vcrc_at - LRH.size - GRH.size:
+            raise MalformedError(f"GRH PayLen {grh['paylen']} disagrees with LRH PktLen "
+                                 f"{lrh['pktlen']}", header="grh", field="paylen",
+                                 offset=LRH.size + 4)
         return _transport(walk, LRH.size + GRH.size, vcrc_at, "ib_global", lrh_end=vcrc_at)
     return _transport(walk, LRH.size, vcrc_at, "ib_local", lrh_end=vcrc_at)
 

@@ -133,13 +133,13 @@ def _ipv4(b: memoryview, n: int, o: int) -> IcrcSpan:
         raise _Fault(TRUNCATED, "IPv4.header", o, k)
     if b[o] >> 4 != 4:
         raise _Fault(MALFORMED, "IPv4.version", o, k)
-    if b[o + 9] != 17:
-        raise _Fault(NOT_IB, "IPv4.protocol", o + 9, k)
     ihl = (b[o] & 0x0F) * 4
     if ihl < 20:
         raise _Fault(MALFORMED, "IPv4.ihl", o, k)
-    if _be16(b, o + 6) & 0x3FFF:
-        raise _Fault(UNSUPPORTED, "IPv4.fragment", o + 6, k)
+    if b[o + 9] != 17:
+        raise _Fault(NOT_IB, "IPv4.protocol", o + 9, k)
+    if _be16(b, o + 6) & 0x1FFF:  # a later fragment: no UDP header to tell what it is
+        raise _Fault(NOT_IB, "IPv4.fragment", o + 6, k)
     if n - o < ihl:
         raise _Fault(TRUNCATED, "IPv4.ihl", o, k)
     u = o + ihl
@@ -148,6 +148,8 @@ def _ipv4(b: memoryview, n: int, o: int) -> IcrcSpan:
     if _be16(b, u + 2) != ROCE_PORT:
         raise _Fault(NOT_IB, "UDP.dst_port", u + 2, k)
     k = _KIND["rocev2_ipv4"]
+    if b[o + 6] & 0x20:  # MF: the first fragment of a RoCEv2 packet
+        raise _Fault(UNSUPPORTED, "IPv4.fragment", o + 6, k)
     total = _be16(b, o + 2)
     if total < ihl + 8 + 16:
         raise _Fault(MALFORMED, "IPv4.total_length", o + 2, k)
@@ -166,12 +168,12 @@ def _ipv6_ext(b: memoryview, n: int, o: int) -> IcrcSpan:
     nh, q = b[o + 6], o + 40
     while True:
         if nh in IPV6_EXTENSIONS or nh == 51:
-            if n - q < 2:
-                raise _Fault(TRUNCATED, "IPv6.extension_header", q, k)
+            if n - q < 8:  # cut short: nothing says what follows, so not RoCE
+                raise _Fault(NOT_IB, "IPv6.extension_header", q, k)
             nh, q = b[q], q + ((b[q + 1] + 2) * 4 if nh == 51 else (b[q + 1] + 1) * 8)
         elif nh == 44:
             if n - q < 8:
-                raise _Fault(TRUNCATED, "IPv6.extension_header", q, k)
+                raise _Fault(NOT_IB, "IPv6.extension_header", q, k)
             if b[q] == 17:
                 raise _Fault(UNSUPPORTED, "IPv6.extension_header", q, k)
             raise _Fault(NOT_IB, "IPv6.next_header", o + 6, k)

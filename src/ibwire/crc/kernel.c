@@ -136,13 +136,13 @@ static int walk_ipv4(const uint8_t *p, int64_t n, int64_t o, ibw_span *s)
         return fault(s, IBW_TRUNCATED, IBW_SITE_IPV4_HEADER, o);
     if (p[o] >> 4 != 4)
         return fault(s, IBW_MALFORMED, IBW_SITE_IPV4_VERSION, o);
-    if (p[o + 9] != 17)
-        return fault(s, IBW_NOT_IB, IBW_SITE_IPV4_PROTOCOL, o + 9);
     int64_t ihl = (int64_t)(p[o] & 0x0F) * 4;
     if (ihl < 20)
         return fault(s, IBW_MALFORMED, IBW_SITE_IPV4_IHL, o);
-    if (be16(p + o + 6) & 0x3FFF) /* MF or a fragment offset */
-        return fault(s, IBW_UNSUPPORTED, IBW_SITE_IPV4_FRAGMENT, o + 6);
+    if (p[o + 9] != 17)
+        return fault(s, IBW_NOT_IB, IBW_SITE_IPV4_PROTOCOL, o + 9);
+    if (be16(p + o + 6) & 0x1FFF) /* a later fragment: no UDP header to tell what it is */
+        return fault(s, IBW_NOT_IB, IBW_SITE_IPV4_FRAGMENT, o + 6);
     if (n - o < ihl)
         return fault(s, IBW_TRUNCATED, IBW_SITE_IPV4_IHL, o);
     int64_t u = o + ihl;
@@ -151,6 +151,8 @@ static int walk_ipv4(const uint8_t *p, int64_t n, int64_t o, ibw_span *s)
     if (be16(p + u + 2) != IBW_ROCE_PORT)
         return fault(s, IBW_NOT_IB, IBW_SITE_UDP_DST_PORT, u + 2);
     s->kind = IBW_KIND_ROCEV2_IPV4;
+    if (p[o + 6] & 0x20) /* MF: the first fragment of a RoCEv2 packet */
+        return fault(s, IBW_UNSUPPORTED, IBW_SITE_IPV4_FRAGMENT, o + 6);
     int64_t total = be16(p + o + 2);
     if (total < ihl + IBW_UDP + IBW_BTH + IBW_ICRC)
         return fault(s, IBW_MALFORMED, IBW_SITE_IPV4_TOTAL_LENGTH, o + 2);
@@ -178,20 +180,20 @@ static int walk_ipv6_ext(const uint8_t *p, int64_t n, int64_t o, ibw_span *s)
     for (;;) {
         switch (nh) {
         case 0: case 43: case 60: case 135: case 139: case 140: case 253: case 254:
-            if (n - q < 2)
-                return fault(s, IBW_TRUNCATED, IBW_SITE_IPV6_EXTENSION, q);
+            if (n - q < 8)
+                return fault(s, IBW_NOT_IB, IBW_SITE_IPV6_EXTENSION, q);
             nh = p[q];
             q += ((int64_t)p[q + 1] + 1) * 8;
             break;
         case 51: /* AH counts 4-byte units, minus 2 */
-            if (n - q < 2)
-                return fault(s, IBW_TRUNCATED, IBW_SITE_IPV6_EXTENSION, q);
+            if (n - q < 8)
+                return fault(s, IBW_NOT_IB, IBW_SITE_IPV6_EXTENSION, q);
             nh = p[q];
             q += ((int64_t)p[q + 1] + 2) * 4;
             break;
         case 44: /* fragment: a fragment of UDP cannot be checked */
             if (n - q < 8)
-                return fault(s, IBW_TRUNCATED, IBW_SITE_IPV6_EXTENSION, q);
+                return fault(s, IBW_NOT_IB, IBW_SITE_IPV6_EXTENSION, q);
             if (p[q] == 17)
                 return fault(s, IBW_UNSUPPORTED, IBW_SITE_IPV6_EXTENSION, q);
             return fault(s, IBW_NOT_IB, IBW_SITE_IPV6_NEXT_HEADER, o + 6);

@@ -153,17 +153,7 @@ def _index_pcap(buffer: Buffer | mmap.mmap, walker: PcapWalker, start: int) -> C
     code = direct_link_codes().get(linktype)
     codes = np.full(rows, LINK_OTHER if code is None else code, np.uint8)
     linktypes = np.full(rows, linktype, np.uint16)
-    errors: list[IbwireError] = []
-    kind = header_kind(linktype) if code is None else None
-    if kind is not None:
-        octets = np.frombuffer(buffer, np.uint8)
-        for first in range(0, good, _GATHER_ROWS):
-            last = min(first + _GATHER_ROWS, good)
-            left = locate_block(kind, octets, offsets[first:last], lengths[first:last],
-                                timestamps[first:last], codes[first:last], wire[first:last])
-            _locate_each(buffer, (left + first).tolist(), offsets, lengths, timestamps, codes,
-                         wire, linktype, errors)
-        del octets
+    errors = locate_frames(buffer, linktype, good, offsets, lengths, timestamps, codes, wire)
     if tail_error is not None:
         errors.append(tail_error.at_record(good))
         offsets[good] = lengths[good] = wire[good] = timestamps[good] = 0
@@ -172,6 +162,27 @@ def _index_pcap(buffer: Buffer | mmap.mmap, walker: PcapWalker, start: int) -> C
         linktypes[error.record] = 0
     return CaptureIndex(buffer, offsets, lengths, timestamps, codes, linktypes, wire,
                         tuple(errors))
+
+
+def locate_frames(buffer: Buffer | mmap.mmap, linktype: int, count: int, offsets: np.ndarray,
+                  lengths: np.ndarray, timestamps: np.ndarray, codes: np.ndarray,
+                  wire: np.ndarray) -> list[IbwireError]:
+    """For a link type with a header before the frame (ERF, SLL, SLL2): move the first
+    ``count`` rows, which hold whole records, to their frames in place (link code, ERF
+    timestamp and wire length too); return the errors, ``record`` = their row."""
+    errors: list[IbwireError] = []
+    kind = header_kind(linktype) if direct_link_codes().get(linktype) is None else None
+    if kind is None:
+        return errors
+    octets = np.frombuffer(buffer, np.uint8)
+    for first in range(0, count, _GATHER_ROWS):
+        last = min(first + _GATHER_ROWS, count)
+        left = locate_block(kind, octets, offsets[first:last], lengths[first:last],
+                            timestamps[first:last], codes[first:last], wire[first:last])
+        _locate_each(buffer, (left + first).tolist(), offsets, lengths, timestamps, codes,
+                     wire, linktype, errors)
+    del octets
+    return errors
 
 
 def _gather_fields(view: memoryview, heads: np.ndarray, byte_order: str, fraction_ns: int,

@@ -1,0 +1,213 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+"""C scanner: the same names as the pure-Python twin (``ibwire.scan._python``), over scan.c.
+
+``scan_frames`` fills every column in one C call with the GIL released.
+"""
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc
+
+cimport numpy as cnp
+
+import numpy as np
+
+cnp.import_array()
+
+from ibwire.scan import program as _program
+from ibwire.scan._frames import frame_arrays
+
+__all__ = ["pcap_records", "scan_frames"]
+
+
+cdef extern from "kernel.h" nogil:
+    void ibw_init()
+
+
+cdef extern from "scan.h" nogil:
+    enum:
+        IBW_SCAN_MAX_SLOTS
+
+    ctypedef struct ibw_scan_instr:
+        uint64_t mask
+        int32_t column, at, load, shift, width, pad_
+
+    ctypedef struct ibw_scan_prog:
+        int32_t nslots
+        int32_t slot_size[32]
+        int32_t slot_first[32]
+        int32_t slot_count[32]
+        const ibw_scan_instr *instr
+        const uint8_t *chain
+        const uint8_t *chain_len
+        const uint8_t *op_flags
+        const uint8_t *rmpp
+        int32_t eth, vlan, ip, ipv6, udp, lrh, grh, bth, mad, rmpp_slot
+        int32_t site_slot_base, site_padcnt
+
+    ctypedef struct ibw_scan_out:
+        void *const *cols
+        uint8_t *encapsulation
+        uint32_t *headers
+        uint8_t *vlan_count
+        int8_t *ecn
+        int32_t *off_network
+        int32_t *off_bth
+        int32_t *off_payload
+        int32_t *payload_len
+        int32_t *off_icrc
+        int32_t *off_vcrc
+        uint32_t *icrc
+        uint16_t *vcrc
+        int8_t *icrc_ok
+        int8_t *vcrc_ok
+        uint8_t *error
+        uint8_t *site
+        int32_t *error_off
+
+    void ibw_scan(const uint8_t *buf, int64_t buflen, const int64_t *offs, const int64_t *lens,
+                  const uint8_t *links, int64_t count, const ibw_scan_prog *prog,
+                  const ibw_scan_out *out)
+    int64_t ibw_pcap_records(const uint8_t *buf, int64_t pos, int64_t end, int swapped,
+                             int64_t fraction_ns, uint32_t max_caplen, int64_t cap,
+                             int64_t *offs, int64_t *caplen, uint32_t *orig_len, int64_t *ts,
+                             int64_t *next, int *status)
+
+
+ibw_init()
+
+cdef ibw_scan_prog _prog
+cdef ibw_scan_instr *_instr = NULL
+cdef void **_cols = NULL
+# Keep the program's tables alive for the process (they are module constants).
+_tables = _program.opcode_chains() + (_program.rmpp_classes(),)
+_columns = _program.columns()
+
+
+cdef void _build_program() except *:
+    global _instr, _cols
+    cdef cnp.ndarray chain, chain_len, flags, rmpp
+    slots = _program.SLOTS
+    if len(slots) > IBW_SCAN_MAX_SLOTS:
+        raise ValueError("too many header slots for the C scanner")
+    instructions = _program.instructions()
+    _instr = <ibw_scan_instr *>malloc(sizeof(ibw_scan_instr) * max(1, len(instructions)))
+    _cols = <void **>malloc(sizeof(void *) * max(1, len(instructions)))
+    if _instr == NULL or _cols == NULL:
+        raise MemoryError()
+    _prog.nslots = len(slots)
+    for s in range(len(slots)):
+        _prog.slot_size[s] = slots[s].size
+        _prog.slot_first[s] = 0
+        _prog.slot_count[s] = 0
+    for i, ins in enumerate(instructions):
+        if _prog.slot_count[ins.slot] == 0:
+            _prog.slot_first[ins.slot] = i
+        _prog.slot_count[ins.slot] += 1
+        _instr[i].mask = ins.mask
+        _instr[i].column = ins.column
+        _instr[i].at = ins.at
+        _instr[i].load = ins.load
+        _instr[i].shift = ins.shift
+        _instr[i].width = ins.width
+        _instr[i].pad_ = 0
+    _prog.instr = _instr
+    chain, chain_len, flags, rmpp = _tables
+    _prog.chain = <const uint8_t *>cnp.PyArray_DATA(chain)
+    _prog.chain_len = <const uint8_t *>cnp.PyArray_DATA(chain_len)
+    _prog.op_flags = <const uint8_t *>cnp.PyArray_DATA(flags)
+    _prog.rmpp = <const uint8_t *>cnp.PyArray_DATA(rmpp)
+    slot = _program.SLOT
+    _prog.eth, _prog.vlan, _prog.ip, _prog.ipv6 = slot["eth"], slot["vlan"], slot["ip"], slot["ipv6"]
+    _prog.udp, _prog.lrh, _prog.grh, _prog.bth = slot["udp"], slot["lrh"], slot["grh"], slot["bth"]
+    _prog.mad, _prog.rmpp_slot = slot["mad"], slot["rmpp"]
+    _prog.site_slot_base = _program.SITE_SLOT_BASE
+    _prog.site_padcnt = _program.SITE_PADCNT
+
+
+_build_program()
+
+
+cdef void *_data(dict cols, str name):
+    return cnp.PyArray_DATA(cols[name])
+
+
+def scan_frames(buffer, offsets, lengths, links):
+    """Columns (see ``ibwire.scan.program``) for the frames ``buffer[offsets[i]:][:lengths[i]]``
+    starting at ``links[i]`` (``ibwire.crc.LINK_CODES``, 255: not a link ibwire reads).
+    Header fields, offsets, CRC verdicts and errors; not record, timestamp or link type."""
+    cdef cnp.ndarray offs, lens, codes
+    offs, lens, codes = frame_arrays(offsets, lengths, links)
+    cdef int64_t count = offs.shape[0]
+    cols = _program.empty_columns(count)
+    cdef ibw_scan_out out
+    cdef Py_buffer view
+    cdef Py_ssize_t i
+    for i, column in enumerate(_columns):
+        _cols[i] = cnp.PyArray_DATA(cols[column.name])
+    out.cols = _cols
+    out.encapsulation = <uint8_t *>_data(cols, "encapsulation")
+    out.headers = <uint32_t *>_data(cols, "headers")
+    out.vlan_count = <uint8_t *>_data(cols, "vlan.count")
+    out.ecn = <int8_t *>_data(cols, "ecn")
+    out.off_network = <int32_t *>_data(cols, "offset.network")
+    out.off_bth = <int32_t *>_data(cols, "offset.bth")
+    out.off_payload = <int32_t *>_data(cols, "offset.payload")
+    out.payload_len = <int32_t *>_data(cols, "payload.length")
+    out.off_icrc = <int32_t *>_data(cols, "offset.icrc")
+    out.off_vcrc = <int32_t *>_data(cols, "offset.vcrc")
+    out.icrc = <uint32_t *>_data(cols, "icrc")
+    out.vcrc = <uint16_t *>_data(cols, "vcrc")
+    out.icrc_ok = <int8_t *>_data(cols, "icrc_ok")
+    out.vcrc_ok = <int8_t *>_data(cols, "vcrc_ok")
+    out.error = <uint8_t *>_data(cols, "error")
+    out.site = <uint8_t *>_data(cols, "error.site")
+    out.error_off = <int32_t *>_data(cols, "error.offset")
+    cdef const int64_t *p_offs = <const int64_t *>cnp.PyArray_DATA(offs)
+    cdef const int64_t *p_lens = <const int64_t *>cnp.PyArray_DATA(lens)
+    cdef const uint8_t *p_codes = <const uint8_t *>cnp.PyArray_DATA(codes)
+    PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
+    try:
+        with nogil:
+            ibw_scan(<const uint8_t *>view.buf, view.len, p_offs, p_lens, p_codes, count,
+                     &_prog, &out)
+    finally:
+        PyBuffer_Release(&view)
+    cols["frame.offset"][:] = offs
+    cols["frame.len"][:] = lens
+    cols["link"][:] = codes
+    return cols
+
+
+def pcap_records(buffer, Py_ssize_t pos, Py_ssize_t end, bint swapped, int64_t fraction_ns,
+                 uint32_t max_caplen, Py_ssize_t cap):
+    """Classic pcap records in ``buffer[pos:end]``: (frame offsets int64, caplens int64, orig
+    lengths uint32, timestamps int64 ns, where the walk stopped, status) with status 0 end of
+    data or ``cap`` rows, 1 absurd caplen at the stop, 2 a record not all in the buffer."""
+    cdef Py_buffer view
+    cdef int64_t next_pos = pos, rows = 0
+    cdef int status = 0
+    cdef int64_t *p_offs
+    cdef int64_t *p_caplen
+    cdef uint32_t *p_orig
+    cdef int64_t *p_ts
+    PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
+    try:
+        if not 0 <= pos <= end <= view.len:
+            raise ValueError(f"records window {pos}..{end} outside the {view.len}-byte buffer")
+        cap = max(0, min(cap, (end - pos) // 16))
+        offs = np.empty(cap, np.int64)
+        caplen = np.empty(cap, np.int64)
+        orig = np.empty(cap, np.uint32)
+        ts = np.empty(cap, np.int64)
+        p_offs = <int64_t *>cnp.PyArray_DATA(offs)
+        p_caplen = <int64_t *>cnp.PyArray_DATA(caplen)
+        p_orig = <uint32_t *>cnp.PyArray_DATA(orig)
+        p_ts = <int64_t *>cnp.PyArray_DATA(ts)
+        with nogil:
+            rows = ibw_pcap_records(<const uint8_t *>view.buf, pos, end, swapped, fraction_ns,
+                                    max_caplen, cap, p_offs, p_caplen, p_orig, p_ts, &next_pos,
+                                    &status)
+    finally:
+        PyBuffer_Release(&view)
+    return offs[:rows], caplen[:rows], orig[:rows], ts[:rows], next_pos, status

@@ -1,0 +1,233 @@
+"""Pure-Python scanner twin: the same names and columns as the C engine (``_engine``).
+
+It walks each frame with the CRC twin's walker and reads each header with the bit layout of
+its declaration (``Header.fields``), so a test comparing the twins also checks the C
+engine's load/shift/mask instructions against the declarations.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ibwire.crc._common import KIND_NAMES, MALFORMED, NOT_IB, TRUNCATED, Buffer
+from ibwire.crc._python import _Fault, _verdict, _view, _walk
+from ibwire.headers.layout import Header
+from ibwire.pcap.records import MAX_CAPLEN
+from ibwire.scan import program
+from ibwire.scan._frames import frame_arrays
+
+__all__ = ["pcap_records", "scan_frames"]
+
+_SLOTS = program.SLOTS
+_S = program.SLOT
+_CHAIN, _CHAIN_LEN, _FLAGS = program.opcode_chains()
+_RMPP = program.rmpp_classes()
+_BY_SLOT: dict[int, list[program.Column]] = {}
+for _c in program.columns():
+    _BY_SLOT.setdefault(_c.slot, []).append(_c)
+_TPIDS = (0x8100, 0x88A8, 0x9100)
+_KINDS = {name: i for i, name in enumerate(KIND_NAMES)}
+
+
+class _Row:
+    """Writes one row of the columns."""
+
+    def __init__(self, cols: dict[str, np.ndarray], row: int, frame: memoryview) -> None:
+        self.cols, self.row, self.frame, self.n = cols, row, frame, len(frame)
+
+    def __setitem__(self, name: str, value: int) -> None:
+        self.cols[name][self.row] = value
+
+    def put(self, slot: int, offset: int) -> None:
+        header: Header = _SLOTS[slot]
+        word = int.from_bytes(self.frame[offset:offset + header.size], "big")
+        self.cols["headers"][self.row] |= 1 << slot
+        for column in _BY_SLOT[slot]:
+            f = header.by_name[column.field]
+            value = (word >> f.shift) & f.mask
+            if column.width == 16:
+                self.cols[column.name][self.row] = np.frombuffer(value.to_bytes(16, "big"),
+                                                                 np.uint8)
+            else:
+                self.cols[column.name][self.row] = value
+
+    def fits(self, offset: int, size: int) -> bool:
+        return 0 <= offset and size <= self.n - offset
+
+    def fault(self, code: int, site: int, where: int) -> None:
+        self["error"], self["error.site"], self["error.offset"] = code, site, where
+
+
+def _tclass_ecn(b: memoryview, at: int) -> int:
+    return (b[at + 1] >> 4) & 3
+
+
+def _network(r: _Row, link: int) -> None:
+    """The headers before the transport, wherever they fit (as scan.c's network())."""
+    b, n = r.frame, r.n
+    ethertype = 0
+    if link == 0:
+        if n < 14:
+            return
+        r.put(_S["eth"], 0)
+        ethertype, o, tags = b[12] << 8 | b[13], 14, 0
+        while ethertype in _TPIDS:
+            if not r.fits(o, 4):
+                break
+            if tags == 0:
+                r.put(_S["vlan"], o)
+            tags += 1
+            ethertype = b[o + 2] << 8 | b[o + 3]
+            o += 4
+        r["vlan.count"] = min(tags, 255)
+        if ethertype not in (0x0800, 0x86DD, 0x8915):
+            return
+        net = o
+        if ethertype == 0x8915:
+            r["offset.network"] = net
+            if r.fits(net, 40):
+                r.put(_S["grh"], net)
+                r["ecn"] = _tclass_ecn(b, net)
+            return
+    elif link == 2:
+        net = 0
+    elif link == 3:
+        r["offset.network"] = 0
+        if n >= 40:
+            r.put(_S["grh"], 0)
+            r["ecn"] = _tclass_ecn(b, 0)
+        return
+    elif link == 1:
+        r["offset.network"] = 0
+        if n >= 8:
+            r.put(_S["lrh"], 0)
+            if b[1] & 3 == 3 and n >= 48:
+                r.put(_S["grh"], 8)
+                r["ecn"] = _tclass_ecn(b, 8)
+        return
+    else:
+        return
+    if net >= n:
+        return
+    r["offset.network"] = net
+    version, udp = b[net] >> 4, -1
+    if version == 4 and (link == 2 or ethertype == 0x0800):
+        if not r.fits(net, 20):
+            return
+        r.put(_S["ip"], net)
+        r["ecn"] = b[net + 1] & 3
+        ihl = (b[net] & 0x0F) * 4
+        if b[net + 9] == 17 and ihl >= 20 and (b[net + 6] << 8 | b[net + 7]) & 0x1FFF == 0:
+            udp = net + ihl
+    elif version == 6 and (link == 2 or ethertype == 0x86DD):
+        if not r.fits(net, 40):
+            return
+        r.put(_S["ipv6"], net)
+        r["ecn"] = _tclass_ecn(b, net)
+        if b[net + 6] == 17:
+            udp = net + 40
+    if udp >= 0 and r.fits(udp, 8):
+        r.put(_S["udp"], udp)
+
+
+def _transport(r: _Row, bth: int, icrc: int) -> None:
+    b = r.frame
+    r.put(_S["bth"], bth)
+    r["offset.bth"] = bth
+    op = b[bth]
+    cursor = bth + 12
+    if _CHAIN_LEN[op] == program.NO_OPCODE:
+        r["offset.payload"], r["payload.length"] = cursor, icrc - cursor
+        return
+    for slot in _CHAIN[op, :_CHAIN_LEN[op]].tolist():
+        size = _SLOTS[slot].size
+        if size > icrc - cursor:
+            r.fault(MALFORMED, program.SITE_SLOT_BASE + slot, cursor)
+            return
+        r.put(slot, cursor)
+        cursor += size
+    destqp = int.from_bytes(b[bth + 5:bth + 8], "big")
+    if _FLAGS[op] & 1 and destqp <= 1 and icrc - cursor >= 24:
+        r.put(_S["mad"], cursor)
+        mgmt = b[cursor + 1]
+        cursor += 24
+        if _RMPP[mgmt] and icrc - cursor >= 12:
+            r.put(_S["rmpp"], cursor)
+            cursor += 12
+    pad = (b[bth + 1] >> 4) & 3
+    r["offset.payload"] = cursor
+    if pad > icrc - cursor:
+        r.fault(MALFORMED, program.SITE_PADCNT, bth + 1)
+        return
+    r["payload.length"] = icrc - cursor - pad
+
+
+def scan_frames(buffer: Buffer, offsets: object, lengths: object, links: object
+                ) -> dict[str, np.ndarray]:
+    """Columns for the frames ``buffer[offsets[i]:][:lengths[i]]`` (see the C twin)."""
+    data = _view(buffer)
+    offs, lens, codes = frame_arrays(offsets, lengths, links)
+    count = offs.size
+    cols = program.empty_columns(count)
+    for name in ("ecn", "offset.network", "offset.bth", "offset.payload", "payload.length",
+                 "offset.icrc", "offset.vcrc", "icrc_ok", "vcrc_ok"):
+        cols[name][:] = -1
+    for i, (off, n, link) in enumerate(zip(offs.tolist(), lens.tolist(), codes.tolist(),
+                                           strict=True)):
+        if link >= 4:
+            cols["error"][i] = NOT_IB
+            continue
+        if off < 0 or n < 0 or off > len(data) or n > len(data) - off:
+            cols["error"][i] = TRUNCATED
+            continue
+        r = _Row(cols, i, data[off:off + n])
+        _network(r, link)
+        try:
+            span = _walk(r.frame, link)
+        except _Fault as f:
+            r["encapsulation"] = f.kind
+            r.fault(f.code, f.site, f.offset)
+            continue
+        r["encapsulation"] = _KINDS[span.kind]
+        v = _verdict(r.frame, span)
+        for name, ok, wire in (("icrc", v.icrc_ok, v.icrc_wire), ("vcrc", v.vcrc_ok, v.vcrc_wire)):
+            if ok is not None:
+                r[name + "_ok"], r[name] = ok, wire
+        r["offset.icrc"], r["offset.vcrc"] = span.icrc, span.vcrc
+        if span.bth >= 0:
+            _transport(r, span.bth, span.icrc)
+        else:
+            r["offset.payload"], r["payload.length"] = 8, span.vcrc - 8
+    cols["frame.offset"][:] = offs
+    cols["frame.len"][:] = lens
+    cols["link"][:] = codes
+    return cols
+
+
+def pcap_records(buffer: Buffer, pos: int, end: int, swapped: bool, fraction_ns: int,
+                 max_caplen: int = MAX_CAPLEN, cap: int = 1 << 62
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int]:
+    """Classic pcap records in ``buffer[pos:end]`` (see the C twin)."""
+    data = _view(buffer)
+    if not 0 <= pos <= end <= len(data):
+        raise ValueError(f"records window {pos}..{end} outside the {len(data)}-byte buffer")
+    native_little = bool(np.little_endian)
+    order = "<" if native_little != swapped else ">"
+    fields = np.dtype(order + "u4")
+    rows: list[tuple[int, int, int, int]] = []
+    status = 0
+    while len(rows) < cap and end - pos >= 16:
+        seconds, fraction, caplen, orig = np.frombuffer(data[pos:pos + 16], fields).tolist()
+        if caplen > max_caplen:
+            status = 1
+            break
+        if caplen > end - pos - 16:
+            status = 2
+            break
+        rows.append((pos + 16, caplen, orig, seconds * 1_000_000_000 + fraction * fraction_ns))
+        pos += 16 + caplen
+    if status == 0 and 0 < end - pos < 16:
+        status = 2
+    cols = list(zip(*rows, strict=True)) or [(), (), (), ()]
+    return (np.array(cols[0], np.int64), np.array(cols[1], np.int64),
+            np.array(cols[2], np.uint32), np.array(cols[3], np.int64), pos, status)

@@ -1,0 +1,129 @@
+"""A scanned batch of capture records: columns, plus the errors behind the error codes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ibwire.crc._common import ERROR_CODES
+from ibwire.errors import (
+    IbwireError,
+    MalformedError,
+    NotInfinibandError,
+    TruncatedError,
+    UnsupportedError,
+)
+from ibwire.pcap.index import CaptureIndex
+from ibwire.pcap.records import LINK_NAMES
+from ibwire.scan import program
+
+_ERROR_CLASSES: dict[int, type[IbwireError]] = {code: cls for cls, code in ERROR_CODES.items()}
+NOT_IB = program.ERROR_NAMES.index("not_ib")
+
+
+@dataclass(frozen=True)
+class ScanBatch:
+    """Columns of consecutive capture records (see :mod:`ibwire.scan.program` for the names).
+
+    ``errors`` maps a row to the capture-level error of a record that could not be read (its
+    ``error`` column is ``capture``). ``buffer`` holds the frames (``frame.offset``,
+    ``frame.len``); it is valid until the next batch of the same scan is asked for.
+    """
+
+    columns: dict[str, np.ndarray]
+    errors: dict[int, IbwireError]
+    buffer: Any
+
+    def __len__(self) -> int:
+        return len(self.columns["record"])
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.columns[name]
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.columns)
+
+    def frame(self, row: int) -> memoryview:
+        off, n = int(self.columns["frame.offset"][row]), int(self.columns["frame.len"][row])
+        return memoryview(self.buffer)[off:off + n]
+
+    def link(self, row: int) -> str:
+        return LINK_NAMES.get(int(self.columns["link"][row]), "other")
+
+    def is_ib(self) -> np.ndarray:
+        """InfiniBand/RoCE packets: an encapsulation was recognised (even if it then failed)."""
+        return (self.columns["encapsulation"] != 0) & (self.columns["error"] != NOT_IB)
+
+    def failed(self) -> np.ndarray:
+        """Rows that did not verify: a CRC mismatch or any error but other traffic."""
+        c = self.columns
+        return (c["icrc_ok"] == 0) | (c["vcrc_ok"] == 0) | ((c["error"] != 0) & (c["error"] != NOT_IB))
+
+    def error(self, row: int) -> IbwireError | None:
+        """The error of a row (record = the row's record number), None if it has none or is
+        just other traffic."""
+        c = self.columns
+        code = int(c["error"][row])
+        record = int(c["record"][row])
+        if code == program.CAPTURE_ERROR:
+            return self.errors[row]
+        if code in (0, NOT_IB):
+            return None
+        header, field = program.site_name(int(c["error.site"][row]))
+        cls = _ERROR_CLASSES.get(code, IbwireError)
+        site = int(c["error.site"][row])
+        if site == program.SITE_PADCNT:
+            reason = "PadCnt exceeds the payload"
+        elif site >= program.SITE_SLOT_BASE:
+            reason = f"{header} runs past the ICRC: a length field is too small"
+            field = ""
+        else:
+            reason = _REASONS.get(cls, "bad packet")
+        return cls(reason, header=header or None, field=field or None,
+                   offset=int(c["error.offset"][row]), record=record)
+
+    def to_arrow(self) -> Any:
+        """The columns as a ``pyarrow.Table`` (16-byte columns as fixed-size binary)."""
+        try:
+            import pyarrow as pa
+        except ImportError as exc:
+            raise ImportError("to_arrow() needs pyarrow (pip install pyarrow)") from exc
+        arrays = {}
+        for name, col in self.columns.items():
+            if col.ndim == 2:
+                arrays[name] = pa.array(list(col.tobytes()[i:i + 16]
+                                             for i in range(0, col.size, 16)), pa.binary(16))
+            else:
+                arrays[name] = pa.array(col)
+        return pa.table(arrays)
+
+
+_REASONS: dict[type[IbwireError], str] = {
+    NotInfinibandError: "no InfiniBand transport packet here",
+    TruncatedError: "frame ends before the data this field requires",
+    MalformedError: "field contradicts the packet's structure",
+    UnsupportedError: "valid, but not handled by the ICRC engine",
+}
+
+
+def scan_index(index: CaptureIndex, first_record: int = 0) -> ScanBatch:
+    """Scan the frames of an index (``ibwire.pcap.index_capture`` or one window of a scan);
+    rows are records ``first_record`` onwards."""
+    from ibwire.scan import scan_frames
+
+    cols = scan_frames(index.buffer, index.offsets, index.lengths, index.link_codes)
+    count = len(index.offsets)
+    cols["record"][:] = np.arange(first_record, first_record + count)
+    cols["timestamp_ns"][:] = index.timestamps_ns
+    cols["linktype"][:] = index.linktypes
+    cols["frame.orig_len"][:] = index.orig_lengths
+    errors: dict[int, IbwireError] = {}
+    for error in index.errors:
+        row = int(error.record if error.record is not None else 0)
+        errors[row] = error.at_record(first_record + row)
+        cols["error"][row] = program.CAPTURE_ERROR
+        cols["encapsulation"][row] = 0
+    return ScanBatch(cols, errors, index.buffer)

@@ -1,0 +1,243 @@
+"""Scanning whole captures in windows: bounded memory whatever the file size.
+
+A capture is read one window at a time (16 MiB by default, more when one record needs it):
+a regular uncompressed file through a fresh read-only map of each window (unmapped when the
+next one is made, so resident memory stays near one window), gzip data and standard input
+through a read buffer. The format's sans-IO walker (``ibwire.pcap``) finds the records of each
+window; classic pcap takes a C fast path (``pcap_records``). Each window's frames are then
+scanned in one call and come out as a :class:`~ibwire.scan.batch.ScanBatch`.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import stat
+import struct
+import sys
+import zlib
+from collections.abc import Iterator
+from typing import BinaryIO, Protocol
+
+import numpy as np
+
+from ibwire.errors import CaptureError, IbwireError, TruncatedError
+from ibwire.pcap.gunzip import GunzipStream, PrefixedStream
+from ibwire.pcap.index import CaptureIndex, _Columns, locate_frames
+from ibwire.pcap.linktypes import direct_link_codes
+from ibwire.pcap.pcap import RECORD_HEADER_LEN, PcapWalker
+from ibwire.pcap.records import LINK_OTHER, MAX_CAPLEN, Walker
+from ibwire.pcap.source import GZIP_MAGIC, HEAD_LEN, Source, detect_format, make_walker
+from ibwire.scan.batch import ScanBatch, scan_index
+
+WINDOW = 16 * 1024 * 1024
+_NATIVE = "<" if sys.byteorder == "little" else ">"
+
+
+class _Feed(Protocol):
+    name: str
+    error: IbwireError | None
+
+    def window(self, pos: int, need: int) -> tuple[memoryview, int, bool]:
+        """A buffer from absolute offset ``base`` <= ``pos`` holding at least ``need`` bytes
+        from ``pos`` unless the data ends first: (buffer, base, no data after it). When
+        ``error`` is set, the data was cut short by it."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class _MappedFeed:
+    """Windows of a regular file, each its own read-only map."""
+
+    def __init__(self, handle: BinaryIO, size: int, name: str, length: int) -> None:
+        self.handle, self.size, self.name, self.length = handle, size, name, length
+        self.error: IbwireError | None = None
+        self.map: mmap.mmap | None = None
+
+    def window(self, pos: int, need: int) -> tuple[memoryview, int, bool]:
+        self._unmap()
+        start = pos - pos % mmap.ALLOCATIONGRANULARITY
+        length = min(self.size - start, max(self.length, pos - start + need))
+        self.map = mmap.mmap(self.handle.fileno(), length, offset=start, access=mmap.ACCESS_READ)
+        if hasattr(self.map, "madvise"):
+            self.map.madvise(mmap.MADV_SEQUENTIAL)
+        return memoryview(self.map), start, start + length >= self.size
+
+    def _unmap(self) -> None:
+        if self.map is not None:
+            try:
+                self.map.close()
+            except BufferError:
+                pass  # a batch still holds a view of it: it goes when that does
+            self.map = None
+
+    def close(self) -> None:
+        self._unmap()
+        self.handle.close()
+
+
+class _StreamFeed:
+    """Windows of a byte stream (a pipe, standard input, gzip data)."""
+
+    def __init__(self, stream: BinaryIO | GunzipStream | PrefixedStream, name: str, length: int,
+                 compressed: bool, owned: BinaryIO | None) -> None:
+        self.stream, self.name, self.length = stream, name, length
+        self.compressed, self.owned = compressed, owned
+        self.data, self.base, self.eof = b"", 0, False
+        self.error: IbwireError | None = None
+
+    def window(self, pos: int, need: int) -> tuple[memoryview, int, bool]:
+        self.data, self.base = self.data[pos - self.base:], pos
+        want = max(self.length, need)
+        parts = [self.data]
+        got = len(self.data)
+        while got < want and not self.eof:
+            try:
+                part = self.stream.read(want - got)
+            except (OSError, EOFError, zlib.error) as exc:
+                what = "gzip data" if self.compressed else "input"
+                self.error = TruncatedError(f"{what} corrupt or truncated ({exc})",
+                                            header="gzip" if self.compressed else None)
+                part = b""
+            if not part:
+                self.eof = True
+                break
+            parts.append(part)
+            got += len(part)
+        self.data = b"".join(parts)
+        return memoryview(self.data), self.base, self.eof
+
+    def close(self) -> None:
+        if self.owned is not None:
+            self.owned.close()
+
+
+def _open(source: Source, length: int) -> _Feed:
+    if source == "-":
+        stream: BinaryIO = sys.stdin.buffer
+        name, owned = "<stdin>", None
+    elif isinstance(source, (str, os.PathLike)):
+        name = os.fspath(source)
+        try:
+            handle = open(source, "rb")
+            info = os.fstat(handle.fileno())
+        except OSError as exc:
+            raise CaptureError(f"{name}: cannot open ({exc.strerror})") from exc
+        if stat.S_ISREG(info.st_mode) and info.st_size == 0:
+            handle.close()
+            raise CaptureError(f"{name}: empty file", offset=0)
+        if stat.S_ISREG(info.st_mode) and handle.read(2) != GZIP_MAGIC:
+            return _MappedFeed(handle, info.st_size, name, length)
+        handle.seek(0)
+        stream, owned = handle, handle
+    else:
+        stream, owned = source, None
+        found = getattr(source, "name", None)
+        name = found if isinstance(found, str) else repr(source)
+    try:
+        head = stream.read(2)
+    except OSError as exc:
+        raise CaptureError(f"{name}: cannot read ({exc.strerror})") from exc
+    if head == GZIP_MAGIC:
+        return _StreamFeed(GunzipStream(PrefixedStream(head, stream)), name, length, True, owned)
+    return _StreamFeed(PrefixedStream(head, stream), name, length, False, owned)
+
+
+def _pcap_rows(walker: PcapWalker, buf: memoryview, start: int, final: bool, base: int
+               ) -> tuple[CaptureIndex, int, int, bool]:
+    """Classic pcap records of one window through the fast path; (index, resume, want,
+    finished) as the streaming walkers report them."""
+    from ibwire.scan import pcap_records
+
+    header = walker.header
+    end = len(buf)
+    offs, caplen, orig, ts, stop, status = pcap_records(
+        buf, start, end, header.byte_order != _NATIVE, walker.fraction_ns, MAX_CAPLEN, end)
+    count = len(offs)
+    tail: IbwireError | None = None
+    want, finished = 0, False
+    if status == 1 or (status == 2 and final):
+        for raw in walker.walk(buf, stop, end, True, base):
+            tail = raw[9]
+            break
+        finished = True
+    elif status == 2:
+        want = RECORD_HEADER_LEN
+        if end - stop >= RECORD_HEADER_LEN:
+            want += struct.unpack_from(header.byte_order + "I", buf, stop + 8)[0]
+    else:
+        finished = final
+    rows = count + (tail is not None)
+    offsets = np.zeros(rows, np.int64)
+    lengths = np.zeros(rows, np.uint32)
+    timestamps = np.zeros(rows, np.int64)
+    wire = np.zeros(rows, np.uint32)
+    offsets[:count], lengths[:count], timestamps[:count], wire[:count] = offs, caplen, ts, orig
+    code = direct_link_codes().get(header.linktype)
+    codes = np.full(rows, LINK_OTHER if code is None else code, np.uint8)
+    linktypes = np.full(rows, header.linktype, np.uint16)
+    errors = locate_frames(buf, header.linktype, count, offsets, lengths, timestamps, codes, wire)
+    if tail is not None:
+        errors.append(tail.at_record(count))
+        codes[count] = LINK_OTHER
+    for error in errors:
+        linktypes[error.record] = 0
+    return (CaptureIndex(buf, offsets, lengths, timestamps, codes, linktypes, wire,
+                         tuple(errors)), stop, want, finished)
+
+
+def _walker_rows(walker: Walker, buf: memoryview, start: int, final: bool, base: int
+                 ) -> tuple[CaptureIndex, int, int, bool]:
+    """Records of one window through the format's walker (pcapng, ERF)."""
+    columns = _Columns()
+    for raw in walker.walk(buf, start, len(buf), final, base):
+        columns.add_raw(raw, buf)
+    return columns.finish(buf), walker.resume, walker.want, walker.finished
+
+
+def scan_capture(source: Source, *, window: int = WINDOW) -> Iterator[ScanBatch]:
+    """Scan a capture (path, '-' for standard input, or a binary file object), one batch per
+    window. File-level problems raise :class:`CaptureError` before the first batch; a record
+    that cannot be read is a row with error ``capture``, as in ``ibwire.pcap``. A batch's
+    ``buffer`` (its frames) is valid until the next batch is asked for."""
+    feed = _open(source, max(window, 1))
+    try:
+        yield from _batches(feed, max(window, 1))
+    finally:
+        feed.close()
+
+
+def _batches(feed: _Feed, window: int) -> Iterator[ScanBatch]:
+    buf, base, final = feed.window(0, HEAD_LEN)
+    fmt = detect_format(buf, final, feed.name)
+    if fmt == "gzip":
+        raise CaptureError(f"{feed.name}: gzip inside gzip is not supported", offset=0)
+    need = HEAD_LEN
+    while (started := make_walker(fmt, buf, final, feed.name)) is None:
+        need *= 2
+        buf, base, final = feed.window(0, need)
+    walker, pos, _header = started
+    rows_of = _pcap_rows if isinstance(walker, PcapWalker) else _walker_rows
+    record, need, finished = 0, 0, False
+    while True:
+        buf, base, at_end = feed.window(pos, need)
+        final = at_end and feed.error is None
+        index, resume, want, finished = rows_of(walker, buf, pos - base, final, base)
+        if len(index.offsets):
+            yield scan_index(index, record)
+            record += len(index.offsets)
+        del index
+        progressed = base + resume > pos
+        pos = base + resume
+        if finished or at_end:
+            break
+        need = want if progressed or want > len(buf) - resume else len(buf) - resume + window
+    if feed.error is not None and not finished:
+        error = feed.error
+        error.offset = pos
+        empty = np.zeros(1, np.int64)
+        index = CaptureIndex(b"", empty, np.zeros(1, np.uint32), empty.copy(),
+                             np.full(1, LINK_OTHER, np.uint8), np.zeros(1, np.uint16),
+                             np.zeros(1, np.uint32), (error.at_record(0),))
+        yield scan_index(index, record)

@@ -1,0 +1,191 @@
+"""What the batch scanner extracts, derived from the header declarations and specs/ tables.
+
+Both scanner twins (the C engine and the pure-Python one) take their work from here:
+
+* the header *slots*, in a fixed order: Ethernet, the outermost VLAN tag, IPv4, IPv6, UDP, LRH,
+  GRH, BTH, every extended header of ``ibwire.headers.EXTENDED``, the MAD and RMPP headers;
+* one column per field of each slot, named by the same flat key as ``Packet.fields()``
+  (``bth.psn``, ``reth.va``, ``immdt``); numbers are the smallest unsigned dtype that holds the
+  field, 16-byte fields (GIDs, IPv6 addresses) are ``(n, 16)`` uint8 rows; for the C twin, each
+  field becomes a load-shift-mask instruction computed from its bit layout;
+* per opcode, the slots of its extended headers, from ``specs/opcodes.tsv``; per MAD class,
+  whether an RMPP header follows, from ``specs/mad_classes.tsv``.
+
+A slot absent from a packet leaves its columns at 0; the ``headers`` column has bit ``i`` set
+when slot ``i`` is present (see :func:`slot_bit`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+from ibwire.crc._common import KIND_NAMES, SITES
+from ibwire.headers import BTH, ETHERNET, EXTENDED, GRH, IPV4, IPV6, LRH, MAD, RMPP, UDP, VLAN
+from ibwire.headers.layout import Header
+from ibwire.tables import mad_classes, opcodes
+
+SLOTS: tuple[Header, ...] = (ETHERNET, VLAN, IPV4, IPV6, UDP, LRH, GRH, BTH,
+                             *EXTENDED.values(), MAD, RMPP)
+SLOT: dict[str, int] = {h.name: i for i, h in enumerate(SLOTS)}
+MAX_CHAIN = 4
+NO_OPCODE = 0xFF
+"""``chain_len`` of a reserved or vendor opcode: its headers after the BTH are unknown."""
+
+#: Columns that do not come from a header field: (name, dtype, meaning).
+FIXED: tuple[tuple[str, str, str], ...] = (
+    ("record", "i8", "row in the capture, from 0 (messages count from 1)"),
+    ("timestamp_ns", "i8", "capture timestamp, ns since the epoch"),
+    ("linktype", "u2", "LINKTYPE_ of the record"),
+    ("link", "u1", "where the frame starts: ibwire.crc.LINK_CODES, 255 other"),
+    ("frame.offset", "i8", "where the frame starts in the scanned buffer"),
+    ("frame.len", "u4", "captured bytes"),
+    ("frame.orig_len", "u4", "bytes on the wire"),
+    ("encapsulation", "u1", "ibwire.crc.KIND_NAMES"),
+    ("headers", "u4", "bit i set: header slot i present (program.SLOTS)"),
+    ("vlan.count", "u1", "VLAN tags (vlan.* columns hold the outermost)"),
+    ("ecn", "i1", "ECN bits of the IPv4 TOS / IPv6 or GRH traffic class, -1 none"),
+    ("offset.network", "i4", "IP, GRH (RoCEv1) or LRH offset in the frame, -1 none"),
+    ("offset.bth", "i4", "BTH offset, -1 none"),
+    ("offset.payload", "i4", "payload offset (after ETHs, MAD, RMPP), -1 none"),
+    ("payload.length", "i4", "payload bytes, pad excluded, -1 none"),
+    ("offset.icrc", "i4", "ICRC offset, -1 none"),
+    ("offset.vcrc", "i4", "VCRC offset, -1 none"),
+    ("icrc", "u4", "ICRC as on the wire (little-endian value)"),
+    ("vcrc", "u2", "VCRC as on the wire"),
+    ("icrc_ok", "i1", "1 verified, 0 mismatch, -1 not applicable"),
+    ("vcrc_ok", "i1", "1 verified, 0 mismatch, -1 not applicable"),
+    ("error", "u1", "ERROR_NAMES: ok, not_ib, truncated, malformed, unsupported, capture"),
+    ("error.site", "u1", "where: SITES (header, field)"),
+    ("error.offset", "i4", "byte offset of the field at fault, in the frame"),
+)
+
+#: Encapsulations (the ``encapsulation`` column): the CRC walker's kinds.
+SCAN_KIND_NAMES = KIND_NAMES
+
+#: Errors: the CRC engine's codes, then a capture-level (record) error.
+ERROR_NAMES = ("ok", "not_ib", "truncated", "malformed", "unsupported", "capture")
+CAPTURE_ERROR = 5
+
+#: Fault sites: the CRC walker's, then "slot header runs past the ICRC", then PadCnt.
+SITE_SLOT_BASE = len(SITES)
+SITE_PADCNT = SITE_SLOT_BASE + len(SLOTS)
+SCAN_SITES: tuple[tuple[str, str], ...] = (
+    *SITES, *((h.title, "header") for h in SLOTS), ("BTH", "padcnt"))
+
+# Load widths a field can be read with (see Instruction).
+_LOADS = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column filled from one header field."""
+
+    name: str
+    slot: int
+    field: str
+    dtype: str  # numpy dtype; "V16" for 16-byte fields
+    width: int  # bytes per value in the column (1, 2, 4, 8 or 16)
+
+
+@dataclass(frozen=True)
+class Instruction:
+    """How the C twin reads a field: load ``load`` bytes big-endian from byte ``at`` of the
+    header (never past its end), shift right by ``shift``, mask; ``load`` 16 copies 16 bytes."""
+
+    column: int
+    slot: int
+    at: int
+    load: int
+    shift: int
+    mask: int
+    width: int
+
+
+def slot_bit(name: str) -> int:
+    """The bit of header ``name`` (``"reth"``) in the ``headers`` column."""
+    return 1 << SLOT[name]
+
+
+def _width(bits: int) -> tuple[str, int]:
+    for size, dtype in ((8, "u1"), (16, "u2"), (32, "u4"), (64, "u8")):
+        if bits <= size:
+            return dtype, size // 8
+    if bits == 128:
+        return "V16", 16
+    raise ValueError(f"no column type for a {bits}-bit field")
+
+
+@cache
+def columns() -> tuple[Column, ...]:
+    """Every header-field column, slot by slot, in declaration order."""
+    out = []
+    for slot, header in enumerate(SLOTS):
+        for f in header.fields:
+            dtype, width = _width(f.bits)
+            out.append(Column(header.key(f.name), slot, f.name, dtype, width))
+    return tuple(out)
+
+
+def _instruction(index: int, column: Column) -> Instruction:
+    header = SLOTS[column.slot]
+    f = header.by_name[column.field]
+    first_bit = header.size * 8 - f.shift - f.bits  # from the header's first bit
+    first, end = first_bit // 8, (first_bit + f.bits + 7) // 8
+    if column.width == 16:
+        return Instruction(index, column.slot, first, 16, 0, 0, 16)
+    for load in _LOADS:
+        if load < end - first:
+            continue
+        # the load ends with the field if it can, else starts with it; inside the header
+        at = end - load if end >= load else first
+        if at + load <= header.size:
+            shift = (at + load) * 8 - first_bit - f.bits
+            return Instruction(index, column.slot, at, load, shift, f.mask, column.width)
+    raise ValueError(f"{column.name}: no load width fits")
+
+
+@cache
+def instructions() -> tuple[Instruction, ...]:
+    return tuple(_instruction(i, c) for i, c in enumerate(columns()))
+
+
+@cache
+def opcode_chains() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(chain uint8[256, MAX_CHAIN] of slots, chain_len uint8[256] (NO_OPCODE: unknown),
+    flags uint8[256]: bit 0 UD transport, bit 1 carries a payload)."""
+    chain = np.zeros((256, MAX_CHAIN), np.uint8)
+    length = np.full(256, NO_OPCODE, np.uint8)
+    flags = np.zeros(256, np.uint8)
+    for value, op in opcodes().items():
+        if len(op.headers) > MAX_CHAIN:
+            raise ValueError(f"opcode {op.name}: more than {MAX_CHAIN} extended headers")
+        for i, name in enumerate(op.headers):
+            chain[value, i] = SLOT[EXTENDED[name].name]
+        length[value] = len(op.headers)
+        flags[value] = (op.transport == "UD") | (op.payload << 1)
+    return chain, length, flags
+
+
+@cache
+def rmpp_classes() -> np.ndarray:
+    """uint8[256]: 1 where a MAD of that management class carries an RMPP header."""
+    table = np.zeros(256, np.uint8)
+    for value, (_name, rmpp) in mad_classes().items():
+        table[value] = rmpp
+    return table
+
+
+def site_name(site: int) -> tuple[str, str]:
+    """(header, field) of a fault site."""
+    return SCAN_SITES[site] if 0 <= site < len(SCAN_SITES) else ("", "")
+
+
+def empty_columns(count: int) -> dict[str, np.ndarray]:
+    """Zeroed columns for ``count`` rows (the -1 defaults are the twins' job)."""
+    out = {name: np.zeros(count, dtype) for name, dtype, _ in FIXED}
+    for c in columns():
+        out[c.name] = np.zeros((count, 16), np.uint8) if c.width == 16 else np.zeros(count, c.dtype)
+    return out

@@ -1,0 +1,293 @@
+/* ibwire batch scanner; see scan.h. */
+#include "scan.h"
+
+#include <string.h>
+
+#include "kernel.h"
+
+#define ETHERNET_LEN 14
+#define TAG_LEN 4
+#define IPV4_LEN 20
+#define IPV6_LEN 40
+#define LRH_LEN 8
+#define BTH_LEN 12
+#define MAD_LEN 24
+#define RMPP_LEN 12
+
+static inline uint32_t be16(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 8 | p[1];
+}
+
+static inline uint32_t be32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return __builtin_bswap32(v);
+}
+
+static inline uint64_t be64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return __builtin_bswap64(v);
+}
+
+/* Header `slot` is at p; it fits (the caller checked). */
+static void put(const ibw_scan_prog *g, const ibw_scan_out *out, int64_t row, int slot,
+                const uint8_t *p)
+{
+    const ibw_scan_instr *ins = g->instr + g->slot_first[slot];
+    const ibw_scan_instr *last = ins + g->slot_count[slot];
+    out->headers[row] |= 1u << slot;
+    for (; ins < last; ins++) {
+        const uint8_t *q = p + ins->at;
+        void *col = out->cols[ins->column];
+        uint64_t v;
+        switch (ins->load) {
+        case 1: v = q[0]; break;
+        case 2: v = be16(q); break;
+        case 4: v = be32(q); break;
+        case 8: v = be64(q); break;
+        default: memcpy((uint8_t *)col + 16 * row, q, 16); continue;
+        }
+        v = (v >> ins->shift) & ins->mask;
+        switch (ins->width) {
+        case 1: ((uint8_t *)col)[row] = (uint8_t)v; break;
+        case 2: ((uint16_t *)col)[row] = (uint16_t)v; break;
+        case 4: ((uint32_t *)col)[row] = (uint32_t)v; break;
+        default: ((uint64_t *)col)[row] = v; break;
+        }
+    }
+}
+
+static inline int fits(int64_t n, int64_t at, int64_t size)
+{
+    return at >= 0 && size <= n - at;
+}
+
+/* ECN from a traffic class laid out as in IPv6 and the GRH (low nibble of byte 0, high of 1). */
+static inline int8_t ecn_of_tclass(const uint8_t *p)
+{
+    return (int8_t)((p[1] >> 4) & 3);
+}
+
+/* The headers before the transport, read wherever they fit (also on other traffic). */
+static void network(const ibw_scan_prog *g, const ibw_scan_out *out, int64_t row,
+                    const uint8_t *p, int64_t n, int link)
+{
+    int64_t net = -1;
+    unsigned type = 0;
+    if (link == IBW_LINK_ETHERNET) {
+        if (n < ETHERNET_LEN)
+            return;
+        put(g, out, row, g->eth, p);
+        type = be16(p + 12);
+        int64_t o = ETHERNET_LEN;
+        unsigned tags = 0;
+        while (type == 0x8100 || type == 0x88A8 || type == 0x9100) {
+            if (!fits(n, o, TAG_LEN))
+                break;
+            if (tags == 0)
+                put(g, out, row, g->vlan, p + o);
+            tags++;
+            type = be16(p + o + 2);
+            o += TAG_LEN;
+        }
+        out->vlan_count[row] = (uint8_t)(tags > 255 ? 255 : tags);
+        if (type == 0x0800 || type == 0x86DD || type == 0x8915)
+            net = o;
+        if (type == 0x8915) {
+            if (fits(n, net, IPV6_LEN)) {
+                put(g, out, row, g->grh, p + net);
+                out->ecn[row] = ecn_of_tclass(p + net);
+            }
+            out->off_network[row] = (int32_t)net;
+            return;
+        }
+    } else if (link == IBW_LINK_IP) {
+        net = 0;
+    } else if (link == IBW_LINK_GRH) {
+        out->off_network[row] = 0;
+        if (n >= IPV6_LEN) {
+            put(g, out, row, g->grh, p);
+            out->ecn[row] = ecn_of_tclass(p);
+        }
+        return;
+    } else if (link == IBW_LINK_INFINIBAND) {
+        out->off_network[row] = 0;
+        if (n < LRH_LEN)
+            return;
+        put(g, out, row, g->lrh, p);
+        if ((p[1] & 3) == 3 && n >= LRH_LEN + IPV6_LEN) {
+            put(g, out, row, g->grh, p + LRH_LEN);
+            out->ecn[row] = ecn_of_tclass(p + LRH_LEN);
+        }
+        return;
+    } else {
+        return;
+    }
+    if (net < 0 || net >= n)
+        return;
+    out->off_network[row] = (int32_t)net;
+    const uint8_t *ip = p + net;
+    int64_t udp = -1;
+    if (ip[0] >> 4 == 4 && (link == IBW_LINK_IP || type == 0x0800)) {
+        if (!fits(n, net, IPV4_LEN))
+            return;
+        put(g, out, row, g->ip, ip);
+        out->ecn[row] = (int8_t)(ip[1] & 3);
+        int64_t ihl = (int64_t)(ip[0] & 0x0F) * 4;
+        if (ip[9] == 17 && ihl >= IPV4_LEN && (be16(ip + 6) & 0x1FFF) == 0)
+            udp = net + ihl;
+    } else if (ip[0] >> 4 == 6 && (link == IBW_LINK_IP || type == 0x86DD)) {
+        if (!fits(n, net, IPV6_LEN))
+            return;
+        put(g, out, row, g->ipv6, ip);
+        out->ecn[row] = ecn_of_tclass(ip);
+        if (ip[6] == 17)
+            udp = net + IPV6_LEN;
+    }
+    if (udp >= 0 && fits(n, udp, 8))
+        put(g, out, row, g->udp, p + udp);
+}
+
+static inline void fault(const ibw_scan_out *out, int64_t row, int error, int site,
+                         int64_t where)
+{
+    out->error[row] = (uint8_t)error;
+    out->site[row] = (uint8_t)site;
+    out->error_off[row] = (int32_t)where;
+}
+
+/* BTH, the opcode's extended headers, MAD/RMPP and the pad, between bth and the ICRC. */
+static void transport(const ibw_scan_prog *g, const ibw_scan_out *out, int64_t row,
+                      const uint8_t *p, int64_t bth, int64_t icrc)
+{
+    put(g, out, row, g->bth, p + bth);
+    out->off_bth[row] = (int32_t)bth;
+    unsigned op = p[bth];
+    int64_t cursor = bth + BTH_LEN;
+    unsigned len = g->chain_len[op];
+    if (len == IBW_SCAN_NO_OPCODE) { /* unknown headers: all of it is payload */
+        out->off_payload[row] = (int32_t)cursor;
+        out->payload_len[row] = (int32_t)(icrc - cursor);
+        return;
+    }
+    for (unsigned j = 0; j < len; j++) {
+        int slot = g->chain[op * IBW_SCAN_MAX_CHAIN + j];
+        int64_t size = g->slot_size[slot];
+        if (size > icrc - cursor) {
+            fault(out, row, IBW_MALFORMED, g->site_slot_base + slot, cursor);
+            return;
+        }
+        put(g, out, row, slot, p + cursor);
+        cursor += size;
+    }
+    uint32_t destqp = be32(p + bth + 4) & 0xFFFFFF;
+    if ((g->op_flags[op] & 1) && destqp <= 1 && MAD_LEN <= icrc - cursor) {
+        put(g, out, row, g->mad, p + cursor);
+        unsigned mgmt = p[cursor + 1];
+        cursor += MAD_LEN;
+        if (g->rmpp[mgmt] && RMPP_LEN <= icrc - cursor) {
+            put(g, out, row, g->rmpp_slot, p + cursor);
+            cursor += RMPP_LEN;
+        }
+    }
+    int64_t pad = (p[bth + 1] >> 4) & 3;
+    out->off_payload[row] = (int32_t)cursor;
+    if (pad > icrc - cursor) {
+        fault(out, row, IBW_MALFORMED, g->site_padcnt, bth + 1);
+        return;
+    }
+    out->payload_len[row] = (int32_t)(icrc - cursor - pad);
+}
+
+static void defaults(const ibw_scan_out *out, int64_t i)
+{
+    out->ecn[i] = -1;
+    out->off_network[i] = out->off_bth[i] = out->off_payload[i] = -1;
+    out->payload_len[i] = out->off_icrc[i] = out->off_vcrc[i] = -1;
+    out->icrc_ok[i] = out->vcrc_ok[i] = -1;
+}
+
+void ibw_scan(const uint8_t *buf, int64_t buflen, const int64_t *offs, const int64_t *lens,
+              const uint8_t *links, int64_t count, const ibw_scan_prog *prog,
+              const ibw_scan_out *out)
+{
+    ibw_span s;
+    ibw_check c;
+    for (int64_t i = 0; i < count; i++) {
+        defaults(out, i);
+        int link = links[i];
+        int64_t off = offs[i], n = lens[i];
+        if (link >= IBW_LINK_COUNT) {
+            out->error[i] = IBW_NOT_IB;
+            continue;
+        }
+        if (off < 0 || n < 0 || off > buflen || n > buflen - off) {
+            out->error[i] = IBW_TRUNCATED;
+            continue;
+        }
+        const uint8_t *p = buf + off;
+        network(prog, out, i, p, n, link);
+        ibw_verify(p, n, link, &s, &c);
+        out->encapsulation[i] = c.kind;
+        if (c.error != IBW_OK) {
+            fault(out, i, c.error, s.site, s.where);
+            continue;
+        }
+        out->icrc_ok[i] = c.icrc_ok;
+        out->vcrc_ok[i] = c.vcrc_ok;
+        out->icrc[i] = c.icrc_wire;
+        out->vcrc[i] = c.vcrc_wire;
+        out->off_icrc[i] = (int32_t)s.icrc;
+        out->off_vcrc[i] = (int32_t)s.vcrc;
+        if (s.bth >= 0) {
+            transport(prog, out, i, p, s.bth, s.icrc);
+        } else { /* LNH 0/1: no transport, the rest up to the VCRC is payload */
+            out->off_payload[i] = LRH_LEN;
+            out->payload_len[i] = (int32_t)(s.vcrc - LRH_LEN);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- classic pcap records */
+
+static inline uint32_t rd32(const uint8_t *p, int swapped)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return swapped ? __builtin_bswap32(v) : v;
+}
+
+int64_t ibw_pcap_records(const uint8_t *buf, int64_t pos, int64_t end, int swapped,
+                         int64_t fraction_ns, uint32_t max_caplen, int64_t cap, int64_t *offs,
+                         int64_t *caplen, uint32_t *orig_len, int64_t *ts, int64_t *next,
+                         int *status)
+{
+    int64_t rows = 0;
+    *status = 0;
+    while (rows < cap && end - pos >= 16) {
+        const uint8_t *h = buf + pos;
+        uint32_t len = rd32(h + 8, swapped);
+        if (len > max_caplen) {
+            *status = 1;
+            break;
+        }
+        if ((int64_t)len > end - pos - 16) {
+            *status = 2;
+            break;
+        }
+        offs[rows] = pos + 16;
+        caplen[rows] = len;
+        orig_len[rows] = rd32(h + 12, swapped);
+        ts[rows] = (int64_t)rd32(h, swapped) * 1000000000 + (int64_t)rd32(h + 4, swapped) * fraction_ns;
+        rows++;
+        pos += 16 + (int64_t)len;
+    }
+    if (*status == 0 && end > pos && end - pos < 16)
+        *status = 2; /* a partial record header */
+    *next = pos;
+    return rows;
+}

@@ -1,0 +1,77 @@
+/* ibwire batch scanner: one pass over the frames of a capture buffer, filling columns.
+ *
+ * The CRC walker (ibw_locate in crc/kernel.c) says where the BTH and the ICRC are and whether
+ * the encapsulation holds together; this file adds the walk of the transport headers (the
+ * opcode's extended headers, MAD, RMPP, PadCnt) and the extraction of every header field into
+ * its column. What to extract comes from ibwire.scan.program, derived in Python from the
+ * Construct declarations and specs/opcodes.tsv: nothing here knows a field by name.
+ *
+ * Nothing reads outside [frame, frame + length): a header is only read when it fits.
+ */
+#ifndef IBWIRE_SCAN_H
+#define IBWIRE_SCAN_H
+
+#include <stdint.h>
+
+#define IBW_SCAN_MAX_SLOTS 32
+#define IBW_SCAN_MAX_CHAIN 4
+#define IBW_SCAN_NO_OPCODE 0xFF
+#define IBW_SCAN_LINK_NONE 255
+
+/* Read a field: load `load` bytes big-endian from byte `at` of the header, shift right,
+ * mask, store `width` bytes into column `column` (load 16: copy 16 bytes). */
+typedef struct ibw_scan_instr {
+    uint64_t mask;
+    int32_t column;
+    int32_t at;
+    int32_t load;
+    int32_t shift;
+    int32_t width;
+    int32_t pad_;
+} ibw_scan_instr;
+
+typedef struct ibw_scan_prog {
+    int32_t nslots;
+    int32_t slot_size[IBW_SCAN_MAX_SLOTS];
+    int32_t slot_first[IBW_SCAN_MAX_SLOTS]; /* first instruction of the slot */
+    int32_t slot_count[IBW_SCAN_MAX_SLOTS];
+    const ibw_scan_instr *instr;
+    const uint8_t *chain;     /* [256][IBW_SCAN_MAX_CHAIN]: extended-header slots per opcode */
+    const uint8_t *chain_len; /* [256]: IBW_SCAN_NO_OPCODE for reserved/vendor opcodes */
+    const uint8_t *op_flags;  /* [256]: bit 0 UD transport */
+    const uint8_t *rmpp;      /* [256]: MAD class carries RMPP */
+    int32_t eth, vlan, ip, ipv6, udp, lrh, grh, bth, mad, rmpp_slot;
+    int32_t site_slot_base, site_padcnt;
+} ibw_scan_prog;
+
+/* Output columns, count rows each; cols[i] is header-field column i. */
+typedef struct ibw_scan_out {
+    void *const *cols;
+    uint8_t *encapsulation;
+    uint32_t *headers;
+    uint8_t *vlan_count;
+    int8_t *ecn;
+    int32_t *off_network, *off_bth, *off_payload, *payload_len, *off_icrc, *off_vcrc;
+    uint32_t *icrc;
+    uint16_t *vcrc;
+    int8_t *icrc_ok, *vcrc_ok;
+    uint8_t *error, *site;
+    int32_t *error_off;
+} ibw_scan_out;
+
+/* Scan count frames of buf (frame i: buf[offs[i], offs[i] + lens[i]), link links[i], a
+ * enum ibw_link or IBW_SCAN_LINK_NONE). Columns must be zeroed; needs ibw_init(), no GIL. */
+void ibw_scan(const uint8_t *buf, int64_t buflen, const int64_t *offs, const int64_t *lens,
+              const uint8_t *links, int64_t count, const ibw_scan_prog *prog,
+              const ibw_scan_out *out);
+
+/* Classic pcap records in buf[pos, end): rows for at most cap whole records (frame offset,
+ * caplen, orig_len, timestamp ns). Returns the row count; *next is where the walk stopped and
+ * *status why: 0 end of data (or cap reached), 1 caplen above max_caplen at *next, 2 a record
+ * not all in the buffer at *next. */
+int64_t ibw_pcap_records(const uint8_t *buf, int64_t pos, int64_t end, int swapped,
+                         int64_t fraction_ns, uint32_t max_caplen, int64_t cap, int64_t *offs,
+                         int64_t *caplen, uint32_t *orig_len, int64_t *ts, int64_t *next,
+                         int *status);
+
+#endif /* IBWIRE_SCAN_H */

@@ -32,9 +32,10 @@ class Progress:
         self.enabled = enabled and sys.stderr.isatty() and bool(total)
         self.count = 0
 
-    def update(self, position: int) -> None:
-        self.count += 1
-        if self.enabled and self.count % 4096 == 0 and self.total:
+    def update(self, position: int, records: int = 1) -> None:
+        before = self.count
+        self.count += records
+        if self.enabled and before // 4096 != self.count // 4096 and self.total:
             share = min(position / self.total, 1.0)
             bar = "#" * int(share * 30)
             sys.stderr.write(f"\r{self.name[-30:]:>30} [{bar:<30}] {share:4.0%} "

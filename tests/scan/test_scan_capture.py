@@ -67,9 +67,11 @@ def _frames(n: int) -> list[bytes]:
 FRAMES = _frames(40)
 
 
+@pytest.mark.parametrize("rows", [7, 1 << 16])
 @pytest.mark.parametrize("window", [1, 100, 4096, 1 << 20])
 @pytest.mark.parametrize("kind", ["pcap", "pcap-be-ns", "pcapng", "sll", "erf", "gzip"])
-def test_formats_and_windows(tmp_path, kind, window):
+def test_formats_and_windows(tmp_path, monkeypatch, kind, window, rows):
+    monkeypatch.setattr("ibwire.scan.capture.BATCH_ROWS", rows)
     if kind == "pcap":
         data = pcap_file(FRAMES)
     elif kind == "pcap-be-ns":

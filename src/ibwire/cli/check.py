@@ -69,7 +69,7 @@ def _scanned(path: str, args: argparse.Namespace) -> Iterator[tuple[Counter[str]
     progress = Progress(path, size, not args.no_progress)
     left = args.count
     try:
-        for batch in scan_capture(path):
+        for batch in scan_capture(path, fields=()):  # verdicts only: no header columns
             rows = len(batch) if left is None else min(len(batch), left)
             c = {name: col[:rows] for name, col in batch.columns.items()}
             error, failed = c["error"], batch.failed()[:rows]

@@ -6,11 +6,10 @@ import argparse
 import os
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ibwire.inspect import Inspection, inspect
-from ibwire.pcap import open_capture
-from ibwire.where import compile_where
+if TYPE_CHECKING:
+    from ibwire.inspect import Inspection
 
 
 def add_input_arguments(parser: argparse.ArgumentParser, many: bool = False) -> None:
@@ -50,6 +49,10 @@ class Progress:
 
 def inspections(path: str, args: argparse.Namespace) -> Iterator[Inspection]:
     """Inspect the records of ``path``, honouring ``-c`` and ``--where``."""
+    from ibwire.inspect import inspect
+    from ibwire.pcap import open_capture
+    from ibwire.where import compile_where
+
     keep = compile_where(args.where) if getattr(args, "where", None) else None
     size = os.path.getsize(path) if path != "-" and os.path.isfile(path) else None
     progress = Progress(path, size, not getattr(args, "no_progress", False))

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ibwire.cli.common import add_input_arguments, inspections, jsonable
-from ibwire.headers import ALL
-from ibwire.inspect import Inspection
+
+if TYPE_CHECKING:
+    from ibwire.inspect import Inspection
 
 _NAMES = {"rocev2_ipv4": "RoCEv2", "rocev2_ipv6": "RoCEv2/6", "rocev1": "RoCEv1",
           "ib_local": "IB", "ib_global": "IB/GRH", "ib_raw": "IB raw", "other": "-"}
@@ -76,6 +77,8 @@ def tree(found: Inspection) -> str:
     if packet is None:
         return "\n".join(lines)
     for header in packet.headers:
+        from ibwire.headers import ALL
+
         spec = ALL[header.name]
         lines.append(f"  {spec.title} (offset {header.offset}, {header.length} bytes)")
         for name, value in header.values.items():

@@ -75,77 +75,92 @@ cdef extern from "scan.h" nogil:
 
 
 ibw_init()
-
-cdef ibw_scan_prog _prog
-cdef ibw_scan_instr *_instr = NULL
-cdef void **_cols = NULL
 # Keep the program's tables alive for the process (they are module constants).
 _tables = _program.opcode_chains() + (_program.rmpp_classes(),)
 _columns = _program.columns()
 
 
-cdef void _build_program() except *:
-    global _instr, _cols
-    cdef cnp.ndarray chain, chain_len, flags, rmpp
-    slots = _program.SLOTS
-    if len(slots) > IBW_SCAN_MAX_SLOTS:
-        raise ValueError("too many header slots for the C scanner")
-    instructions = _program.instructions()
-    _instr = <ibw_scan_instr *>malloc(sizeof(ibw_scan_instr) * max(1, len(instructions)))
-    _cols = <void **>malloc(sizeof(void *) * max(1, len(instructions)))
-    if _instr == NULL or _cols == NULL:
-        raise MemoryError()
-    _prog.nslots = len(slots)
-    for s in range(len(slots)):
-        _prog.slot_size[s] = slots[s].size
-        _prog.slot_first[s] = 0
-        _prog.slot_count[s] = 0
-    for i, ins in enumerate(instructions):
-        if _prog.slot_count[ins.slot] == 0:
-            _prog.slot_first[ins.slot] = i
-        _prog.slot_count[ins.slot] += 1
-        _instr[i].mask = ins.mask
-        _instr[i].column = ins.column
-        _instr[i].at = ins.at
-        _instr[i].load = ins.load
-        _instr[i].shift = ins.shift
-        _instr[i].width = ins.width
-        _instr[i].pad_ = 0
-    _prog.instr = _instr
-    chain, chain_len, flags, rmpp = _tables
-    _prog.chain = <const uint8_t *>cnp.PyArray_DATA(chain)
-    _prog.chain_len = <const uint8_t *>cnp.PyArray_DATA(chain_len)
-    _prog.op_flags = <const uint8_t *>cnp.PyArray_DATA(flags)
-    _prog.rmpp = <const uint8_t *>cnp.PyArray_DATA(rmpp)
-    slot = _program.SLOT
-    _prog.eth, _prog.vlan, _prog.ip, _prog.ipv6 = slot["eth"], slot["vlan"], slot["ip"], slot["ipv6"]
-    _prog.udp, _prog.lrh, _prog.grh, _prog.bth = slot["udp"], slot["lrh"], slot["grh"], slot["bth"]
-    _prog.mad, _prog.rmpp_slot = slot["mad"], slot["rmpp"]
-    _prog.site_slot_base = _program.SITE_SLOT_BASE
-    _prog.site_padcnt = _program.SITE_PADCNT
+cdef class _Compiled:
+    """The C program for one selection of columns: only their instructions are run."""
+
+    cdef ibw_scan_prog prog
+    cdef ibw_scan_instr *instr
+
+    def __cinit__(self, tuple selected):
+        cdef cnp.ndarray chain, chain_len, flags, rmpp
+        slots = _program.SLOTS
+        if len(slots) > IBW_SCAN_MAX_SLOTS:
+            raise ValueError("too many header slots for the C scanner")
+        instructions = [_program.instructions()[i] for i in selected]
+        self.instr = <ibw_scan_instr *>malloc(sizeof(ibw_scan_instr) * max(1, len(instructions)))
+        if self.instr == NULL:
+            raise MemoryError()
+        self.prog.nslots = len(slots)
+        for s in range(len(slots)):
+            self.prog.slot_size[s] = slots[s].size
+            self.prog.slot_first[s] = 0
+            self.prog.slot_count[s] = 0
+        for i, ins in enumerate(instructions):  # in slot order, as columns() lists them
+            if self.prog.slot_count[ins.slot] == 0:
+                self.prog.slot_first[ins.slot] = i
+            self.prog.slot_count[ins.slot] += 1
+            self.instr[i].mask = ins.mask
+            self.instr[i].column = ins.column
+            self.instr[i].at = ins.at
+            self.instr[i].load = ins.load
+            self.instr[i].shift = ins.shift
+            self.instr[i].width = ins.width
+            self.instr[i].pad_ = 0
+        self.prog.instr = self.instr
+        chain, chain_len, flags, rmpp = _tables
+        self.prog.chain = <const uint8_t *>cnp.PyArray_DATA(chain)
+        self.prog.chain_len = <const uint8_t *>cnp.PyArray_DATA(chain_len)
+        self.prog.op_flags = <const uint8_t *>cnp.PyArray_DATA(flags)
+        self.prog.rmpp = <const uint8_t *>cnp.PyArray_DATA(rmpp)
+        slot = _program.SLOT
+        self.prog.eth, self.prog.vlan = slot["eth"], slot["vlan"]
+        self.prog.ip, self.prog.ipv6 = slot["ip"], slot["ipv6"]
+        self.prog.udp, self.prog.lrh = slot["udp"], slot["lrh"]
+        self.prog.grh, self.prog.bth = slot["grh"], slot["bth"]
+        self.prog.mad, self.prog.rmpp_slot = slot["mad"], slot["rmpp"]
+        self.prog.site_slot_base = _program.SITE_SLOT_BASE
+        self.prog.site_padcnt = _program.SITE_PADCNT
+
+    def __dealloc__(self):
+        free(self.instr)
 
 
-_build_program()
+_compiled: dict = {}
 
 
 cdef void *_data(dict cols, str name):
     return cnp.PyArray_DATA(cols[name])
 
 
-def scan_frames(buffer, offsets, lengths, links):
+def scan_frames(buffer, offsets, lengths, links, fields=None):
     """Columns (see ``ibwire.scan.program``) for the frames ``buffer[offsets[i]:][:lengths[i]]``
     starting at ``links[i]`` (``ibwire.crc.LINK_CODES``, 255: not a link ibwire reads).
-    Header fields, offsets, CRC verdicts and errors; not record, timestamp or link type."""
+    Header fields (``fields``: only these keys or headers, see ``program.select``), offsets,
+    CRC verdicts and errors; not record, timestamp or link type."""
     cdef cnp.ndarray offs, lens, codes
     offs, lens, codes = frame_arrays(offsets, lengths, links)
     cdef int64_t count = offs.shape[0]
-    cols = _program.empty_columns(count)
+    selected = _program.select(fields)
+    compiled = _compiled.get(selected)
+    if compiled is None:
+        compiled = _compiled[selected] = _Compiled(selected)
+    cdef _Compiled program = compiled
+    cols = _program.empty_columns(count, selected)
     cdef ibw_scan_out out
     cdef Py_buffer view
     cdef Py_ssize_t i
-    for i, column in enumerate(_columns):
-        _cols[i] = cnp.PyArray_DATA(cols[column.name])
-    out.cols = _cols
+    # per call, not global: another thread may be scanning while this one has no GIL
+    cdef void **pointers = <void **>malloc(sizeof(void *) * max(1, len(_columns)))
+    if pointers == NULL:
+        raise MemoryError()
+    for i in selected:
+        pointers[i] = cnp.PyArray_DATA(cols[_columns[i].name])
+    out.cols = pointers
     out.encapsulation = <uint8_t *>_data(cols, "encapsulation")
     out.headers = <uint32_t *>_data(cols, "headers")
     out.vlan_count = <uint8_t *>_data(cols, "vlan.count")
@@ -170,9 +185,10 @@ def scan_frames(buffer, offsets, lengths, links):
     try:
         with nogil:
             ibw_scan(<const uint8_t *>view.buf, view.len, p_offs, p_lens, p_codes, count,
-                     &_prog, &out)
+                     &program.prog, &out)
     finally:
         PyBuffer_Release(&view)
+        free(pointers)
     cols["frame.offset"][:] = offs
     cols["frame.len"][:] = lens
     cols["link"][:] = codes

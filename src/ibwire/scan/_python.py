@@ -22,9 +22,6 @@ _SLOTS = program.SLOTS
 _S = program.SLOT
 _CHAIN, _CHAIN_LEN, _FLAGS = program.opcode_chains()
 _RMPP = program.rmpp_classes()
-_BY_SLOT: dict[int, list[program.Column]] = {}
-for _c in program.columns():
-    _BY_SLOT.setdefault(_c.slot, []).append(_c)
 _TPIDS = (0x8100, 0x88A8, 0x9100)
 _KINDS = {name: i for i, name in enumerate(KIND_NAMES)}
 
@@ -32,8 +29,10 @@ _KINDS = {name: i for i, name in enumerate(KIND_NAMES)}
 class _Row:
     """Writes one row of the columns."""
 
-    def __init__(self, cols: dict[str, np.ndarray], row: int, frame: memoryview) -> None:
-        self.cols, self.row, self.frame, self.n = cols, row, frame, len(frame)
+    def __init__(self, cols: dict[str, np.ndarray], by_slot: dict[int, list[program.Column]],
+                 row: int, frame: memoryview) -> None:
+        self.cols, self.by_slot, self.row = cols, by_slot, row
+        self.frame, self.n = frame, len(frame)
 
     def __setitem__(self, name: str, value: int) -> None:
         self.cols[name][self.row] = value
@@ -42,7 +41,7 @@ class _Row:
         header: Header = _SLOTS[slot]
         word = int.from_bytes(self.frame[offset:offset + header.size], "big")
         self.cols["headers"][self.row] |= 1 << slot
-        for column in _BY_SLOT[slot]:
+        for column in self.by_slot.get(slot, ()):
             f = header.by_name[column.field]
             value = (word >> f.shift) & f.mask
             if column.width == 16:
@@ -162,13 +161,18 @@ def _transport(r: _Row, bth: int, icrc: int) -> None:
     r["payload.length"] = icrc - cursor - pad
 
 
-def scan_frames(buffer: Buffer, offsets: object, lengths: object, links: object
-                ) -> dict[str, np.ndarray]:
+def scan_frames(buffer: Buffer, offsets: object, lengths: object, links: object,
+                fields: object = None) -> dict[str, np.ndarray]:
     """Columns for the frames ``buffer[offsets[i]:][:lengths[i]]`` (see the C twin)."""
     data = _view(buffer)
     offs, lens, codes = frame_arrays(offsets, lengths, links)
     count = offs.size
-    cols = program.empty_columns(count)
+    selected = program.select(fields)
+    cols = program.empty_columns(count, selected)
+    by_slot: dict[int, list[program.Column]] = {}
+    for i in selected:
+        column = program.columns()[i]
+        by_slot.setdefault(column.slot, []).append(column)
     for name in ("ecn", "offset.network", "offset.bth", "offset.payload", "payload.length",
                  "offset.icrc", "offset.vcrc", "icrc_ok", "vcrc_ok"):
         cols[name][:] = -1
@@ -180,7 +184,7 @@ def scan_frames(buffer: Buffer, offsets: object, lengths: object, links: object
         if off < 0 or n < 0 or off > len(data) or n > len(data) - off:
             cols["error"][i] = TRUNCATED
             continue
-        r = _Row(cols, i, data[off:off + n])
+        r = _Row(cols, by_slot, i, data[off:off + n])
         _network(r, link)
         try:
             span = _walk(r.frame, link)

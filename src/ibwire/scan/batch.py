@@ -109,12 +109,12 @@ _REASONS: dict[type[IbwireError], str] = {
 }
 
 
-def scan_index(index: CaptureIndex, first_record: int = 0) -> ScanBatch:
+def scan_index(index: CaptureIndex, first_record: int = 0, fields: object = None) -> ScanBatch:
     """Scan the frames of an index (``ibwire.pcap.index_capture`` or one window of a scan);
-    rows are records ``first_record`` onwards."""
+    rows are records ``first_record`` onwards; ``fields`` as for ``scan_frames``."""
     from ibwire.scan import scan_frames
 
-    cols = scan_frames(index.buffer, index.offsets, index.lengths, index.link_codes)
+    cols = scan_frames(index.buffer, index.offsets, index.lengths, index.link_codes, fields)
     count = len(index.offsets)
     cols["record"][:] = np.arange(first_record, first_record + count)
     cols["timestamp_ns"][:] = index.timestamps_ns

@@ -31,6 +31,8 @@ from ibwire.pcap.source import GZIP_MAGIC, HEAD_LEN, Source, detect_format, make
 from ibwire.scan.batch import ScanBatch, scan_index
 
 WINDOW = 16 * 1024 * 1024
+BATCH_ROWS = 1 << 16
+"""Rows per batch at most on the pcap fast path: the columns stay in cache."""
 _NATIVE = "<" if sys.byteorder == "little" else ">"
 
 
@@ -153,7 +155,8 @@ def _pcap_rows(walker: PcapWalker, buf: memoryview, start: int, final: bool, bas
     header = walker.header
     end = len(buf)
     offs, caplen, orig, ts, stop, status = pcap_records(
-        buf, start, end, header.byte_order != _NATIVE, walker.fraction_ns, MAX_CAPLEN, end)
+        buf, start, end, header.byte_order != _NATIVE, walker.fraction_ns, MAX_CAPLEN,
+        BATCH_ROWS)
     count = len(offs)
     tail: IbwireError | None = None
     want, finished = 0, False
@@ -166,8 +169,8 @@ def _pcap_rows(walker: PcapWalker, buf: memoryview, start: int, final: bool, bas
         want = RECORD_HEADER_LEN
         if end - stop >= RECORD_HEADER_LEN:
             want += struct.unpack_from(header.byte_order + "I", buf, stop + 8)[0]
-    else:
-        finished = final
+    else:  # the data ended, or BATCH_ROWS rows were taken
+        finished = final and stop == end
     rows = count + (tail is not None)
     offsets = np.zeros(rows, np.int64)
     lengths = np.zeros(rows, np.uint32)
@@ -196,19 +199,21 @@ def _walker_rows(walker: Walker, buf: memoryview, start: int, final: bool, base:
     return columns.finish(buf), walker.resume, walker.want, walker.finished
 
 
-def scan_capture(source: Source, *, window: int = WINDOW) -> Iterator[ScanBatch]:
+def scan_capture(source: Source, *, window: int = WINDOW, fields: object = None
+                 ) -> Iterator[ScanBatch]:
     """Scan a capture (path, '-' for standard input, or a binary file object), one batch per
-    window. File-level problems raise :class:`CaptureError` before the first batch; a record
+    window; ``fields`` picks the header-field columns (default all, see
+    ``ibwire.scan.program.select``). File-level problems raise :class:`CaptureError` before the first batch; a record
     that cannot be read is a row with error ``capture``, as in ``ibwire.pcap``. A batch's
     ``buffer`` (its frames) is valid until the next batch is asked for."""
     feed = _open(source, max(window, 1))
     try:
-        yield from _batches(feed, max(window, 1))
+        yield from _batches(feed, max(window, 1), fields)
     finally:
         feed.close()
 
 
-def _batches(feed: _Feed, window: int) -> Iterator[ScanBatch]:
+def _batches(feed: _Feed, window: int, fields: object) -> Iterator[ScanBatch]:
     buf, base, final = feed.window(0, HEAD_LEN)
     fmt = detect_format(buf, final, feed.name)
     if fmt == "gzip":
@@ -225,12 +230,12 @@ def _batches(feed: _Feed, window: int) -> Iterator[ScanBatch]:
         final = at_end and feed.error is None
         index, resume, want, finished = rows_of(walker, buf, pos - base, final, base)
         if len(index.offsets):
-            yield scan_index(index, record)
+            yield scan_index(index, record, fields)
             record += len(index.offsets)
         del index
         progressed = base + resume > pos
         pos = base + resume
-        if finished or at_end:
+        if finished or (at_end and (not progressed or resume >= len(buf))):
             break
         need = want if progressed or want > len(buf) - resume else len(buf) - resume + window
     if feed.error is not None and not finished:
@@ -240,4 +245,4 @@ def _batches(feed: _Feed, window: int) -> Iterator[ScanBatch]:
         index = CaptureIndex(b"", empty, np.zeros(1, np.uint32), empty.copy(),
                              np.full(1, LINK_OTHER, np.uint8), np.zeros(1, np.uint16),
                              np.zeros(1, np.uint32), (error.at_record(0),))
-        yield scan_index(index, record)
+        yield scan_index(index, record, fields)

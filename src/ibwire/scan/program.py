@@ -183,9 +183,37 @@ def site_name(site: int) -> tuple[str, str]:
     return SCAN_SITES[site] if 0 <= site < len(SCAN_SITES) else ("", "")
 
 
-def empty_columns(count: int) -> dict[str, np.ndarray]:
-    """Zeroed columns for ``count`` rows (the -1 defaults are the twins' job)."""
+@cache
+def _select(fields: frozenset[str] | None) -> tuple[int, ...]:
+    cols = columns()
+    if fields is None:
+        return tuple(range(len(cols)))
+    by_header = {h.name for h in SLOTS}
+    names = {c.name for c in cols}
+    unknown = sorted(f for f in fields if f not in names and f not in by_header)
+    if unknown:
+        raise ValueError(f"no scanner column {unknown[0]!r}: header-field keys such as "
+                         f"'bth.psn', or header names such as 'reth'")
+    return tuple(i for i, c in enumerate(cols)
+                 if c.name in fields or SLOTS[c.slot].name in fields)
+
+
+def select(fields: object = None) -> tuple[int, ...]:
+    """Indexes into :func:`columns` of the header-field columns wanted: all for None, else
+    the named keys (``"bth.psn"``) and every field of the named headers (``"reth"``)."""
+    if fields is None:
+        return _select(None)
+    if isinstance(fields, str):
+        fields = (fields,)
+    return _select(frozenset(fields))  # type: ignore[arg-type]
+
+
+def empty_columns(count: int, selected: tuple[int, ...]) -> dict[str, np.ndarray]:
+    """Zeroed columns for ``count`` rows: the fixed ones and the ``selected`` header-field
+    ones (the -1 defaults are the twins' job)."""
     out = {name: np.zeros(count, dtype) for name, dtype, _ in FIXED}
-    for c in columns():
+    cols = columns()
+    for i in selected:
+        c = cols[i]
         out[c.name] = np.zeros((count, 16), np.uint8) if c.width == 16 else np.zeros(count, c.dtype)
     return out

@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Benchmark of ``ibwire check`` and the batch scanner; prints one side-by-side table.
+
+Generated captures (classic pcap, Ethernet, RoCEv2 over IPv4, valid ICRCs): ACKs (62 bytes)
+and RDMA WRITE ONLY packets with 1-4 KiB payloads, alternating; PSNs increase.
+
+  check      whole-process wall time of ``ibwire check F`` (best of --repeat)
+  tshark     ``tshark -r F -T fields -e infiniband.bth.psn`` (checks no CRC), wall time
+  scapy      ``rdpcap(F)`` + ``BTH.compute_icrc`` per packet (scapy.contrib.roce), wall time
+  scanner    in-process ``scan_capture`` packets/s on 1M ACKs (small packets), one core
+  RSS        peak resident memory of ``ibwire check`` on a capture of --big-gb gigabytes
+
+Usage: python tools/bench_scan.py [--dir /tmp/ibwire-bench] [--packets 1000000,100000]
+       [--scapy-max 100000] [--big-gb 2.1] [--repeat 3]
+scapy reads a whole capture into memory (about 2 KB per packet in objects), so it runs on
+captures of at most --scapy-max packets; its time is given as measured, never extrapolated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ibwire import build, crc
+from ibwire.pcap.writer import AtomicFile
+
+ACK, WRITE_ONLY = 0x11, 0x0A
+SIZES = tuple(range(1024, 4097, 96))  # WRITE payload lengths used
+PSN_AT = 14 + 20 + 8 + 9  # the PSN's 3 bytes in an untagged IPv4 frame
+
+
+def templates() -> tuple[bytes, list[bytes]]:
+    ack = build("rocev2_ipv4", {"bth.destqp": 0x11, "aeth.msn": 1}, b"", opcode=ACK)
+    writes = [build("rocev2_ipv4", {"bth.destqp": 0x12, "reth.dmalen": n, "reth.va": 1 << 32,
+                                    "reth.r_key": 0x1234}, bytes(range(256)) * (n // 256),
+                    opcode=WRITE_ONLY) for n in SIZES]
+    return ack, writes
+
+
+def write_capture(path: Path, count: int, *, acks_only: bool = False,
+                  writes_only: bool = False) -> None:
+    """``count`` packets: ACK and WRITE alternating (or one kind), ICRCs fixed per packet."""
+    ack, writes = templates()
+    rng = np.random.default_rng(1)
+    sizes = rng.integers(0, len(writes), count).tolist()
+    atomic = AtomicFile(path)
+    try:
+        write = atomic.file.write
+        write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+        chunk = bytearray()
+        for i in range(count):
+            is_ack = acks_only or (not writes_only and i % 2 == 0)
+            frame = bytearray(ack if is_ack else writes[sizes[i]])
+            frame[PSN_AT:PSN_AT + 3] = (i & 0xFFFFFF).to_bytes(3, "big")
+            crc.fix(frame, "ethernet")
+            chunk += struct.pack("<IIII", 1_700_000_000 + i // 1_000_000, i % 1_000_000,
+                                 len(frame), len(frame))
+            chunk += frame
+            if len(chunk) > 1 << 24:
+                write(chunk)
+                chunk.clear()
+        write(chunk)
+        atomic.commit()
+    finally:
+        atomic.abort()
+
+
+def ensure(path: Path, count: int, **kind: bool) -> Path:
+    if not path.exists():
+        t = time.perf_counter()
+        write_capture(path, count, **kind)
+        print(f"# wrote {path} ({path.stat().st_size / 1e9:.2f} GB, {count} packets) in "
+              f"{time.perf_counter() - t:.1f} s", flush=True)
+    return path
+
+
+def wall(argv: list[str], repeat: int) -> tuple[float, int]:
+    """Best wall time of a command and the peak RSS (KiB) of its children so far."""
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        elapsed = time.perf_counter() - t
+        if done.returncode not in (0, 1):
+            raise SystemExit(f"{argv[0]} failed: {done.stderr.decode()[-500:]}")
+        best = min(best, elapsed)
+    return best, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+
+
+def peak_rss_of(argv: list[str]) -> int:
+    """Peak RSS (KiB) of one command, in a fresh process of its own."""
+    probe = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], "
+             "stdout=subprocess.DEVNULL); "
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    out = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True,
+                         check=True)
+    return int(out.stdout.strip())
+
+
+SCAPY_JOB = """
+import sys, time
+t = time.perf_counter()
+from scapy.all import rdpcap
+from scapy.contrib.roce import BTH
+bad = 0
+for p in rdpcap(sys.argv[1]):
+    bth = p.getlayer(BTH)
+    if bth is not None and bth.compute_icrc(None) != bth.icrc:
+        bad += 1
+print(time.perf_counter() - t, bad)
+"""
+
+
+def scanner_rate(path: Path, repeat: int) -> float:
+    from ibwire.scan import scan_capture
+
+    best = float("inf")
+    rows = 0
+    for _ in range(repeat):
+        t = time.perf_counter()
+        rows = sum(int(b["icrc_ok"].sum()) for b in scan_capture(path))
+        best = min(best, time.perf_counter() - t)
+    return rows / best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", type=Path, default=Path("/tmp/ibwire-bench"))
+    parser.add_argument("--packets", default="1000000,100000")
+    parser.add_argument("--scapy-max", type=int, default=100_000)
+    parser.add_argument("--big-gb", type=float, default=2.1)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    args.dir.mkdir(parents=True, exist_ok=True)
+    ibwire_cmd = shutil.which("ibwire") or sys.exit("ibwire is not installed (pip install .)")
+    tshark = shutil.which("tshark")
+    from ibwire import scan
+
+    print(f"# ibwire scanner: {scan.implementation}, CRC engine: {crc.implementation}; "
+          f"{os.cpu_count()} cores; one process each, page cache warm (best of {args.repeat})")
+    print(f"{'capture':>22} {'packets':>9} {'GB':>5} | {'ibwire check':>12} | "
+          f"{'tshark fields':>13} {'ratio':>7} | {'scapy':>9} {'ratio':>7}")
+    for count in (int(x) for x in args.packets.split(",")):
+        path = ensure(args.dir / f"mixed-{count}.pcap", count)
+        ours, _ = wall([ibwire_cmd, "check", "-q", str(path)], args.repeat)
+        row = f"{'ACK + 1-4 KiB WRITE':>22} {count:>9} {path.stat().st_size / 1e9:>5.2f} | " \
+              f"{ours:>10.3f} s | "
+        if tshark:
+            theirs, _ = wall([tshark, "-r", str(path), "-T", "fields", "-e",
+                              "infiniband.bth.psn"], 1)
+            row += f"{theirs:>11.2f} s {theirs / ours:>6.0f}x | "
+        else:
+            row += f"{'(no tshark)':>13} {'':>7} | "
+        if count <= args.scapy_max:
+            out = subprocess.run([sys.executable, "-c", SCAPY_JOB, str(path)],
+                                 capture_output=True, text=True, check=True).stdout.split()
+            row += f"{float(out[0]):>7.2f} s {float(out[0]) / ours:>6.0f}x"
+        else:
+            row += f"{'(> scapy-max)':>17}"
+        print(row, flush=True)
+    small = ensure(args.dir / "acks-1000000.pcap", 1_000_000, acks_only=True)
+    print(f"scanner, in process, 1M ACKs (62 B): {scanner_rate(small, args.repeat) / 1e6:.1f} M "
+          f"packets/s (scan_capture: read, index, scan, ICRC)")
+    big_count = int(args.big_gb * 1e9 / 1350)  # bytes per mixed packet
+    big = ensure(args.dir / f"big-{big_count}.pcap", big_count)
+    rss = peak_rss_of([ibwire_cmd, "check", "-q", str(big)])
+    print(f"peak RSS of ibwire check on {big.stat().st_size / 1e9:.2f} GB "
+          f"({big_count} packets): {rss / 1024:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()

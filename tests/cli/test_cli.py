@@ -148,3 +148,16 @@ def test_check_scanner_and_dissector_agree(path):
     assert inspected["ib"] <= scanned["ib"] <= inspected["ib"] + scanned["errors"]
     del scanned["ib"], inspected["ib"]
     assert scanned == inspected
+
+
+@pytest.mark.parametrize("path", [*sorted(CAPTURES.glob("*.pcap*")), SAMPLES / "sample-corrupt.pcap",
+                                  SAMPLES / "sample-ib.pcap"], ids=lambda p: p.name)
+def test_stats_scanner_and_dissector_agree(path):
+    """``stats`` counts from the scanner; with --where from the dissector: same tables."""
+    from ibwire.cli.stats import collect
+
+    scanned = collect(argparse.Namespace(file=str(path), count=None, where=None,
+                                         no_progress=True))
+    inspected = collect(argparse.Namespace(file=str(path), count=None, where="frame >= 1",
+                                           no_progress=True))
+    assert scanned == inspected

@@ -17,6 +17,7 @@ import struct
 import sys
 import zlib
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import BinaryIO, Protocol
 
 import numpy as np
@@ -199,21 +200,51 @@ def _walker_rows(walker: Walker, buf: memoryview, start: int, final: bool, base:
     return columns.finish(buf), walker.resume, walker.want, walker.finished
 
 
-def scan_capture(source: Source, *, window: int = WINDOW, fields: object = None
-                 ) -> Iterator[ScanBatch]:
+def scan_capture(source: Source, *, window: int = WINDOW, fields: object = None,
+                 threads: int = 2) -> Iterator[ScanBatch]:
     """Scan a capture (path, '-' for standard input, or a binary file object), one batch per
     window; ``fields`` picks the header-field columns (default all, see
-    ``ibwire.scan.program.select``). File-level problems raise :class:`CaptureError` before the first batch; a record
-    that cannot be read is a row with error ``capture``, as in ``ibwire.pcap``. A batch's
-    ``buffer`` (its frames) is valid until the next batch is asked for."""
+    ``ibwire.scan.program.select``).
+
+    File-level problems raise :class:`CaptureError` before the first batch; a record that
+    cannot be read is a row with error ``capture``, as in ``ibwire.pcap``. A batch's
+    ``buffer`` (its frames) is valid until the next batch is asked for. With ``threads`` 2
+    the records of the next window are found while a second thread scans this one (both C
+    loops run without the GIL); 1 does everything in the calling thread."""
     feed = _open(source, max(window, 1))
+    pool = ThreadPoolExecutor(1, thread_name_prefix="ibwire-scan") if threads > 1 else None
     try:
-        yield from _batches(feed, max(window, 1), fields)
+        yield from _batches(feed, max(window, 1), fields, pool)
     finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
         feed.close()
 
 
-def _batches(feed: _Feed, window: int, fields: object) -> Iterator[ScanBatch]:
+def _scanned(indexes: Iterator[tuple[CaptureIndex, int]], fields: object,
+             pool: ThreadPoolExecutor | None) -> Iterator[ScanBatch]:
+    """Scan each (index, first record); with a pool, scan one while the next is found."""
+    if pool is None:
+        for index, record in indexes:
+            yield scan_index(index, record, fields)
+        return
+    pending: Future[ScanBatch] | None = None
+    for index, record in indexes:
+        job = pool.submit(scan_index, index, record, fields)
+        if pending is not None:
+            yield pending.result()
+        pending = job
+    if pending is not None:
+        yield pending.result()
+
+
+def _batches(feed: _Feed, window: int, fields: object, pool: ThreadPoolExecutor | None
+             ) -> Iterator[ScanBatch]:
+    yield from _scanned(_indexes(feed, window), fields, pool)
+
+
+def _indexes(feed: _Feed, window: int) -> Iterator[tuple[CaptureIndex, int]]:
+    """The records of each window, as (index, number of its first record)."""
     buf, base, final = feed.window(0, HEAD_LEN)
     fmt = detect_format(buf, final, feed.name)
     if fmt == "gzip":
@@ -230,7 +261,7 @@ def _batches(feed: _Feed, window: int, fields: object) -> Iterator[ScanBatch]:
         final = at_end and feed.error is None
         index, resume, want, finished = rows_of(walker, buf, pos - base, final, base)
         if len(index.offsets):
-            yield scan_index(index, record, fields)
+            yield index, record
             record += len(index.offsets)
         del index
         progressed = base + resume > pos
@@ -245,4 +276,4 @@ def _batches(feed: _Feed, window: int, fields: object) -> Iterator[ScanBatch]:
         index = CaptureIndex(b"", empty, np.zeros(1, np.uint32), empty.copy(),
                              np.full(1, LINK_OTHER, np.uint8), np.zeros(1, np.uint16),
                              np.zeros(1, np.uint32), (error.at_record(0),))
-        yield scan_index(index, record, fields)
+        yield index, record

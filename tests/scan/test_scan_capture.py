@@ -141,3 +141,13 @@ def test_batches_hold_the_verdicts():
     assert batch.failed().tolist() == [False, False, True, False]
     assert batch.is_ib().all()
     assert np.array_equal(batch["offset.network"], 14 + 4 * batch["vlan.count"].astype(int))
+
+
+def test_arrow_table_has_every_column():
+    pa = pytest.importorskip("pyarrow")
+    batch = next(scan_capture(io.BytesIO(pcap_file(FRAMES[:3]))))
+    table = batch.to_arrow()
+    assert table.num_rows == 3 and table.column_names == batch.names
+    assert table.column("bth.psn").to_pylist() == batch["bth.psn"].tolist()
+    assert table.schema.field("ipv6.src").type == pa.binary(16)
+    assert table.column("icrc_ok").to_pylist() == [1, 1, 1]

@@ -94,8 +94,8 @@ class ScanBatch:
         arrays = {}
         for name, col in self.columns.items():
             if col.ndim == 2:
-                arrays[name] = pa.array(list(col.tobytes()[i:i + 16]
-                                             for i in range(0, col.size, 16)), pa.binary(16))
+                arrays[name] = pa.FixedSizeBinaryArray.from_buffers(
+                    pa.binary(16), len(col), [None, pa.py_buffer(np.ascontiguousarray(col))])
             else:
                 arrays[name] = pa.array(col)
         return pa.table(arrays)

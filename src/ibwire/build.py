@@ -30,6 +30,7 @@ from ibwire.headers import (
 )
 from ibwire.headers.aeth import encode_syndrome
 from ibwire.headers.encap import ETHERTYPE_IPV4, ETHERTYPE_IPV6, IP_PROTO_UDP
+from ibwire.headers.mad import carries_mad
 from ibwire.tables import constants, mad_classes, opcodes, opcodes_by_name
 
 _C = constants()
@@ -212,7 +213,8 @@ class _Frame:
                 parts.append(self._emit(header, self.values[header.name]))
             if not op.payload and self.payload:
                 raise BuildError(f"{op.name} carries no payload", header="bth", field="opcode")
-            if op.transport == "UD" and bth.get("destqp", 0) in (0, 1):
+            if carries_mad(op.transport, bth.get("destqp", 0),
+                           self.values["deth"].get("srcqp", 0) if "DETH" in op.headers else None):
                 parts.append(self._emit(MAD, self.values["mad"]))
                 klass = mad_classes().get(self.values["mad"].get("mgmtclass", 0))
                 if klass is not None and klass[1]:

@@ -40,6 +40,7 @@ from ibwire.headers.encap import (
     TPIDS,
 )
 from ibwire.headers.layout import Header
+from ibwire.headers.mad import carries_mad
 from ibwire.packet import OTHER, HeaderValue, Packet
 from ibwire.tables import constants, mad_classes, opcode_status, opcodes
 
@@ -48,7 +49,6 @@ _C = constants()
 GRH_NXTHDR = _C["GRH_NEXT_HEADER_IBA"]
 ROCE_V1_ETHERTYPE = _C["ROCE_V1_ETHERTYPE"]
 ROCE_V2_PORT = _C["ROCE_V2_UDP_PORT"]
-WELL_KNOWN_QPS = (0, 1)
 
 
 class _Walk:
@@ -279,13 +279,16 @@ def _transport(walk: _Walk, offset: int, end: int, encapsulation: str,
         if walk.strict:
             raise UnknownOpcodeError(unknown, header="bth", field="opcode", offset=offset)
     else:
+        srcqp = None
         for name in op.headers:
             header = EXTENDED[name]
             values = walk.take(header, cursor, icrc_at)
             if header.name == "aeth":
                 walk.derived.update(decode_syndrome(values["syndrome"]))
+            elif header.name == "deth":
+                srcqp = values["srcqp"]
             cursor += header.size
-        if op.transport == "UD" and bth["destqp"] in WELL_KNOWN_QPS:
+        if carries_mad(op.transport, bth["destqp"], srcqp):
             cursor = _mad(walk, cursor, icrc_at)
     payload_end = icrc_at
     pad = b""

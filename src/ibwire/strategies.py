@@ -21,6 +21,7 @@ from ibwire.build import DEFAULT_LINK, DERIVED_KEYS, build
 from ibwire.dissect import parse
 from ibwire.headers import ALL, Header
 from ibwire.headers.layout import _show
+from ibwire.headers.mad import carries_mad
 from ibwire.tables import mad_classes, opcodes
 
 ENCAPSULATIONS = tuple(DEFAULT_LINK)
@@ -103,7 +104,9 @@ def packets(draw: st.DrawFn, encapsulation: str | None = None,
                 fields[full] = tuple(t[full] for t in tags)
     if op.transport == "UD" and draw(st.integers(0, 3)) == 0:
         fields["bth.destqp"] = draw(st.sampled_from((0, 1)))
-    if op.transport == "UD" and fields["bth.destqp"] in (0, 1):
+    if op.transport == "UD" and draw(st.integers(0, 7)) == 0:
+        fields["deth.srcqp"] = draw(st.sampled_from((0, 1)))  # a response from QP0/QP1
+    if carries_mad(op.transport, fields["bth.destqp"], fields.get("deth.srcqp")):
         fields.update(draw(_keyed(ALL["mad"])))
         if draw(st.booleans()):
             fields["mad.mgmtclass"] = draw(st.sampled_from(sorted(mad_classes())))

@@ -235,8 +235,9 @@ def special(values: Values) -> list[Generated]:
             add(variant, "UD_SEND_ONLY", values.payload(220), f"SA MAD, RMPP type {rmpptype}",
                 ("mad", "rmpp"), **{"bth.destqp": 1, "deth.srcqp": 1, "mad.mgmtclass": 3,
                                     "mad.baseversion": 1, "rmpp.rmpptype": rmpptype})
-    perf = bytes([1, 0x04, 1, 1]) + values.payload(252)
-    add(v4, "UD_SEND_ONLY", perf, "MAD from QP1 to another QP", **{"deth.srcqp": 1})
+    add(v4, "UD_SEND_ONLY", values.payload(232), "MAD from QP1 to another QP", ("mad",),
+        **{"deth.srcqp": 1, "mad.mgmtclass": 0x04, "mad.baseversion": 1,
+           "mad.classversion": 1, "mad.method": 0x81})
     # payloads that tshark's heuristics take (divergences of test_tshark)
     for op in ("RC_SEND_ONLY", "RC_SEND_LAST", "RC_SEND_ONLY_WITH_INVALIDATE",
                "RC_SEND_LAST_WITH_INVALIDATE"):

@@ -26,7 +26,7 @@ import pytest
 
 import ibwire
 from ibwire import IbwireError, Packet
-from ibwire.headers import EXTENDED, MAD
+from ibwire.headers import EXTENDED
 from ibwire.headers.aeth import decode_syndrome
 from ibwire.packet import HeaderValue
 from ibwire.pcap import PcapWriter, infiniband_to_erf, read_capture
@@ -744,23 +744,6 @@ def _model_reserved_mad(view: View, expected: Expected) -> None:
     expected[MALFORMED] = ["malformed"]
 
 
-def _model_mad_from_qp(view: View, expected: Expected) -> None:
-    """tshark parses the payload of a UD packet from QP0/QP1 as a MAD (common header; the
-    class blob is not compared)."""
-    p = view.packet
-    klass = p.payload[1] if len(p.payload) > 1 else None
-    if len(p.payload) < 256 or klass in (0x01, 0x03, 0x81) or _raw_mad_class(klass) \
-            or _reserved_mad_class(klass):
-        raise AssertionError("a MAD from QP0/QP1 of this class or size: not modelled")
-    mad = HeaderValue("mad", p.payload_offset, MAD.size,
-                      MappingProxyType(MAD.parse(p.frame, p.payload_offset)))
-    model = replace(p, headers=(*p.headers, mad), payload=p.payload[MAD.size:])
-    mirror = View(model)
-    for k in _transport_keys(expected):
-        if "mad" in k or k.startswith(PAYLOAD_KEYS):
-            expected[k] = FIELDS[k].get(mirror)
-
-
 def _model_raw_vcrc(view: View, expected: Expected) -> None:
     expected["infiniband/infiniband.variant.crc"] *= 2
 
@@ -876,14 +859,6 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "NEW (measured, parse_RESERVED_MANAGEMENT): a MAD of a reserved class (0x00, 0x02, "
         "0x50-0x80, 0x82-0xFF) raises: malformed, no ICRC",
         lambda v: "mad" in v and _reserved_mad_class(_mad_class(v)), _model_reserved_mad),
-    Divergence(
-        "MAD from QP0/QP1",
-        "NEW, possibly an ibwire gap: tshark parses a MAD when the source OR destination QP "
-        "is 0 or 1 (parse_PAYLOAD: pinfo->srcport from the DETH); ibwire only when the "
-        "destination QP is (dissect._mad). A UD packet from QP1 to another QP -- a GMP "
-        "response to a redirected requester's QP -- is a MAD in tshark, payload in ibwire",
-        lambda v: _op(v).startswith("UD_") and "mad" not in v
-        and v.fields.get("deth.srcqp") in (0, 1), _model_mad_from_qp),
 )
 
 DIVERGENCES += (

@@ -40,3 +40,9 @@ def test_every_site_has_a_name():
     assert program.site_name(program.SITE_PADCNT) == ("BTH", "padcnt")
     assert program.site_name(program.SITE_SLOT_BASE + program.SLOT["reth"]) == ("RETH", "header")
     assert program.site_name(10_000) == ("", "")
+
+
+def test_the_c_engine_assumes_the_specs_well_known_qps():
+    from ibwire.tables import well_known_qps
+
+    assert program.WELL_KNOWN_QPS == tuple(sorted(well_known_qps())) == (0, 1)

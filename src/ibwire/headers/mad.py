@@ -35,3 +35,13 @@ RMPP = Header("rmpp", "RMPP", cs.BitStruct(
 ))
 
 MAD_SIZE = 256
+
+
+def carries_mad(transport: str, destqp: int, srcqp: int | None) -> bool:
+    """A UD packet to or from QP0/QP1 (``specs/well_known_qps.tsv``) carries a MAD: to them
+    for requests, from them for the responses to a requester on another QP (as Wireshark
+    decides). ``srcqp`` is the DETH source QP (None if there is none)."""
+    from ibwire.tables import well_known_qps
+
+    qps = well_known_qps()
+    return transport == "UD" and (destqp in qps or srcqp in qps)

@@ -42,7 +42,7 @@ cdef extern from "scan.h" nogil:
         const uint8_t *chain_len
         const uint8_t *op_flags
         const uint8_t *rmpp
-        int32_t eth, vlan, ip, ipv6, udp, lrh, grh, bth, mad, rmpp_slot
+        int32_t eth, vlan, ip, ipv6, udp, lrh, grh, bth, deth, mad, rmpp_slot
         int32_t site_slot_base, site_padcnt
 
     ctypedef struct ibw_scan_out:
@@ -123,6 +123,9 @@ cdef class _Compiled:
         self.prog.udp, self.prog.lrh = slot["udp"], slot["lrh"]
         self.prog.grh, self.prog.bth = slot["grh"], slot["bth"]
         self.prog.mad, self.prog.rmpp_slot = slot["mad"], slot["rmpp"]
+        self.prog.deth = slot["deth"]
+        if _program.WELL_KNOWN_QPS != (0, 1):
+            raise ValueError("scan.c takes QP0 and QP1 as the well-known QPs")
         self.prog.site_slot_base = _program.SITE_SLOT_BASE
         self.prog.site_padcnt = _program.SITE_PADCNT
 

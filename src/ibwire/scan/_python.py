@@ -12,6 +12,7 @@ import numpy as np
 from ibwire.crc._common import KIND_NAMES, MALFORMED, NOT_IB, TRUNCATED, Buffer
 from ibwire.crc._python import _Fault, _verdict, _view, _walk
 from ibwire.headers.layout import Header
+from ibwire.headers.mad import carries_mad
 from ibwire.pcap.records import MAX_CAPLEN
 from ibwire.scan import program
 from ibwire.scan._frames import frame_arrays
@@ -138,15 +139,19 @@ def _transport(r: _Row, bth: int, icrc: int) -> None:
     if _CHAIN_LEN[op] == program.NO_OPCODE:
         r["offset.payload"], r["payload.length"] = cursor, icrc - cursor
         return
+    srcqp = None
     for slot in _CHAIN[op, :_CHAIN_LEN[op]].tolist():
         size = _SLOTS[slot].size
         if size > icrc - cursor:
             r.fault(MALFORMED, program.SITE_SLOT_BASE + slot, cursor)
             return
         r.put(slot, cursor)
+        if slot == _S["deth"]:
+            srcqp = int.from_bytes(b[cursor + 5:cursor + 8], "big")
         cursor += size
     destqp = int.from_bytes(b[bth + 5:bth + 8], "big")
-    if _FLAGS[op] & 1 and destqp <= 1 and icrc - cursor >= 24:
+    ud = "UD" if _FLAGS[op] & 1 else ""
+    if carries_mad(ud, destqp, srcqp) and icrc - cursor >= 24:
         r.put(_S["mad"], cursor)
         mgmt = b[cursor + 1]
         cursor += 24

@@ -25,12 +25,14 @@ import numpy as np
 from ibwire.crc._common import KIND_NAMES, SITES
 from ibwire.headers import BTH, ETHERNET, EXTENDED, GRH, IPV4, IPV6, LRH, MAD, RMPP, UDP, VLAN
 from ibwire.headers.layout import Header
-from ibwire.tables import mad_classes, opcodes
+from ibwire.tables import mad_classes, opcodes, well_known_qps
 
 SLOTS: tuple[Header, ...] = (ETHERNET, VLAN, IPV4, IPV6, UDP, LRH, GRH, BTH,
                              *EXTENDED.values(), MAD, RMPP)
 SLOT: dict[str, int] = {h.name: i for i, h in enumerate(SLOTS)}
 MAX_CHAIN = 4
+WELL_KNOWN_QPS: tuple[int, ...] = tuple(sorted(well_known_qps()))
+"""QPs whose UD traffic carries MADs (scan.c assumes QP0 and QP1)."""
 NO_OPCODE = 0xFF
 """``chain_len`` of a reserved or vendor opcode: its headers after the BTH are unknown."""
 

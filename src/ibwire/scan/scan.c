@@ -174,6 +174,7 @@ static void transport(const ibw_scan_prog *g, const ibw_scan_out *out, int64_t r
         out->payload_len[row] = (int32_t)(icrc - cursor);
         return;
     }
+    uint32_t srcqp = 0xFFFFFFFF; /* none */
     for (unsigned j = 0; j < len; j++) {
         int slot = g->chain[op * IBW_SCAN_MAX_CHAIN + j];
         int64_t size = g->slot_size[slot];
@@ -182,10 +183,13 @@ static void transport(const ibw_scan_prog *g, const ibw_scan_out *out, int64_t r
             return;
         }
         put(g, out, row, slot, p + cursor);
+        if (slot == g->deth)
+            srcqp = be32(p + cursor + 4) & 0xFFFFFF;
         cursor += size;
     }
+    /* a MAD: UD to or from QP0/QP1 (program.WELL_KNOWN_QPS, checked by a test) */
     uint32_t destqp = be32(p + bth + 4) & 0xFFFFFF;
-    if ((g->op_flags[op] & 1) && destqp <= 1 && MAD_LEN <= icrc - cursor) {
+    if ((g->op_flags[op] & 1) && (destqp <= 1 || srcqp <= 1) && MAD_LEN <= icrc - cursor) {
         put(g, out, row, g->mad, p + cursor);
         unsigned mgmt = p[cursor + 1];
         cursor += MAD_LEN;

@@ -40,7 +40,7 @@ typedef struct ibw_scan_prog {
     const uint8_t *chain_len; /* [256]: IBW_SCAN_NO_OPCODE for reserved/vendor opcodes */
     const uint8_t *op_flags;  /* [256]: bit 0 UD transport */
     const uint8_t *rmpp;      /* [256]: MAD class carries RMPP */
-    int32_t eth, vlan, ip, ipv6, udp, lrh, grh, bth, mad, rmpp_slot;
+    int32_t eth, vlan, ip, ipv6, udp, lrh, grh, bth, deth, mad, rmpp_slot;
     int32_t site_slot_base, site_padcnt;
 } ibw_scan_prog;
 

@@ -139,9 +139,6 @@ def _ipv4(walk: _Walk, offset: int) -> Packet:
     if ihl < IPV4.size:
         raise MalformedError(f"IHL {ip['hdr_len']} is below 5", header="ip", field="hdr_len",
                              offset=offset)
-    if ip["len"] < ihl:
-        raise MalformedError(f"total length {ip['len']} is shorter than the header",
-                             header="ip", field="len", offset=offset)
     if offset + ihl > len(walk.frame):
         raise TruncatedError("IPv4 options cut short", header="ip", field="options", offset=offset)
     if ihl > IPV4.size:
@@ -150,10 +147,15 @@ def _ipv4(walk: _Walk, offset: int) -> Packet:
         return walk.other(offset + ihl, f"IP protocol {ip['proto']}")
     if ip["frag_offset"]:
         return walk.other(offset + ihl, "IPv4 non-first fragment")
+    # the lengths matter only once the port says RoCE: a TCP segmentation offload capture
+    # shows total length 0, and that is other traffic, not a broken packet
     end = offset + ip["len"]
-    udp = _udp(walk, offset + ihl, end)
+    udp = _udp(walk, offset + ihl, end, "ip", "len")
     if udp is None:
         return walk.other(offset + ihl + UDP.size, "not UDP port 4791")
+    if ip["len"] < ihl:
+        raise MalformedError(f"total length {ip['len']} is shorter than the header",
+                             header="ip", field="len", offset=offset)
     if ip["flags.mf"]:
         raise UnsupportedError("fragmented RoCEv2 packet", header="ip", field="flags.mf",
                                offset=offset)
@@ -173,7 +175,7 @@ def _ipv6(walk: _Walk, offset: int) -> Packet:
                                    header="ipv6", field="nxt", offset=offset)
         return walk.other(start, f"IPv6 next header {nxt}")
     end = start + ip["plen"]
-    udp = _udp(walk, start, end)
+    udp = _udp(walk, start, end, "ipv6", "plen")
     if udp is None:
         return walk.other(start + UDP.size, "not UDP port 4791")
     return _transport(walk, start + UDP.size, end, "rocev2_ipv6", lrh_end=None)
@@ -196,16 +198,16 @@ def _skip_ipv6_extensions(frame: bytes, nxt: int, offset: int) -> tuple[int, int
     return None
 
 
-def _udp(walk: _Walk, offset: int, ip_end: int) -> dict[str, Any] | None:
-    """The UDP header, or None when it is not RoCEv2 (destination port 4791)."""
-    if offset + UDP.size > ip_end and offset + UDP.size <= len(walk.frame):
-        raise MalformedError("IP length leaves no room for UDP", header="ip", field="len",
-                             offset=offset)
+def _udp(walk: _Walk, offset: int, ip_end: int, header: str, field: str
+         ) -> dict[str, Any] | None:
+    """The UDP header, or None when it is not RoCEv2 (destination port 4791); ``header`` and
+    ``field`` name the IP length that ``ip_end`` comes from."""
     udp = walk.take(UDP, offset)
     if udp["dstport"] != ROCE_V2_PORT:
-        walk.headers.pop()
-        walk.headers.append(HeaderValue("udp", offset, UDP.size, MappingProxyType(udp)))
         return None
+    if offset + UDP.size > ip_end:
+        raise MalformedError("IP length leaves no room for UDP", header=header, field=field,
+                             offset=offset)
     if udp["length"] != ip_end - offset:
         raise MalformedError(f"UDP length {udp['length']} disagrees with the IP length "
                              f"({ip_end - offset} bytes)", header="udp", field="length",

@@ -684,20 +684,14 @@ def test_good_inputs_of_every_format_check_clean(tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- byte offsets
-LINK_ERROR_BYTE_BUG = ("the batch scanner reports link-layer errors (ERF, SLL) at an offset "
-                       "relative to its window, not to the file: wrong on stdin and gzip (by "
-                       "the 24-byte pcap header) and past the first batch of 65536 rows")
 ERF_RLEN_LIE = erf_ib(3, rlen=12)
 
 
 @pytest.mark.parametrize(("how", "good_before"), [
     pytest.param("file", 2, id="file"),
-    pytest.param("file", 70_000, id="file-past-the-first-batch",  # > one scanner batch
-                 marks=pytest.mark.xfail(strict=True, reason=LINK_ERROR_BYTE_BUG)),
-    pytest.param("gzip", 2, id="gzip",
-                 marks=pytest.mark.xfail(strict=True, reason=LINK_ERROR_BYTE_BUG)),
-    pytest.param("stdin", 2, id="stdin",
-                 marks=pytest.mark.xfail(strict=True, reason=LINK_ERROR_BYTE_BUG)),
+    pytest.param("file", 70_000, id="file-past-the-first-batch"),  # > one scanner batch
+    pytest.param("gzip", 2, id="gzip"),
+    pytest.param("stdin", 2, id="stdin"),
 ])
 def test_check_names_the_byte_of_a_lying_erf_rlen(tmp_path: Path, how: str,
                                                   good_before: int) -> None:
@@ -878,20 +872,12 @@ OTHER_WITH_LYING_IP = {
                                                "6000000000041140") + bytes(32)
     + struct.pack(">HHHH", 5353, 53, 12, 0) + b"abcd",
 }
-DISSECTOR_FAILS_OTHER = ("the dissector (check/stats --where, show) checks the IP length "
-                         "before the protocol/port, so a non-RoCE frame whose IP length lies "
-                         "is an error; the batch scanner (check, stats) counts it as other "
-                         "traffic")
-
-
 @pytest.mark.parametrize("reader", [
     pytest.param("check", id="check-scanner"),
-    pytest.param("check-where", id="check-dissector",
-                 marks=pytest.mark.xfail(strict=True, reason=DISSECTOR_FAILS_OTHER)),
-    pytest.param("show", marks=pytest.mark.xfail(strict=True, reason=DISSECTOR_FAILS_OTHER)),
+    pytest.param("check-where", id="check-dissector"),
+    pytest.param("show"),
     pytest.param("stats", id="stats-scanner"),
-    pytest.param("stats-where", id="stats-dissector",
-                 marks=pytest.mark.xfail(strict=True, reason=DISSECTOR_FAILS_OTHER)),
+    pytest.param("stats-where", id="stats-dissector"),
 ])
 @pytest.mark.parametrize("name", sorted(OTHER_WITH_LYING_IP))
 def test_other_traffic_with_a_lying_ip_length_is_other_not_a_failure(

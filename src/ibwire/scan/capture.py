@@ -182,6 +182,9 @@ def _pcap_rows(walker: PcapWalker, buf: memoryview, start: int, final: bool, bas
     codes = np.full(rows, LINK_OTHER if code is None else code, np.uint8)
     linktypes = np.full(rows, header.linktype, np.uint16)
     errors = locate_frames(buf, header.linktype, count, offsets, lengths, timestamps, codes, wire)
+    for error in errors:  # the locators count from the window; messages count from the file
+        if error.offset is not None:
+            error.offset += base
     if tail is not None:
         errors.append(tail.at_record(count))
         codes[count] = LINK_OTHER

@@ -43,6 +43,15 @@ class IbwireError(Exception):
         self.args = (self._message(),)
         return self
 
+    def cut_by_capture(self, caplen: int, orig_len: int) -> IbwireError:
+        """Say so when a frame the capture cut short (caplen < orig_len) is truncated: the
+        length fields are then not lying, the capture kept too few bytes."""
+        if isinstance(self, TruncatedError) and caplen < orig_len:
+            self.reason = (f"frame cut by the capture ({caplen} of {orig_len} bytes kept): "
+                           f"{self.reason}")
+            self.args = (self._message(),)
+        return self
+
 
 class TruncatedError(IbwireError):
     """The bytes end before the structure does: more data would be needed."""

@@ -76,7 +76,8 @@ def inspect(record: CaptureRecord) -> Inspection:
     try:
         packet = parse(frame, record.link)
     except IbwireError as exc:
-        return Inspection(record, None, None, None, exc.at_record(number))
+        error = exc.at_record(number).cut_by_capture(record.caplen, record.orig_len)
+        return Inspection(record, None, None, None, error)
     if packet.icrc is None and packet.vcrc is None:
         return Inspection(record, packet, None, None, None)
     try:

@@ -156,8 +156,11 @@ def test_stats_scanner_and_dissector_agree(path):
     """``stats`` counts from the scanner; with --where from the dissector: same tables."""
     from ibwire.cli.stats import collect
 
-    scanned = collect(argparse.Namespace(file=str(path), count=None, where=None,
-                                         no_progress=True))
-    inspected = collect(argparse.Namespace(file=str(path), count=None, where="frame >= 1",
-                                           no_progress=True))
+    scanned, scanned_failures = collect(argparse.Namespace(
+        file=str(path), count=None, where=None, no_progress=True, top=20))
+    inspected, inspected_failures = collect(argparse.Namespace(
+        file=str(path), count=None, where="frame >= 1", no_progress=True, top=20))
     assert scanned == inspected
+    numbers = [[line.split(":")[0] for line in lines]
+               for lines in (scanned_failures, inspected_failures)]
+    assert numbers[0] == numbers[1]

@@ -49,7 +49,8 @@ def _reason(batch: object, row: int) -> str:
             except IbwireError as exc:
                 error = exc
         assert error is not None
-        return str(error.at_record(number))
+        cut = error.cut_by_capture(int(batch["frame.len"][row]), int(batch["frame.orig_len"][row]))
+        return str(cut.at_record(number))
     verdict = crc.verify(bytes(batch.frame(row)), batch.link(row))
     bad = []
     if verdict.icrc_ok is False:

@@ -42,9 +42,12 @@ def _addresses(fields: dict[str, Any]) -> tuple[str, str]:
 
 def summary(found: Inspection, start_ns: int) -> str:
     fields = found.fields()
-    seconds = (found.record.timestamp_ns - start_ns) / 1e9
     src, dst = _addresses(fields)
-    line = f"{found.record.index + 1:6d} {seconds:11.6f} {src} → {dst} "
+    if found.record.error is not None:  # a record that could not be read has no time
+        when = f"{'-':>11}"
+    else:
+        when = f"{(found.record.timestamp_ns - start_ns) / 1e9:11.6f}"
+    line = f"{found.record.index + 1:6d} {when} {src} → {dst} "
     packet = found.packet
     if packet is None:
         return line + f"[{found.error}]" if found.error else line + "(not parsed)"
@@ -101,12 +104,12 @@ def run(args: argparse.Namespace) -> int:
     start_ns = None
     out = sys.stdout
     for found in inspections(args.file, args):
-        if start_ns is None:
+        if start_ns is None and found.record.error is None:
             start_ns = found.record.timestamp_ns
         if args.json:
             out.write(json.dumps({k: jsonable(v) for k, v in found.fields().items()}) + "\n")
         elif args.verbose:
             out.write(tree(found) + "\n\n")
         else:
-            out.write(summary(found, start_ns) + "\n")
+            out.write(summary(found, start_ns or 0) + "\n")
     return 0

@@ -1,4 +1,5 @@
-"""``ibwire stats FILE``: counts by encapsulation, transport, opcode and QP; bytes; failures.
+"""``ibwire stats FILE``: counts by encapsulation, transport, opcode and QP; bytes; failures
+(the first ``--top`` failing records are listed with their reasons).
 
 The counts come from the batch scanner (only the BTH opcode and destination QP columns are
 extracted); with ``--where`` each packet is dissected instead, so that any field can be
@@ -34,9 +35,11 @@ def _count(table: Counter[str], keys: np.ndarray, name: object) -> None:
         table[name(value)] += count  # type: ignore[operator]
 
 
-def _scanned(args: argparse.Namespace, tables: dict[str, Counter[str]]) -> None:
+def _scanned(args: argparse.Namespace, tables: dict[str, Counter[str]],
+             failures: list[str]) -> None:
     import os
 
+    from ibwire.cli.check import _reason as reason
     from ibwire.scan import scan_capture
     from ibwire.scan.program import SCAN_KIND_NAMES, slot_bit
     from ibwire.tables import opcodes
@@ -55,7 +58,11 @@ def _scanned(args: argparse.Namespace, tables: dict[str, Counter[str]]) -> None:
             totals["records"] += rows
             totals["bytes"] += int(c["frame.orig_len"].sum())
             totals["errors"] += int(np.count_nonzero(error > 1))
-            totals["other"] += rows - int(ib.sum())
+            totals["other"] += int(np.count_nonzero(error == 1))
+            failed = np.flatnonzero(batch.failed()[:rows])
+            totals["failed"] += len(failed)
+            for row in failed[:max(0, args.top - len(failures))].tolist():
+                failures.append(f"record {int(c['record'][row]) + 1}: {reason(batch, row)}")
             totals["ib_packets"] += int(ib.sum())
             totals["ib_bytes"] += int(c["frame.orig_len"][ib].sum())
             totals["payload_bytes"] += int(c["payload.length"][ib].sum())
@@ -80,16 +87,21 @@ def _scanned(args: argparse.Namespace, tables: dict[str, Counter[str]]) -> None:
         progress.close()
 
 
-def _inspected(args: argparse.Namespace, tables: dict[str, Counter[str]]) -> None:
+def _inspected(args: argparse.Namespace, tables: dict[str, Counter[str]],
+               failures: list[str]) -> None:
     for found in inspections(args.file, args):
         totals = tables["totals"]
         totals["records"] += 1
         totals["bytes"] += found.record.orig_len
+        if found.failed:
+            totals["failed"] += 1
+            if len(failures) < args.top:
+                failures.append(f"record {found.record.index + 1}: {found.reason}")
         if found.error is not None:
             totals["errors"] += 1
+            continue
         packet = found.packet
-        if packet is None or found.error is not None or (
-                not packet.is_ib and packet.encapsulation != "ib_raw"):
+        if packet is None or (not packet.is_ib and packet.encapsulation != "ib_raw"):
             totals["other"] += 1
             continue
         totals["ib_packets"] += 1
@@ -106,16 +118,19 @@ def _inspected(args: argparse.Namespace, tables: dict[str, Counter[str]]) -> Non
         tables["destqp"][f"{packet.fields()['bth.destqp']:#08x}"] += 1
 
 
-def collect(args: argparse.Namespace) -> dict[str, Counter[str]]:
+def collect(args: argparse.Namespace) -> tuple[dict[str, Counter[str]], list[str]]:
+    """The count tables, and the first ``--top`` failing records with their reasons."""
     tables: dict[str, Counter[str]] = {name: Counter() for name in TABLES}
-    (_inspected if args.where else _scanned)(args, tables)
-    return tables
+    failures: list[str] = []
+    (_inspected if args.where else _scanned)(args, tables, failures)
+    return tables, failures
 
 
 def run(args: argparse.Namespace) -> int:
-    tables = collect(args)
+    tables, failures = collect(args)
     if args.json:
-        print(json.dumps({name: dict(table) for name, table in tables.items()}))
+        print(json.dumps({**{name: dict(table) for name, table in tables.items()},
+                          "failures": failures}))
         return 0
     for name, table in tables.items():
         print(f"{name}:")
@@ -124,4 +139,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {key:<40} {count:>12}")
         if name != "totals" and len(table) > args.top:
             print(f"  ... {len(table) - args.top} more")
+    if failures:
+        print("failures:")
+        for line in failures:
+            print(f"  {line}")
+        if tables["totals"]["failed"] > len(failures):
+            print(f"  ... {tables['totals']['failed'] - len(failures)} more")
     return 0

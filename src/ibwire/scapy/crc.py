@@ -8,9 +8,10 @@ Where each CRC is computed at build time, by the outermost layer that knows its 
 * RoCEv2: the IP and UDP layers are scapy's, and scapy builds a non-explicit packet on a
   throw-away copy, so no layer of ours sees the final frame. ``BTH.post_build`` therefore
   hands ``link="ip"`` the IP and UDP headers exactly as scapy is about to emit them
-  (their ``self_build()``) with the lengths that IP/UDP ``post_build`` will write
-  (IHL, total length, payload length, UDP length) and its own bytes. The checksums that
-  ``post_build`` fills later are masked by the ICRC, and Ethernet/VLAN headers are not
+  (their ``self_build()``, packed at once where the values allow: see
+  :func:`ibwire.scapy.packing.packed`) with the lengths that IP/UDP ``post_build`` will
+  write (IHL, total length, payload length, UDP length) and its own bytes. The checksums
+  that ``post_build`` fills later are masked by the ICRC, and Ethernet/VLAN headers are not
   covered, so the value is that of the final frame wherever the build started.
 
 Length fields given explicitly and wrong do not change the CRCs: they are computed over the
@@ -27,6 +28,7 @@ from scapy.packet import Packet
 from ibwire import crc as engine
 from ibwire.crc import CrcVerdict
 from ibwire.errors import IbwireError
+from ibwire.scapy.packing import packed
 
 ICRC_SIZE = 4
 VCRC_SIZE = 2
@@ -59,28 +61,30 @@ def verify(start: Packet, link: str) -> CrcVerdict | None:
         return None
 
 
-def _ipv4_header(ip: IP, ip_payload: int) -> bytes:
+def _ipv4_header(ip: IP, ip_payload: int) -> bytearray:
     """The IPv4 header as IP.post_build emits it: options padded, IHL and total length set."""
-    header = bytearray(ip.self_build())
+    header = bytearray(packed(ip))
     header += bytes(-len(header) % 4)
     header[0] = (header[0] & 0xF0) | (len(header) // 4)
     header[2:4] = (len(header) + ip_payload).to_bytes(2, "big")
-    return bytes(header)
+    return header
 
 
-def roce_v2_icrc(udp: UDP, transport: bytes) -> int | None:
+def roce_v2_icrc(udp: UDP, transport: bytes | bytearray) -> int | None:
     """The ICRC of a RoCEv2 packet whose BTH .. ICRC bytes are ``transport``, below ``udp``."""
     ip = udp.underlayer
     udp_length = UDP_SIZE + len(transport)
-    udp_header = bytearray(udp.self_build())
-    udp_header[4:6] = udp_length.to_bytes(2, "big")
     if isinstance(ip, IPv6):
-        ip_header = bytearray(ip.self_build())
-        ip_header[4:6] = udp_length.to_bytes(2, "big")
+        frame = bytearray(packed(ip))
+        frame[4:6] = udp_length.to_bytes(2, "big")
     elif isinstance(ip, IP):
-        ip_header = bytearray(_ipv4_header(ip, udp_length))
+        frame = _ipv4_header(ip, udp_length)
     else:
         warning("ibwire: ICRC not computed, left as zeros: UDP is not directly over IP/IPv6 "
                 "(%s)", type(ip).__name__ if ip is not None else "nothing")
         return None
-    return icrc_value(bytes(ip_header) + bytes(udp_header) + transport, "ip")
+    at = len(frame)
+    frame += packed(udp)
+    frame[at + 4:at + 6] = udp_length.to_bytes(2, "big")
+    frame += transport
+    return icrc_value(frame, "ip")

@@ -85,25 +85,29 @@ class BTH(IBHeader):
     def post_build(self, p: bytes, pay: bytes) -> bytes:
         if no_trailer(self):
             return p + pay
-        known = self.opcode in CHAINS
-        padcnt = self.padcnt
+        values = {**self.default_fields, **self.overloaded_fields, **self.fields}
+        known = values["opcode"] in CHAINS
+        padcnt = values["padcnt"]
+        frame = bytearray(p)
         if padcnt is None:
             padcnt = -len(pay) % 4 if known else 0
-            frame = bytearray(p)
             patch(frame, hdr.BTH, "padcnt", padcnt)
-            p = bytes(frame)
-        pad = self.pad if self.pad is not None else bytes(padcnt if known else 0)
-        if self.icrc is not None:
-            return p + pay + pad + (self.icrc & 0xFFFFFFFF).to_bytes(glue.ICRC_SIZE, "little")
-        transport = p + pay + pad + bytes(glue.ICRC_SIZE)
+        pad = values["pad"]
+        frame += pay
+        frame += pad if pad is not None else bytes(padcnt if known else 0)
+        icrc = values["icrc"]
+        if icrc is not None:
+            frame += (icrc & 0xFFFFFFFF).to_bytes(glue.ICRC_SIZE, "little")
+            return bytes(frame)
+        frame += bytes(glue.ICRC_SIZE)
         under = self.underlayer
         if isinstance(under, UDP):
-            value = glue.roce_v2_icrc(under, transport)
-            if value is not None:
-                return transport[:-glue.ICRC_SIZE] + value.to_bytes(glue.ICRC_SIZE, "little")
+            crc = glue.roce_v2_icrc(under, frame)
+            if crc is not None:
+                frame[-glue.ICRC_SIZE:] = crc.to_bytes(glue.ICRC_SIZE, "little")
         elif not isinstance(under, LinkHeader):  # LRH, GRH: over the whole frame
             warning("ibwire: BTH without UDP, GRH or LRH below: ICRC left as zeros")
-        return transport
+        return bytes(frame)
 
     def guess_payload_class(self, payload: bytes) -> type[Packet]:
         if self.getfieldval("opcode") not in CHAINS:

@@ -1,7 +1,9 @@
 """``ibwire check FILE...``: verify ICRC, VCRC and structure of every InfiniBand/RoCE packet.
 
 Exit status: 0 when everything verified, 1 when a packet (or a capture record) failed, 2 when
-a file could not be read at all. Frames of other protocols are counted, not failed.
+a file could not be read at all. Frames of other protocols are counted, not failed; a record
+the capture is unsure of (caplen over the snaplen or its original length) is printed as a
+warning and verified like any other.
 
 The work is one batch scan per window of the file (``ibwire.scan``): headers, lengths and
 both CRCs in C, no Python per packet. Only failing packets are looked at again, to say why.
@@ -62,6 +64,11 @@ def _reason(batch: object, row: int) -> str:
     return ", ".join(bad)
 
 
+def _warning(warning: IbwireError, number: int) -> str:
+    """A capture warning: printed with its record, not counted as a failure."""
+    return f"warning: {warning.at_record(number)}"
+
+
 def _scanned(path: str, args: argparse.Namespace) -> Iterator[tuple[Counter[str], list[str]]]:
     """Counts and failure lines, batch by batch, from the scanner."""
     from ibwire.scan import scan_capture
@@ -80,8 +87,12 @@ def _scanned(path: str, args: argparse.Namespace) -> Iterator[tuple[Counter[str]
                 icrc_bad=int(np.count_nonzero(c["icrc_ok"] == 0)),
                 vcrc_bad=int(np.count_nonzero(c["vcrc_ok"] == 0)),
                 errors=int(np.count_nonzero(error > 1)))
-            lines = [f"{path}: record {int(c['record'][r]) + 1}: {_reason(batch, int(r))}"
-                     for r in np.flatnonzero(failed)]
+            notes = {int(r): _reason(batch, int(r)) for r in np.flatnonzero(failed)}
+            for r, warning in batch.warnings.items():
+                if r < rows and r not in notes:  # usable records the capture is unsure of
+                    notes[r] = _warning(warning, int(c["record"][r]) + 1)
+            lines = [f"{path}: record {int(c['record'][r]) + 1}: {notes[r]}"
+                     for r in sorted(notes)]
             yield counts, lines
             if rows:
                 progress.update(int(c["frame.offset"][rows - 1]), rows)
@@ -102,6 +113,9 @@ def _inspected(path: str, args: argparse.Namespace) -> Iterator[tuple[Counter[st
         elif found.error is None:
             counts["other"] += 1
         lines = []
+        if found.record.warning is not None and not found.failed:
+            lines.append(f"{path}: record {found.record.index + 1}: "
+                         f"{_warning(found.record.warning, found.record.index + 1)}")
         if found.failed:
             counts["failed"] += 1
             counts["icrc_bad"] += found.icrc_ok is False

@@ -28,7 +28,7 @@ import numpy as np
 from ibwire.errors import CaptureError, IbwireError
 from ibwire.pcap.index_links import header_kind, locate_block
 from ibwire.pcap.linktypes import direct_link_codes, locator_for
-from ibwire.pcap.pcap import RECORD_HEADER_LEN, PcapWalker
+from ibwire.pcap.pcap import RECORD_HEADER_LEN, PcapWalker, caplen_warnings
 from ibwire.pcap.records import LINK_OTHER, MAX_CAPLEN, Buffer, RawRecord
 from ibwire.pcap.source import Source, detect_format, make_walker, open_capture
 
@@ -55,6 +55,8 @@ class CaptureIndex(NamedTuple):
     """uint32: wire length of each frame (lengths < orig_lengths: truncated frame)."""
     errors: tuple[IbwireError, ...]
     """Error rows' errors, in row order (``error.record`` is the row)."""
+    warnings: tuple[IbwireError, ...] = ()
+    """Warnings of usable rows (caplen over snaplen ...), ``warning.record`` = the row."""
 
 
 class _Columns:
@@ -68,6 +70,7 @@ class _Columns:
         self.linktypes = array("H")
         self.orig_lengths = array("I")
         self.errors: list[IbwireError] = []
+        self.warnings: list[IbwireError] = []
         self.direct = direct_link_codes()
 
     def add(self, offset: int, length: int, timestamp_ns: int, code: int, linktype: int,
@@ -84,20 +87,27 @@ class _Columns:
         self.errors.append(error)
         self.add(0, 0, 0, LINK_OTHER, 0, 0)
 
+    def add_warning(self, warning: IbwireError | None) -> None:
+        """The warning (if any) of the row added next."""
+        if warning is not None:
+            self.warnings.append(warning.at_record(len(self.offsets)))
+
     def add_raw(self, raw: RawRecord, view: Buffer) -> None:
-        _offset, start, end, timestamp_ns, orig_len, linktype, _snap, _iface, _warn, error = raw
+        _offset, start, end, timestamp_ns, orig_len, linktype, _snap, _iface, warning, error = raw
         if error is not None:
             self.add_error(error)
             return
         code = self.direct.get(linktype)
         if code is not None:
+            self.add_warning(warning)
             self.add(start, end - start, timestamp_ns, code, linktype, orig_len)
             return
-        code, start, end, wire_len, erf_ts, _t, _f, _w, link_error = locator_for(linktype)(
-            view, start, end, orig_len, 0)
+        code, start, end, wire_len, erf_ts, _t, _f, link_warning, link_error = locator_for(
+            linktype)(view, start, end, orig_len, 0)
         if link_error is not None:
             self.add_error(link_error)
         else:
+            self.add_warning(warning or link_warning)
             self.add(start, end - start, timestamp_ns if erf_ts is None else erf_ts, code,
                      linktype, wire_len)
 
@@ -107,7 +117,8 @@ class _Columns:
             buffer, np.frombuffer(self.offsets, np.int64),
             np.frombuffer(self.lengths, np.uint32), np.frombuffer(self.timestamps, np.int64),
             np.frombuffer(self.codes, np.uint8), np.frombuffer(self.linktypes, np.uint16),
-            np.frombuffer(self.orig_lengths, np.uint32), tuple(self.errors))
+            np.frombuffer(self.orig_lengths, np.uint32), tuple(self.errors),
+            tuple(self.warnings))
 
 
 def _record_positions(view: Buffer, start: int, end: int, order: str
@@ -153,6 +164,7 @@ def _index_pcap(buffer: Buffer | mmap.mmap, walker: PcapWalker, start: int) -> C
     code = direct_link_codes().get(linktype)
     codes = np.full(rows, LINK_OTHER if code is None else code, np.uint8)
     linktypes = np.full(rows, linktype, np.uint16)
+    warnings = caplen_warnings(lengths[:good], wire[:good], header.snaplen, offsets[:good], 0)
     errors = locate_frames(buffer, linktype, good, offsets, lengths, timestamps, codes, wire)
     if tail_error is not None:
         errors.append(tail_error.at_record(good))
@@ -161,7 +173,8 @@ def _index_pcap(buffer: Buffer | mmap.mmap, walker: PcapWalker, start: int) -> C
     for error in errors:
         linktypes[error.record] = 0
     return CaptureIndex(buffer, offsets, lengths, timestamps, codes, linktypes, wire,
-                        tuple(errors))
+                        tuple(errors), tuple(w for w in warnings if w.record not in
+                                             {e.record for e in errors}))
 
 
 def locate_frames(buffer: Buffer | mmap.mmap, linktype: int, count: int, offsets: np.ndarray,
@@ -253,6 +266,7 @@ def index_buffer(buffer: Buffer | mmap.mmap, name: str = "<buffer>", *,
         if code is None or raw[9] is not None or not _INT64_MIN <= timestamp_ns <= _INT64_MAX:
             columns.add_raw(raw, view)
             continue
+        columns.add_warning(raw[8])
         add_offset(data)
         add_length(data_end - data)
         add_timestamp(timestamp_ns)

@@ -12,6 +12,8 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
+
 from ibwire.errors import CaptureError, MalformedError, TruncatedError
 from ibwire.pcap.records import MAX_CAPLEN, Buffer, RawRecord, raw_error
 
@@ -68,6 +70,34 @@ def parse_pcap_header(head: Buffer, name: str) -> PcapHeader:
     return PcapHeader(order, nanoseconds, (major, minor), snaplen, linktype_field & 0xFFFF)
 
 
+def caplen_warning(caplen: int, orig_len: int, snaplen: int, record_at: int
+                   ) -> MalformedError | None:
+    """The warning of a usable record whose caplen exceeds the snaplen or its orig_len
+    (``record_at``: where its record header is)."""
+    if caplen > snaplen > 0:
+        text = f"caplen {caplen} > snaplen {snaplen}"
+    elif caplen > orig_len:
+        text = f"caplen {caplen} > orig_len {orig_len}"
+    else:
+        return None
+    return MalformedError(text, header="pcap record", field="caplen", offset=record_at + 8)
+
+
+def caplen_warnings(caplen: np.ndarray, orig_len: np.ndarray, snaplen: int,
+                    frame_at: np.ndarray, base: int) -> list[MalformedError]:
+    """:func:`caplen_warning` for many records at once (``frame_at``: where each frame
+    starts, ``base`` added to offsets); ``record`` = the row."""
+    suspect = (caplen > orig_len) | ((caplen > snaplen) if snaplen > 0 else False)
+    out = []
+    for row in np.flatnonzero(suspect).tolist():
+        warning = caplen_warning(int(caplen[row]), int(orig_len[row]), snaplen,
+                                 base + int(frame_at[row]) - RECORD_HEADER_LEN)
+        if warning is not None:
+            warning.record = row
+            out.append(warning)
+    return out
+
+
 class PcapWalker:
     """Sans-IO walker over pcap records in a buffer (after the global header).
 
@@ -121,15 +151,7 @@ class PcapWalker:
                     f"{remaining - RECORD_HEADER_LEN} bytes left", header="pcap record",
                     field="caplen", offset=base + pos + 8))
                 break
-            warning = None
-            if caplen > snaplen > 0:
-                warning = MalformedError(f"caplen {caplen} > snaplen {snaplen}",
-                                         header="pcap record", field="caplen",
-                                         offset=base + pos + 8)
-            elif caplen > orig_len:
-                warning = MalformedError(f"caplen {caplen} > orig_len {orig_len}",
-                                         header="pcap record", field="caplen",
-                                         offset=base + pos + 8)
+            warning = caplen_warning(caplen, orig_len, snaplen, base + pos)
             data = pos + RECORD_HEADER_LEN
             pos = data + caplen
             yield (data - RECORD_HEADER_LEN, data, pos, seconds * _NS_PER_S + fraction * fraction_ns,

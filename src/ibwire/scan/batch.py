@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -35,6 +35,8 @@ class ScanBatch:
     columns: dict[str, np.ndarray]
     errors: dict[int, IbwireError]
     buffer: Any
+    warnings: dict[int, IbwireError] = field(default_factory=dict)
+    """Row -> the capture's warning about a usable record (caplen over snaplen ...)."""
 
     def __len__(self) -> int:
         return len(self.columns["record"])
@@ -126,4 +128,6 @@ def scan_index(index: CaptureIndex, first_record: int = 0, fields: object = None
         errors[row] = error.at_record(first_record + row)
         cols["error"][row] = program.CAPTURE_ERROR
         cols["encapsulation"][row] = 0
-    return ScanBatch(cols, errors, index.buffer)
+    warnings = {int(w.record): w.at_record(first_record + int(w.record))
+                for w in index.warnings if w.record is not None}
+    return ScanBatch(cols, errors, index.buffer, warnings)

@@ -26,7 +26,7 @@ from ibwire.errors import CaptureError, IbwireError, TruncatedError
 from ibwire.pcap.gunzip import GunzipStream, PrefixedStream
 from ibwire.pcap.index import CaptureIndex, _Columns, locate_frames
 from ibwire.pcap.linktypes import direct_link_codes
-from ibwire.pcap.pcap import RECORD_HEADER_LEN, PcapWalker
+from ibwire.pcap.pcap import RECORD_HEADER_LEN, PcapWalker, caplen_warnings
 from ibwire.pcap.records import LINK_OTHER, MAX_CAPLEN, Walker
 from ibwire.pcap.source import GZIP_MAGIC, HEAD_LEN, Source, detect_format, make_walker
 from ibwire.scan.batch import ScanBatch, scan_index
@@ -181,17 +181,21 @@ def _pcap_rows(walker: PcapWalker, buf: memoryview, start: int, final: bool, bas
     code = direct_link_codes().get(header.linktype)
     codes = np.full(rows, LINK_OTHER if code is None else code, np.uint8)
     linktypes = np.full(rows, header.linktype, np.uint16)
+    warnings = caplen_warnings(lengths[:count], wire[:count], header.snaplen, offsets[:count],
+                               base)
     errors = locate_frames(buf, header.linktype, count, offsets, lengths, timestamps, codes, wire)
     for error in errors:  # the locators count from the window; messages count from the file
         if error.offset is not None:
             error.offset += base
+    failed_rows = {error.record for error in errors}
+    warnings = [w for w in warnings if w.record not in failed_rows]
     if tail is not None:
         errors.append(tail.at_record(count))
         codes[count] = LINK_OTHER
     for error in errors:
         linktypes[error.record] = 0
     return (CaptureIndex(buf, offsets, lengths, timestamps, codes, linktypes, wire,
-                         tuple(errors)), stop, want, finished)
+                         tuple(errors), tuple(warnings)), stop, want, finished)
 
 
 def _walker_rows(walker: Walker, buf: memoryview, start: int, final: bool, base: int

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Builds the ICRC/VCRC engine with AddressSanitizer + UndefinedBehaviorSanitizer in a temporary
-# copy of the repository and runs, under the sanitizers:
-#   1. tests/crc (both twins; PYTHONMALLOC=malloc so ASan sees every Python buffer);
+# Builds the ICRC/VCRC engine and the batch scanner with AddressSanitizer +
+# UndefinedBehaviorSanitizer in a temporary copy of the repository and runs, under them:
+#   1. tests/crc and tests/scan (both twins; PYTHONMALLOC=malloc so ASan sees every buffer);
 #   2. a C fuzz loop straight on kernel.c: random bytes and mutated valid frames in buffers
 #      malloc'd to their exact size, through locate/verify/icrc/vcrc/fix and the batch, for
 #      every CRC-32 code path the CPU has;
-#   3. a Python fuzz loop through icrc/vcrc/verify/fix/verify_batch with exact-size numpy
-#      buffers.
+#   3. a Python fuzz loop through icrc/vcrc/verify/fix/verify_batch and the scanner's
+#      scan_frames (every column) with exact-size numpy buffers.
 # Bounded (FUZZ_CASES, default 300000 per loop); exits non-zero on any sanitizer report or
 # test failure. Usage: tools/asan_crc.sh [pytest args...]
 set -euo pipefail
@@ -24,14 +24,15 @@ export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:exitcode=87"
 echo "== copying the repository to $WORK"
 mkdir -p "$WORK/repo"
 (cd "$REPO" && tar cf - --exclude=.git --exclude=build --exclude='*.so' --exclude=.hypothesis \
-    --exclude='src/ibwire/crc/_engine.c' setup.py pyproject.toml src specs tests) \
+    --exclude='src/ibwire/crc/_engine.c' --exclude='src/ibwire/scan/_engine.c' setup.py pyproject.toml src specs tests) \
     | (cd "$WORK/repo" && tar xf -)
 
 echo "== building with $SAN"
 (cd "$WORK/repo" && IBWIRE_CFLAGS="-O1 -g $SAN" IBWIRE_LDFLAGS="$SAN" \
     python setup.py build_ext --inplace --force >"$WORK/build.log" 2>&1) || {
     cat "$WORK/build.log"; exit 1; }
-ls "$WORK"/repo/src/ibwire/crc/_engine*.so >/dev/null || { cat "$WORK/build.log"; exit 1; }
+ls "$WORK"/repo/src/ibwire/crc/_engine*.so "$WORK"/repo/src/ibwire/scan/_engine*.so \
+    >/dev/null || { cat "$WORK/build.log"; exit 1; }
 
 status=0
 run() {  # run a step, keep going, remember any failure or sanitizer report
@@ -48,7 +49,7 @@ san_python() {
         IBWIRE_SHARED="$REPO/../shared" python "$@")
 }
 
-run pytest san_python -m pytest tests/crc -q -p no:cacheprovider "$@"
+run pytest san_python -m pytest tests/crc tests/scan -q -p no:cacheprovider "$@"
 
 # ---------------------------------------------------------------- C fuzz loop
 cat >"$WORK/fuzz.c" <<'EOF'
@@ -180,6 +181,7 @@ from crc_frames import bth, native_ib, rocev1, rocev2
 
 from ibwire.crc import _engine as crc
 from ibwire.errors import IbwireError
+from ibwire.scan import _engine as scan
 
 cases = int(sys.argv[1])
 rng = random.Random(11)
@@ -209,6 +211,7 @@ for i in range(cases):
             fn(arr, link)
         except IbwireError:
             errors += 1
+    scan.scan_frames(arr, [0], [len(arr)], [links.index(link)])
     if i % 64 == 0:
         crc.verify_batch(arr, [0, 0], [len(arr), len(arr) // 2], np.array([0, 1], np.uint8))
 print(f"python fuzz: {cases} cases, {errors} ibwire errors, no crash")

@@ -79,3 +79,16 @@ def test_pcap_record_walk_stops_at_an_absurd_caplen(scanner):
     offs, *_rest, stop, status = scanner.pcap_records(record + b"\0" * 5, 0, 25, False, 1000,
                                                       MAX_CAPLEN, 10)
     assert (len(offs), stop, status) == (1, 20, 2)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.one_of(packets().map(lambda g: g.frame), mutated().map(lambda m: m.frame),
+                          st.binary(max_size=80)), max_size=8),
+       st.sampled_from([0, 1, 2, 255]), st.integers(1, 9), st.binary(max_size=20))
+def test_walk_and_scan_in_one_pass_twins_agree(scan_engine, frames, link, cap, tail):
+    """scan_pcap (walk + scan fused, with prefetch) = pcap_records then scan_frames."""
+    data = b"".join(len(f).to_bytes(4, "little") * 4 + f for f in frames) + tail
+    got = scan_engine.scan_pcap(data, 0, len(data), False, 1000, MAX_CAPLEN, cap, link)
+    want = _python.scan_pcap(data, 0, len(data), False, 1000, MAX_CAPLEN, cap, link)
+    assert [np.asarray(x).tolist() for x in got[:6]] == [np.asarray(x).tolist() for x in want[:6]]
+    assert rows_equal(got[6], want[6]) == []

@@ -34,9 +34,10 @@ def _load() -> tuple[ModuleType, str]:
 _impl, implementation = _load()
 scan_frames = _impl.scan_frames
 pcap_records = _impl.pcap_records
+scan_pcap = _impl.scan_pcap
 
 from ibwire.scan.batch import ScanBatch, scan_index  # noqa: E402 - needs scan_frames
 from ibwire.scan.capture import scan_capture  # noqa: E402
 
 __all__ = ["ScanBatch", "implementation", "pcap_records", "scan_capture", "scan_frames",
-           "scan_index"]
+           "scan_index", "scan_pcap"]

@@ -17,7 +17,7 @@ cnp.import_array()
 from ibwire.scan import program as _program
 from ibwire.scan._frames import frame_arrays
 
-__all__ = ["pcap_records", "scan_frames"]
+__all__ = ["pcap_records", "scan_frames", "scan_pcap"]
 
 
 cdef extern from "kernel.h" nogil:
@@ -72,6 +72,11 @@ cdef extern from "scan.h" nogil:
                              int64_t fraction_ns, uint32_t max_caplen, int64_t cap,
                              int64_t *offs, int64_t *caplen, uint32_t *orig_len, int64_t *ts,
                              int64_t *next, int *status)
+    int64_t ibw_scan_pcap(const uint8_t *buf, int64_t pos, int64_t end, int swapped,
+                          int64_t fraction_ns, uint32_t max_caplen, int64_t cap, int link,
+                          const ibw_scan_prog *prog, const ibw_scan_out *out, int64_t *offs,
+                          int64_t *caplen, uint32_t *orig_len, int64_t *ts, int64_t *next,
+                          int *status)
 
 
 ibw_init()
@@ -140,25 +145,18 @@ cdef void *_data(dict cols, str name):
     return cnp.PyArray_DATA(cols[name])
 
 
-def scan_frames(buffer, offsets, lengths, links, fields=None):
-    """Columns (see ``ibwire.scan.program``) for the frames ``buffer[offsets[i]:][:lengths[i]]``
-    starting at ``links[i]`` (``ibwire.crc.LINK_CODES``, 255: not a link ibwire reads).
-    Header fields (``fields``: only these keys or headers, see ``program.select``), offsets,
-    CRC verdicts and errors; not record, timestamp or link type."""
-    cdef cnp.ndarray offs, lens, codes
-    offs, lens, codes = frame_arrays(offsets, lengths, links)
-    cdef int64_t count = offs.shape[0]
-    selected = _program.select(fields)
+cdef _Compiled _program_for(tuple selected):
     compiled = _compiled.get(selected)
     if compiled is None:
         compiled = _compiled[selected] = _Compiled(selected)
-    cdef _Compiled program = compiled
-    cols = _program.empty_columns(count, selected)
-    cdef ibw_scan_out out
-    cdef Py_buffer view
-    cdef Py_ssize_t i
+    return compiled
+
+
+cdef void **_outputs(dict cols, tuple selected, ibw_scan_out *out) except NULL:
+    """Point ``out`` at the columns; returns the column pointer array, to free."""
     # per call, not global: another thread may be scanning while this one has no GIL
     cdef void **pointers = <void **>malloc(sizeof(void *) * max(1, len(_columns)))
+    cdef Py_ssize_t i
     if pointers == NULL:
         raise MemoryError()
     for i in selected:
@@ -181,16 +179,35 @@ def scan_frames(buffer, offsets, lengths, links, fields=None):
     out.error = <uint8_t *>_data(cols, "error")
     out.site = <uint8_t *>_data(cols, "error.site")
     out.error_off = <int32_t *>_data(cols, "error.offset")
+    return pointers
+
+
+def scan_frames(buffer, offsets, lengths, links, fields=None):
+    """Columns (see ``ibwire.scan.program``) for the frames ``buffer[offsets[i]:][:lengths[i]]``
+    starting at ``links[i]`` (``ibwire.crc.LINK_CODES``, 255: not a link ibwire reads).
+    Header fields (``fields``: only these keys or headers, see ``program.select``), offsets,
+    CRC verdicts and errors; not record, timestamp or link type."""
+    cdef cnp.ndarray offs, lens, codes
+    offs, lens, codes = frame_arrays(offsets, lengths, links)
+    cdef int64_t count = offs.shape[0]
+    selected = _program.select(fields)
+    cdef _Compiled program = _program_for(selected)
+    cols = _program.empty_columns(count, selected)
+    cdef ibw_scan_out out
+    cdef Py_buffer view
+    cdef void **pointers = _outputs(cols, selected, &out)
     cdef const int64_t *p_offs = <const int64_t *>cnp.PyArray_DATA(offs)
     cdef const int64_t *p_lens = <const int64_t *>cnp.PyArray_DATA(lens)
     cdef const uint8_t *p_codes = <const uint8_t *>cnp.PyArray_DATA(codes)
-    PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
     try:
-        with nogil:
-            ibw_scan(<const uint8_t *>view.buf, view.len, p_offs, p_lens, p_codes, count,
-                     &program.prog, &out)
+        PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
+        try:
+            with nogil:
+                ibw_scan(<const uint8_t *>view.buf, view.len, p_offs, p_lens, p_codes, count,
+                         &program.prog, &out)
+        finally:
+            PyBuffer_Release(&view)
     finally:
-        PyBuffer_Release(&view)
         free(pointers)
     cols["frame.offset"][:] = offs
     cols["frame.len"][:] = lens
@@ -198,35 +215,68 @@ def scan_frames(buffer, offsets, lengths, links, fields=None):
     return cols
 
 
+def _record_arrays(Py_ssize_t cap):
+    return (np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.uint32),
+            np.empty(cap, np.int64))
+
+
 def pcap_records(buffer, Py_ssize_t pos, Py_ssize_t end, bint swapped, int64_t fraction_ns,
                  uint32_t max_caplen, Py_ssize_t cap):
     """Classic pcap records in ``buffer[pos:end]``: (frame offsets int64, caplens int64, orig
     lengths uint32, timestamps int64 ns, where the walk stopped, status) with status 0 end of
     data or ``cap`` rows, 1 absurd caplen at the stop, 2 a record not all in the buffer."""
+    return _walk(buffer, pos, end, swapped, fraction_ns, max_caplen, cap, -1, None)[:6]
+
+
+def scan_pcap(buffer, Py_ssize_t pos, Py_ssize_t end, bint swapped, int64_t fraction_ns,
+              uint32_t max_caplen, Py_ssize_t cap, int link, fields=None):
+    """``pcap_records`` and ``scan_frames`` in one pass over the records (frames starting at
+    ``link``): the same six values, then the columns."""
+    return _walk(buffer, pos, end, swapped, fraction_ns, max_caplen, cap, link, fields)
+
+
+def _walk(buffer, Py_ssize_t pos, Py_ssize_t end, bint swapped, int64_t fraction_ns,
+          uint32_t max_caplen, Py_ssize_t cap, int link, fields):
     cdef Py_buffer view
     cdef int64_t next_pos = pos, rows = 0
     cdef int status = 0
+    cdef ibw_scan_out out
+    cdef void **pointers = NULL
+    cdef _Compiled program = None
     cdef int64_t *p_offs
     cdef int64_t *p_caplen
     cdef uint32_t *p_orig
     cdef int64_t *p_ts
+    cols = None
     PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
     try:
         if not 0 <= pos <= end <= view.len:
             raise ValueError(f"records window {pos}..{end} outside the {view.len}-byte buffer")
         cap = max(0, min(cap, (end - pos) // 16))
-        offs = np.empty(cap, np.int64)
-        caplen = np.empty(cap, np.int64)
-        orig = np.empty(cap, np.uint32)
-        ts = np.empty(cap, np.int64)
+        offs, caplen, orig, ts = _record_arrays(cap)
         p_offs = <int64_t *>cnp.PyArray_DATA(offs)
         p_caplen = <int64_t *>cnp.PyArray_DATA(caplen)
         p_orig = <uint32_t *>cnp.PyArray_DATA(orig)
         p_ts = <int64_t *>cnp.PyArray_DATA(ts)
+        if link < 0:
+            with nogil:
+                rows = ibw_pcap_records(<const uint8_t *>view.buf, pos, end, swapped,
+                                        fraction_ns, max_caplen, cap, p_offs, p_caplen, p_orig,
+                                        p_ts, &next_pos, &status)
+            return offs[:rows], caplen[:rows], orig[:rows], ts[:rows], next_pos, status
+        selected = _program.select(fields)
+        program = _program_for(selected)
+        cols = _program.empty_columns(cap, selected)
+        pointers = _outputs(cols, selected, &out)
         with nogil:
-            rows = ibw_pcap_records(<const uint8_t *>view.buf, pos, end, swapped, fraction_ns,
-                                    max_caplen, cap, p_offs, p_caplen, p_orig, p_ts, &next_pos,
-                                    &status)
+            rows = ibw_scan_pcap(<const uint8_t *>view.buf, pos, end, swapped, fraction_ns,
+                                 max_caplen, cap, link, &program.prog, &out, p_offs, p_caplen,
+                                 p_orig, p_ts, &next_pos, &status)
     finally:
         PyBuffer_Release(&view)
-    return offs[:rows], caplen[:rows], orig[:rows], ts[:rows], next_pos, status
+        free(pointers)
+    cols = {name: col[:rows] for name, col in cols.items()}
+    cols["frame.offset"][:] = offs[:rows]
+    cols["frame.len"][:] = caplen[:rows]
+    cols["link"][:] = link
+    return offs[:rows], caplen[:rows], orig[:rows], ts[:rows], next_pos, status, cols

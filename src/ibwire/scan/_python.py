@@ -17,7 +17,7 @@ from ibwire.pcap.records import MAX_CAPLEN
 from ibwire.scan import program
 from ibwire.scan._frames import frame_arrays
 
-__all__ = ["pcap_records", "scan_frames"]
+__all__ = ["pcap_records", "scan_frames", "scan_pcap"]
 
 _SLOTS = program.SLOTS
 _S = program.SLOT
@@ -240,3 +240,14 @@ def pcap_records(buffer: Buffer, pos: int, end: int, swapped: bool, fraction_ns:
     cols = list(zip(*rows, strict=True)) or [(), (), (), ()]
     return (np.array(cols[0], np.int64), np.array(cols[1], np.int64),
             np.array(cols[2], np.uint32), np.array(cols[3], np.int64), pos, status)
+
+
+def scan_pcap(buffer: Buffer, pos: int, end: int, swapped: bool, fraction_ns: int,
+              max_caplen: int, cap: int, link: int, fields: object = None
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int,
+                         dict[str, np.ndarray]]:
+    """``pcap_records`` and ``scan_frames`` in one pass over the records (see the C twin)."""
+    offs, caplen, orig, ts, stop, status = pcap_records(buffer, pos, end, swapped,
+                                                        fraction_ns, max_caplen, cap)
+    cols = scan_frames(buffer, offs, caplen, np.full(len(offs), link, np.uint8), fields)
+    return offs, caplen, orig, ts, stop, status, cols

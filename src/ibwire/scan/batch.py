@@ -111,23 +111,32 @@ _REASONS: dict[type[IbwireError], str] = {
 }
 
 
+def make_batch(cols: dict[str, np.ndarray], first_record: int, timestamps: np.ndarray,
+               linktypes: np.ndarray, orig_lengths: np.ndarray,
+               errors: tuple[IbwireError, ...], warnings: object, buffer: Any) -> ScanBatch:
+    """A batch from scanned columns and the capture's columns; ``errors`` and ``warnings``
+    carry their row as ``record``."""
+    count = len(cols["record"])
+    cols["record"][:] = np.arange(first_record, first_record + count)
+    cols["timestamp_ns"][:] = timestamps
+    cols["linktype"][:] = linktypes
+    cols["frame.orig_len"][:] = orig_lengths
+    by_row: dict[int, IbwireError] = {}
+    for error in errors:
+        row = int(error.record if error.record is not None else 0)
+        by_row[row] = error.at_record(first_record + row)
+        cols["error"][row] = program.CAPTURE_ERROR
+        cols["encapsulation"][row] = 0
+    notes = {int(w.record): w.at_record(first_record + int(w.record))
+             for w in warnings if w.record is not None}  # type: ignore[attr-defined]
+    return ScanBatch(cols, by_row, buffer, notes)
+
+
 def scan_index(index: CaptureIndex, first_record: int = 0, fields: object = None) -> ScanBatch:
     """Scan the frames of an index (``ibwire.pcap.index_capture`` or one window of a scan);
     rows are records ``first_record`` onwards; ``fields`` as for ``scan_frames``."""
     from ibwire.scan import scan_frames
 
     cols = scan_frames(index.buffer, index.offsets, index.lengths, index.link_codes, fields)
-    count = len(index.offsets)
-    cols["record"][:] = np.arange(first_record, first_record + count)
-    cols["timestamp_ns"][:] = index.timestamps_ns
-    cols["linktype"][:] = index.linktypes
-    cols["frame.orig_len"][:] = index.orig_lengths
-    errors: dict[int, IbwireError] = {}
-    for error in index.errors:
-        row = int(error.record if error.record is not None else 0)
-        errors[row] = error.at_record(first_record + row)
-        cols["error"][row] = program.CAPTURE_ERROR
-        cols["encapsulation"][row] = 0
-    warnings = {int(w.record): w.at_record(first_record + int(w.record))
-                for w in index.warnings if w.record is not None}
-    return ScanBatch(cols, errors, index.buffer, warnings)
+    return make_batch(cols, first_record, index.timestamps_ns, index.linktypes,
+                      index.orig_lengths, index.errors, index.warnings, index.buffer)

@@ -25,12 +25,15 @@ import numpy as np
 from ibwire.errors import CaptureError, IbwireError, TruncatedError
 from ibwire.pcap.gunzip import GunzipStream, PrefixedStream
 from ibwire.pcap.index import CaptureIndex, _Columns, locate_frames
+from ibwire.pcap.index_links import header_kind
 from ibwire.pcap.linktypes import direct_link_codes
 from ibwire.pcap.pcap import RECORD_HEADER_LEN, PcapWalker, caplen_warnings
 from ibwire.pcap.records import LINK_OTHER, MAX_CAPLEN, Walker
 from ibwire.pcap.source import GZIP_MAGIC, HEAD_LEN, Source, detect_format, make_walker
-from ibwire.scan.batch import ScanBatch, scan_index
+from ibwire.scan.batch import ScanBatch, make_batch, scan_index
 
+Item = CaptureIndex | ScanBatch
+"""A window's records: to be scanned, or scanned as they were walked."""
 WINDOW = 16 * 1024 * 1024
 BATCH_ROWS = 1 << 16
 """Rows per batch at most on the pcap fast path: the columns stay in cache."""
@@ -147,38 +150,64 @@ def _open(source: Source, length: int) -> _Feed:
     return _StreamFeed(PrefixedStream(head, stream), name, length, False, owned)
 
 
-def _pcap_rows(walker: PcapWalker, buf: memoryview, start: int, final: bool, base: int
-               ) -> tuple[CaptureIndex, int, int, bool]:
-    """Classic pcap records of one window through the fast path; (index, resume, want,
-    finished) as the streaming walkers report them."""
-    from ibwire.scan import pcap_records
-
-    header = walker.header
+def _pcap_stop(walker: PcapWalker, buf: memoryview, stop: int, status: int, final: bool,
+               base: int) -> tuple[IbwireError | None, int, bool]:
+    """Why the record walk stopped at ``stop``: (the error that ends the file, bytes wanted
+    from ``stop`` to go on, finished)."""
     end = len(buf)
-    offs, caplen, orig, ts, stop, status = pcap_records(
-        buf, start, end, header.byte_order != _NATIVE, walker.fraction_ns, MAX_CAPLEN,
-        BATCH_ROWS)
-    count = len(offs)
-    tail: IbwireError | None = None
-    want, finished = 0, False
     if status == 1 or (status == 2 and final):
         for raw in walker.walk(buf, stop, end, True, base):
-            tail = raw[9]
-            break
-        finished = True
-    elif status == 2:
+            return raw[9], 0, True  # the walk from here is one error record
+        return None, 0, True
+    if status == 2:
         want = RECORD_HEADER_LEN
         if end - stop >= RECORD_HEADER_LEN:
-            want += struct.unpack_from(header.byte_order + "I", buf, stop + 8)[0]
-    else:  # the data ended, or BATCH_ROWS rows were taken
-        finished = final and stop == end
+            want += struct.unpack_from(walker.header.byte_order + "I", buf, stop + 8)[0]
+        return None, want, False
+    return None, 0, final and stop == end  # the data ended, or BATCH_ROWS rows were taken
+
+
+def _error_index(error: IbwireError) -> CaptureIndex:
+    """One row for a record that could not be read."""
+    empty = np.zeros(1, np.int64)
+    return CaptureIndex(b"", empty, np.zeros(1, np.uint32), empty.copy(),
+                        np.full(1, LINK_OTHER, np.uint8), np.zeros(1, np.uint16),
+                        np.zeros(1, np.uint32), (error.at_record(0),))
+
+
+def _pcap_rows(walker: PcapWalker, buf: memoryview, start: int, final: bool, base: int,
+               record: int, fields: object) -> tuple[list[Item], int, int, bool]:
+    """Classic pcap records of one window through the fast path; (items, resume, want,
+    finished) as the streaming walkers report them. Frames that start right at the record
+    (Ethernet, raw IP, LRH, or a link ibwire does not read) are scanned as they are walked."""
+    from ibwire.scan import pcap_records, scan_pcap
+
+    header = walker.header
+    swapped = header.byte_order != _NATIVE
+    code = direct_link_codes().get(header.linktype)
+    if header_kind(header.linktype) is None:
+        offs, caplen, orig, ts, stop, status, cols = scan_pcap(
+            buf, start, len(buf), swapped, walker.fraction_ns, MAX_CAPLEN, BATCH_ROWS,
+            LINK_OTHER if code is None else code, fields)
+        tail, want, finished = _pcap_stop(walker, buf, stop, status, final, base)
+        warnings = caplen_warnings(caplen, orig, header.snaplen, offs, base)
+        items: list[Item] = []
+        if len(offs):
+            items.append(make_batch(cols, record, ts, np.full(len(offs), header.linktype),
+                                    orig, (), warnings, buf))
+        if tail is not None:
+            items.append(_error_index(tail))
+        return items, stop, want, finished
+    offs, caplen, orig, ts, stop, status = pcap_records(
+        buf, start, len(buf), swapped, walker.fraction_ns, MAX_CAPLEN, BATCH_ROWS)
+    tail, want, finished = _pcap_stop(walker, buf, stop, status, final, base)
+    count = len(offs)
     rows = count + (tail is not None)
     offsets = np.zeros(rows, np.int64)
     lengths = np.zeros(rows, np.uint32)
     timestamps = np.zeros(rows, np.int64)
     wire = np.zeros(rows, np.uint32)
     offsets[:count], lengths[:count], timestamps[:count], wire[:count] = offs, caplen, ts, orig
-    code = direct_link_codes().get(header.linktype)
     codes = np.full(rows, LINK_OTHER if code is None else code, np.uint8)
     linktypes = np.full(rows, header.linktype, np.uint16)
     warnings = caplen_warnings(lengths[:count], wire[:count], header.snaplen, offsets[:count],
@@ -194,17 +223,18 @@ def _pcap_rows(walker: PcapWalker, buf: memoryview, start: int, final: bool, bas
         codes[count] = LINK_OTHER
     for error in errors:
         linktypes[error.record] = 0
-    return (CaptureIndex(buf, offsets, lengths, timestamps, codes, linktypes, wire,
-                         tuple(errors), tuple(warnings)), stop, want, finished)
+    return ([CaptureIndex(buf, offsets, lengths, timestamps, codes, linktypes, wire,
+                          tuple(errors), tuple(warnings))], stop, want, finished)
 
 
-def _walker_rows(walker: Walker, buf: memoryview, start: int, final: bool, base: int
-                 ) -> tuple[CaptureIndex, int, int, bool]:
+def _walker_rows(walker: Walker, buf: memoryview, start: int, final: bool, base: int,
+                 record: int, fields: object) -> tuple[list[Item], int, int, bool]:
     """Records of one window through the format's walker (pcapng, ERF)."""
     columns = _Columns()
     for raw in walker.walk(buf, start, len(buf), final, base):
         columns.add_raw(raw, buf)
-    return columns.finish(buf), walker.resume, walker.want, walker.finished
+    index = columns.finish(buf)
+    return [index] if len(index.offsets) else [], walker.resume, walker.want, walker.finished
 
 
 def scan_capture(source: Source, *, window: int = WINDOW, fields: object = None,
@@ -228,30 +258,32 @@ def scan_capture(source: Source, *, window: int = WINDOW, fields: object = None,
         feed.close()
 
 
-def _scanned(indexes: Iterator[tuple[CaptureIndex, int]], fields: object,
+def _scanned(items: Iterator[tuple[Item, int]], fields: object,
              pool: ThreadPoolExecutor | None) -> Iterator[ScanBatch]:
-    """Scan each (index, first record); with a pool, scan one while the next is found."""
-    if pool is None:
-        for index, record in indexes:
-            yield scan_index(index, record, fields)
-        return
-    pending: Future[ScanBatch] | None = None
-    for index, record in indexes:
-        job = pool.submit(scan_index, index, record, fields)
+    """Scan each (index, first record) not scanned yet; with a pool, scan one while the next
+    is found."""
+    pending: Future[ScanBatch] | ScanBatch | None = None
+    for item, record in items:
+        if isinstance(item, ScanBatch):
+            job: Future[ScanBatch] | ScanBatch = item
+        elif pool is None:
+            job = scan_index(item, record, fields)
+        else:
+            job = pool.submit(scan_index, item, record, fields)
         if pending is not None:
-            yield pending.result()
+            yield pending if isinstance(pending, ScanBatch) else pending.result()
         pending = job
     if pending is not None:
-        yield pending.result()
+        yield pending if isinstance(pending, ScanBatch) else pending.result()
 
 
 def _batches(feed: _Feed, window: int, fields: object, pool: ThreadPoolExecutor | None
              ) -> Iterator[ScanBatch]:
-    yield from _scanned(_indexes(feed, window), fields, pool)
+    yield from _scanned(_items(feed, window, fields), fields, pool)
 
 
-def _indexes(feed: _Feed, window: int) -> Iterator[tuple[CaptureIndex, int]]:
-    """The records of each window, as (index, number of its first record)."""
+def _items(feed: _Feed, window: int, fields: object) -> Iterator[tuple[Item, int]]:
+    """The records of each window, as (index or scanned batch, number of its first record)."""
     buf, base, final = feed.window(0, HEAD_LEN)
     fmt = detect_format(buf, final, feed.name)
     if fmt == "gzip":
@@ -266,11 +298,12 @@ def _indexes(feed: _Feed, window: int) -> Iterator[tuple[CaptureIndex, int]]:
     while True:
         buf, base, at_end = feed.window(pos, need)
         final = at_end and feed.error is None
-        index, resume, want, finished = rows_of(walker, buf, pos - base, final, base)
-        if len(index.offsets):
-            yield index, record
-            record += len(index.offsets)
-        del index
+        items, resume, want, finished = rows_of(walker, buf, pos - base, final, base,  # type: ignore[operator]
+                                                record, fields)
+        for item in items:
+            yield item, record
+            record += len(item) if isinstance(item, ScanBatch) else len(item.offsets)
+        del items
         progressed = base + resume > pos
         pos = base + resume
         if finished or (at_end and (not progressed or resume >= len(buf))):
@@ -279,8 +312,4 @@ def _indexes(feed: _Feed, window: int) -> Iterator[tuple[CaptureIndex, int]]:
     if feed.error is not None and not finished:
         error = feed.error
         error.offset = pos
-        empty = np.zeros(1, np.int64)
-        index = CaptureIndex(b"", empty, np.zeros(1, np.uint32), empty.copy(),
-                             np.full(1, LINK_OTHER, np.uint8), np.zeros(1, np.uint16),
-                             np.zeros(1, np.uint32), (error.at_record(0),))
-        yield index, record
+        yield _error_index(error), record

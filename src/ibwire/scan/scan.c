@@ -215,12 +215,37 @@ static void defaults(const ibw_scan_out *out, int64_t i)
     out->icrc_ok[i] = out->vcrc_ok[i] = -1;
 }
 
+/* One frame into row i. */
+static void scan_frame(const ibw_scan_prog *prog, const ibw_scan_out *out, int64_t i,
+                       const uint8_t *p, int64_t n, int link)
+{
+    ibw_span s;
+    ibw_check c;
+    network(prog, out, i, p, n, link);
+    ibw_verify(p, n, link, &s, &c);
+    out->encapsulation[i] = c.kind;
+    if (c.error != IBW_OK) {
+        fault(out, i, c.error, s.site, s.where);
+        return;
+    }
+    out->icrc_ok[i] = c.icrc_ok;
+    out->vcrc_ok[i] = c.vcrc_ok;
+    out->icrc[i] = c.icrc_wire;
+    out->vcrc[i] = c.vcrc_wire;
+    out->off_icrc[i] = (int32_t)s.icrc;
+    out->off_vcrc[i] = (int32_t)s.vcrc;
+    if (s.bth >= 0) {
+        transport(prog, out, i, p, s.bth, s.icrc);
+    } else { /* LNH 0/1: no transport, the rest up to the VCRC is payload */
+        out->off_payload[i] = LRH_LEN;
+        out->payload_len[i] = (int32_t)(s.vcrc - LRH_LEN);
+    }
+}
+
 void ibw_scan(const uint8_t *buf, int64_t buflen, const int64_t *offs, const int64_t *lens,
               const uint8_t *links, int64_t count, const ibw_scan_prog *prog,
               const ibw_scan_out *out)
 {
-    ibw_span s;
-    ibw_check c;
     for (int64_t i = 0; i < count; i++) {
         defaults(out, i);
         int link = links[i];
@@ -233,26 +258,7 @@ void ibw_scan(const uint8_t *buf, int64_t buflen, const int64_t *offs, const int
             out->error[i] = IBW_TRUNCATED;
             continue;
         }
-        const uint8_t *p = buf + off;
-        network(prog, out, i, p, n, link);
-        ibw_verify(p, n, link, &s, &c);
-        out->encapsulation[i] = c.kind;
-        if (c.error != IBW_OK) {
-            fault(out, i, c.error, s.site, s.where);
-            continue;
-        }
-        out->icrc_ok[i] = c.icrc_ok;
-        out->vcrc_ok[i] = c.vcrc_ok;
-        out->icrc[i] = c.icrc_wire;
-        out->vcrc[i] = c.vcrc_wire;
-        out->off_icrc[i] = (int32_t)s.icrc;
-        out->off_vcrc[i] = (int32_t)s.vcrc;
-        if (s.bth >= 0) {
-            transport(prog, out, i, p, s.bth, s.icrc);
-        } else { /* LNH 0/1: no transport, the rest up to the VCRC is payload */
-            out->off_payload[i] = LRH_LEN;
-            out->payload_len[i] = (int32_t)(s.vcrc - LRH_LEN);
-        }
+        scan_frame(prog, out, i, buf + off, n, link);
     }
 }
 
@@ -265,10 +271,12 @@ static inline uint32_t rd32(const uint8_t *p, int swapped)
     return swapped ? __builtin_bswap32(v) : v;
 }
 
-int64_t ibw_pcap_records(const uint8_t *buf, int64_t pos, int64_t end, int swapped,
+/* The record walk of ibw_pcap_records and ibw_scan_pcap; scan: NULL to only walk. */
+static int64_t pcap_walk(const uint8_t *buf, int64_t pos, int64_t end, int swapped,
                          int64_t fraction_ns, uint32_t max_caplen, int64_t cap, int64_t *offs,
                          int64_t *caplen, uint32_t *orig_len, int64_t *ts, int64_t *next,
-                         int *status)
+                         int *status, int link, const ibw_scan_prog *prog,
+                         const ibw_scan_out *out)
 {
     int64_t rows = 0;
     *status = 0;
@@ -287,11 +295,40 @@ int64_t ibw_pcap_records(const uint8_t *buf, int64_t pos, int64_t end, int swapp
         caplen[rows] = len;
         orig_len[rows] = rd32(h + 12, swapped);
         ts[rows] = (int64_t)rd32(h, swapped) * 1000000000 + (int64_t)rd32(h + 4, swapped) * fraction_ns;
-        rows++;
         pos += 16 + (int64_t)len;
+        if (out != NULL) {
+            /* the next header's cache miss overlaps the checks of this frame */
+            if (end - pos >= 16)
+                __builtin_prefetch(buf + pos);
+            defaults(out, rows);
+            if (link >= IBW_LINK_COUNT)
+                out->error[rows] = IBW_NOT_IB;
+            else
+                scan_frame(prog, out, rows, h + 16, len, link);
+        }
+        rows++;
     }
     if (*status == 0 && end > pos && end - pos < 16)
         *status = 2; /* a partial record header */
     *next = pos;
     return rows;
+}
+
+int64_t ibw_pcap_records(const uint8_t *buf, int64_t pos, int64_t end, int swapped,
+                         int64_t fraction_ns, uint32_t max_caplen, int64_t cap, int64_t *offs,
+                         int64_t *caplen, uint32_t *orig_len, int64_t *ts, int64_t *next,
+                         int *status)
+{
+    return pcap_walk(buf, pos, end, swapped, fraction_ns, max_caplen, cap, offs, caplen,
+                     orig_len, ts, next, status, IBW_SCAN_LINK_NONE, NULL, NULL);
+}
+
+int64_t ibw_scan_pcap(const uint8_t *buf, int64_t pos, int64_t end, int swapped,
+                      int64_t fraction_ns, uint32_t max_caplen, int64_t cap, int link,
+                      const ibw_scan_prog *prog, const ibw_scan_out *out, int64_t *offs,
+                      int64_t *caplen, uint32_t *orig_len, int64_t *ts, int64_t *next,
+                      int *status)
+{
+    return pcap_walk(buf, pos, end, swapped, fraction_ns, max_caplen, cap, offs, caplen,
+                     orig_len, ts, next, status, link, prog, out);
 }

@@ -175,8 +175,26 @@ def _error_index(error: IbwireError) -> CaptureIndex:
                         np.zeros(1, np.uint32), (error.at_record(0),))
 
 
+class _RowGuess:
+    """How many rows to make room for before walking a window (the fused path fills its
+    columns as it walks): the window's bytes over the mean record size seen so far, with a
+    margin. Too few ends the batch early (the next one goes on); too many costs memory."""
+
+    def __init__(self) -> None:
+        self.records, self.size = 0, 0
+
+    def rows(self, window: int) -> int:
+        mean = self.size / self.records if self.records else 64
+        return max(256, min(BATCH_ROWS, int(window / mean * 1.25) + 64))
+
+    def saw(self, records: int, size: int) -> None:
+        self.records += records
+        self.size += size
+
+
 def _pcap_rows(walker: PcapWalker, buf: memoryview, start: int, final: bool, base: int,
-               record: int, fields: object) -> tuple[list[Item], int, int, bool]:
+               record: int, fields: object, guess: _RowGuess
+               ) -> tuple[list[Item], int, int, bool]:
     """Classic pcap records of one window through the fast path; (items, resume, want,
     finished) as the streaming walkers report them. Frames that start right at the record
     (Ethernet, raw IP, LRH, or a link ibwire does not read) are scanned as they are walked."""
@@ -187,8 +205,9 @@ def _pcap_rows(walker: PcapWalker, buf: memoryview, start: int, final: bool, bas
     code = direct_link_codes().get(header.linktype)
     if header_kind(header.linktype) is None:
         offs, caplen, orig, ts, stop, status, cols = scan_pcap(
-            buf, start, len(buf), swapped, walker.fraction_ns, MAX_CAPLEN, BATCH_ROWS,
-            LINK_OTHER if code is None else code, fields)
+            buf, start, len(buf), swapped, walker.fraction_ns, MAX_CAPLEN,
+            guess.rows(len(buf) - start), LINK_OTHER if code is None else code, fields)
+        guess.saw(len(offs), stop - start)
         tail, want, finished = _pcap_stop(walker, buf, stop, status, final, base)
         warnings = caplen_warnings(caplen, orig, header.snaplen, offs, base)
         items: list[Item] = []
@@ -228,7 +247,8 @@ def _pcap_rows(walker: PcapWalker, buf: memoryview, start: int, final: bool, bas
 
 
 def _walker_rows(walker: Walker, buf: memoryview, start: int, final: bool, base: int,
-                 record: int, fields: object) -> tuple[list[Item], int, int, bool]:
+                 record: int, fields: object, guess: _RowGuess
+                 ) -> tuple[list[Item], int, int, bool]:
     """Records of one window through the format's walker (pcapng, ERF)."""
     columns = _Columns()
     for raw in walker.walk(buf, start, len(buf), final, base):
@@ -295,11 +315,12 @@ def _items(feed: _Feed, window: int, fields: object) -> Iterator[tuple[Item, int
     walker, pos, _header = started
     rows_of = _pcap_rows if isinstance(walker, PcapWalker) else _walker_rows
     record, need, finished = 0, 0, False
+    guess = _RowGuess()
     while True:
         buf, base, at_end = feed.window(pos, need)
         final = at_end and feed.error is None
         items, resume, want, finished = rows_of(walker, buf, pos - base, final, base,  # type: ignore[operator]
-                                                record, fields)
+                                                record, fields, guess)
         for item in items:
             yield item, record
             record += len(item) if isinstance(item, ScanBatch) else len(item.offsets)

@@ -212,10 +212,21 @@ def select(fields: object = None) -> tuple[int, ...]:
 
 def empty_columns(count: int, selected: tuple[int, ...]) -> dict[str, np.ndarray]:
     """Zeroed columns for ``count`` rows: the fixed ones and the ``selected`` header-field
-    ones (the -1 defaults are the twins' job)."""
-    out = {name: np.zeros(count, dtype) for name, dtype, _ in FIXED}
+    ones (the -1 defaults are the twins' job). One allocation holds them all, widest first
+    so that every column is aligned; each column is a view of it."""
+    shapes: list[tuple[str, np.dtype, tuple[int, ...]]] = [
+        (name, np.dtype(dtype), (count,)) for name, dtype, _ in FIXED]
     cols = columns()
     for i in selected:
         c = cols[i]
-        out[c.name] = np.zeros((count, 16), np.uint8) if c.width == 16 else np.zeros(count, c.dtype)
-    return out
+        shapes.append((c.name, np.dtype(np.uint8), (count, 16)) if c.width == 16
+                      else (c.name, np.dtype(c.dtype), (count,)))
+    order = sorted(shapes, key=lambda s: -s[1].itemsize)
+    sizes = [s[1].itemsize * int(np.prod(s[2])) for s in order]
+    block = np.zeros(sum(sizes) + 8, np.uint8)
+    out: dict[str, np.ndarray] = {}
+    at = 0
+    for (name, dtype, shape), size in zip(order, sizes, strict=True):
+        out[name] = block[at:at + size].view(dtype).reshape(shape)
+        at += size
+    return {name: out[name] for name, _, _ in shapes}  # in the documented order

@@ -139,12 +139,12 @@ def _ipv4(walk: _Walk, offset: int) -> Packet:
     if ihl < IPV4.size:
         raise MalformedError(f"IHL {ip['hdr_len']} is below 5", header="ip", field="hdr_len",
                              offset=offset)
+    if ip["proto"] != IP_PROTO_UDP:
+        return walk.other(offset + ihl, f"IP protocol {ip['proto']}")
     if offset + ihl > len(walk.frame):
         raise TruncatedError("IPv4 options cut short", header="ip", field="options", offset=offset)
     if ihl > IPV4.size:
         walk.derived["ip.options"] = walk.frame[offset + IPV4.size:offset + ihl]
-    if ip["proto"] != IP_PROTO_UDP:
-        return walk.other(offset + ihl, f"IP protocol {ip['proto']}")
     if ip["frag_offset"]:
         return walk.other(offset + ihl, "IPv4 non-first fragment")
     # the lengths matter only once the port says RoCE: a TCP segmentation offload capture

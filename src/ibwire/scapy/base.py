@@ -17,7 +17,6 @@ from ibwire.scapy.cloning import LeanPacket
 from ibwire.scapy.fields import scapy_name
 from ibwire.scapy.packing import Plan, header_plan, pack
 
-
 #: Per layer class: (scapy name, shift, mask, address field or None, first byte, end byte) of
 #: each declared field, and the names of the virtual trailer fields after them.
 _Layout = tuple[tuple[tuple[str, int, int, Any, int, int], ...], tuple[str, ...]]
@@ -49,6 +48,8 @@ class IBHeader(LeanPacket):
     """
 
     header: ClassVar[Header]
+    #: Set on the instance by :func:`mark_no_trailer`.
+    _ibwire_no_trailer: ClassVar[bool] = False
 
     def do_dissect(self, s: bytes) -> bytes:
         size = self.header.size
@@ -80,7 +81,7 @@ class IBHeader(LeanPacket):
 
 def no_trailer(layer: Packet) -> bool:
     """True for a dissected layer whose frame ended before its trailer (truncated capture)."""
-    return layer.__dict__.get("_ibwire_no_trailer", False)
+    return bool(getattr(layer, "_ibwire_no_trailer", False))  # no __dict__ made to read it
 
 
 def mark_no_trailer(layer: Packet) -> None:

@@ -64,7 +64,8 @@ def verify(start: Packet, link: str) -> CrcVerdict | None:
 def _ipv4_header(ip: IP, ip_payload: int) -> bytearray:
     """The IPv4 header as IP.post_build emits it: options padded, IHL and total length set."""
     header = bytearray(packed(ip))
-    header += bytes(-len(header) % 4)
+    if len(header) % 4:
+        header += bytes(-len(header) % 4)
     header[0] = (header[0] & 0xF0) | (len(header) // 4)
     header[2:4] = (len(header) + ip_payload).to_bytes(2, "big")
     return header
@@ -74,11 +75,11 @@ def roce_v2_icrc(udp: UDP, transport: bytes | bytearray) -> int | None:
     """The ICRC of a RoCEv2 packet whose BTH .. ICRC bytes are ``transport``, below ``udp``."""
     ip = udp.underlayer
     udp_length = UDP_SIZE + len(transport)
-    if isinstance(ip, IPv6):
+    if isinstance(ip, IP):
+        frame = _ipv4_header(ip, udp_length)
+    elif isinstance(ip, IPv6):
         frame = bytearray(packed(ip))
         frame[4:6] = udp_length.to_bytes(2, "big")
-    elif isinstance(ip, IP):
-        frame = _ipv4_header(ip, udp_length)
     else:
         warning("ibwire: ICRC not computed, left as zeros: UDP is not directly over IP/IPv6 "
                 "(%s)", type(ip).__name__ if ip is not None else "nothing")

@@ -180,7 +180,10 @@ class PadField(VirtualField):
 def patch(buf: bytearray, header: Header, name: str, value: int, offset: int = 0) -> None:
     """Write ``value`` into field ``name`` of ``header`` found at ``offset`` of ``buf``."""
     field = header.by_name[name]
-    end = offset + header.size
-    word = int.from_bytes(buf[offset:end], "big")
-    word = (word & ~(field.mask << field.shift)) | ((value & field.mask) << field.shift)
-    buf[offset:end] = word.to_bytes(header.size, "big")
+    end = offset + header.size - field.shift // 8  # only the bytes the field is in
+    shift = field.shift % 8
+    start = end - (shift + field.bits + 7) // 8
+    mask = field.mask
+    word = int.from_bytes(buf[start:end], "big")
+    word = (word & ~(mask << shift)) | ((value & mask) << shift)
+    buf[start:end] = word.to_bytes(end - start, "big")

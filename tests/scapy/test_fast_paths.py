@@ -1,0 +1,285 @@
+"""The build fast paths give exactly what scapy's generic code gives.
+
+* headers packed at once (:mod:`ibwire.scapy.packing`) == ``Packet.self_build``, for arbitrary
+  field values, out-of-range, wrong-type and explicit-length ones included (or both raise);
+* instances, copies, clones and iteration (:mod:`ibwire.scapy.cloning`) == ``Packet``'s, slot
+  by slot, payload chain included;
+* whole frames in every encapsulation, with lying lengths, explicit trailers, volatile values,
+  UDP checksums: the same bytes with every fast path on as with scapy's generic code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scapy.compat import raw
+from scapy.fields import PacketListField
+from scapy.layers.inet import IP, UDP, IPOption_NOP, IPOption_RR
+from scapy.layers.inet6 import IPv6
+from scapy.packet import NoPayload, Packet, Raw
+from scapy.volatile import RandByte, RandShort, VolatileValue
+
+from ibwire.headers.layout import Field as LayoutField
+from ibwire.scapy import BTH, GRH, LAYERS, LRH, RETH
+from ibwire.scapy import crc as glue
+from ibwire.scapy.base import IBHeader
+from ibwire.scapy.cloning import LeanPacket, snapshot_of
+from ibwire.scapy.fields import scapy_name
+from ibwire.scapy.packing import fields_plan, header_plan, pack, packed
+from ibwire.tables import opcodes
+from tests.scapy.helpers import KINDS, frame_values, scapy_packet
+
+LAYER_IDS = sorted(LAYERS)
+_LEAN_METHODS = ("__init__", "copy", "clone_with", "__iter__", "copy_fields_dict",
+                 "add_underlayer")
+
+
+@contextlib.contextmanager
+def generic_paths() -> Iterator[None]:
+    """scapy's own code wherever a fast path is: the reference the fast paths must equal."""
+    with pytest.MonkeyPatch.context() as patched:
+        for name in _LEAN_METHODS:
+            patched.setattr(LeanPacket, name, getattr(Packet, name))
+        patched.setattr(IBHeader, "self_build", Packet.self_build)
+        patched.setattr(glue, "packed", lambda layer: layer.self_build())
+        yield
+
+
+def _outcome(build: Any, *args: Any) -> Any:
+    """The bytes ``build`` gives, or the type of what it raises."""
+    try:
+        return build(*args)
+    except Exception as exc:  # the generic path may raise: the fast one must raise alike
+        return type(exc)
+
+
+# --- headers packed at once --------------------------------------------------------------
+
+
+def _number(field: LayoutField, names: list[str]) -> st.SearchStrategy[Any]:
+    """Any value a number field may hold: in range, out of range, None, a bool, a name."""
+    choices = [st.integers(0, field.mask), st.sampled_from([0, field.mask]),
+               st.integers(-3, -1), st.integers(field.mask + 1, field.mask + 3 + 2 * field.mask),
+               st.none(), st.booleans(), st.sampled_from(["", "x"])]
+    if names:
+        choices.append(st.sampled_from(names))
+    return st.one_of(*choices)
+
+
+def _address(field: LayoutField) -> st.SearchStrategy[Any]:
+    size = field.bits // 8
+    choices = [st.binary(min_size=size, max_size=size), st.binary(max_size=size + 2), st.none()]
+    if field.fmt == "ipv6":
+        choices.append(st.sampled_from(["::", "fe80::1", "2001:db8::2", "::ffff:192.0.2.1"]))
+    if field.fmt == "ipv4":
+        choices.append(st.sampled_from(["192.0.2.1", "0.0.0.0", "10.1"]))
+    if field.fmt == "mac":
+        choices.append(st.sampled_from(["02:00:00:00:00:01", "ff:ff:ff:ff:ff:ff"]))
+    return st.one_of(*choices)
+
+
+@pytest.mark.parametrize("name", LAYER_IDS)
+@given(data=st.data())
+def test_packed_header_is_scapys_field_by_field(name, data):
+    """pack() gives None or Packet.self_build's bytes; self_build gives its bytes or raises alike."""
+    layer_cls = LAYERS[name]
+    layer = layer_cls()
+    for f in layer_cls.header.fields:
+        scapy_field = layer.fieldtype[scapy_name(f.name)]
+        names = list(getattr(scapy_field, "s2i", None) or {})
+        value = data.draw(_address(f) if f.fmt else _number(f, names), label=f.name)
+        layer.fields[scapy_name(f.name)] = value  # as held, without any2i
+    generic = _outcome(Packet.self_build, layer)
+    fast = pack(layer, header_plan(layer_cls))
+    assert fast is None or fast == generic
+    assert _outcome(layer.self_build) == generic
+
+
+_IPV4_TEXT = st.sampled_from(["192.0.2.1", "198.51.100.7", "0.0.0.0", "10.1", "300.1.1.1", ""])
+_SCAPY_VALUES: dict[type[Packet], dict[str, st.SearchStrategy[Any]]] = {
+    IP: {
+        "version": st.one_of(st.integers(-1, 17), st.none()),
+        "ihl": st.one_of(st.none(), st.integers(-1, 17)),
+        "tos": st.one_of(st.integers(-1, 257), st.just(RandByte())),
+        "len": st.one_of(st.none(), st.integers(0, 70000)),
+        "id": st.one_of(st.integers(-1, 70000), st.booleans()),
+        "flags": st.one_of(st.integers(-1, 9), st.sampled_from(["DF", "MF", "MF+DF", "evil"])),
+        "frag": st.one_of(st.integers(-1, 9000), st.none()),
+        "ttl": st.integers(-1, 257),
+        "proto": st.one_of(st.integers(-1, 257), st.sampled_from(["udp", "tcp"])),
+        "chksum": st.one_of(st.none(), st.integers(-1, 70000)),
+        "src": st.one_of(_IPV4_TEXT, st.none()),
+        "dst": _IPV4_TEXT,
+        "options": st.sampled_from([[], [IPOption_NOP()], [IPOption_RR()], b"\x01\x01\x01\x01"]),
+    },
+    UDP: {
+        "sport": st.one_of(st.integers(-1, 70000), st.none(), st.just("domain")),
+        "dport": st.integers(0, 65535),
+        "len": st.one_of(st.none(), st.integers(-1, 70000)),
+        "chksum": st.one_of(st.none(), st.integers(0, 65535), st.just(RandShort())),
+    },
+    IPv6: {
+        "version": st.integers(-1, 17),
+        "tc": st.integers(-1, 257),
+        "fl": st.integers(-1, 2 ** 20 + 1),
+        "plen": st.one_of(st.none(), st.integers(-1, 70000)),
+        "nh": st.one_of(st.integers(0, 255), st.just("UDP")),
+        "hlim": st.integers(0, 255),
+        "src": st.sampled_from(["fe80::1", "2001:db8::1", "::", "bad"]),
+        "dst": st.sampled_from(["2001:db8::2", "::1"]),
+    },
+}
+
+
+@pytest.mark.parametrize("layer_cls", [IP, UDP, IPv6], ids=lambda c: c.__name__)
+@given(data=st.data())
+def test_packed_scapy_header_is_its_self_build(layer_cls, data):
+    """The IP, UDP, IPv6 headers the RoCEv2 ICRC covers: packed() == self_build() or both raise."""
+    assert fields_plan(layer_cls) is not None
+    given_values = {name: data.draw(values, label=name)
+                    for name, values in _SCAPY_VALUES[layer_cls].items()}
+    try:
+        layer = layer_cls(**given_values)  # through any2i, as a user gives them
+    except Exception:
+        return
+    seed = data.draw(st.integers(0, 2 ** 32 - 1), label="seed")
+    random.seed(seed)
+    generic = _outcome(Packet.self_build, layer)
+    random.seed(seed)
+    assert _outcome(packed, layer) == generic
+
+
+# --- instances, copies, clones -----------------------------------------------------------
+
+
+def describe(layer: Packet, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Every slot of ``layer`` and its payload chain; links and volatiles by type."""
+    out: dict[str, Any] = {"class": type(layer), "__dict__": dict(layer.__dict__)}
+    for slot in sorted(type(layer).__all_slots__):
+        if slot in skip:
+            continue
+        if not hasattr(layer, slot):
+            out[slot] = "<unset>"
+            continue
+        value = getattr(layer, slot)
+        if slot == "payload":
+            value = "NoPayload" if isinstance(value, NoPayload) else describe(value, skip)
+        elif slot in ("underlayer", "parent"):
+            value = None if value is None else type(value)
+        elif isinstance(value, dict):  # in order
+            value = [(k, type(v) if isinstance(v, VolatileValue) else v) for k, v in value.items()]
+        out[slot] = value
+    return out
+
+
+def shared(layer: Packet, other: Packet) -> list[tuple[int, str]]:
+    """The dicts and lists that ``layer`` and ``other`` (or their payloads) hold in common.
+
+    Left out: ``default_fields``, which the fast paths leave shared when it is the class's
+    own (as every instance ``Packet.__init__`` makes shares it) where scapy's copies copy it.
+    """
+    found, depth = [], 0
+    while not isinstance(layer, NoPayload) and not isinstance(other, NoPayload):
+        for slot in sorted(type(layer).__all_slots__ - {"default_fields"}):
+            value = getattr(layer, slot, None)
+            if isinstance(value, (dict, list)) and value is getattr(other, slot, None):
+                found.append((depth, slot))
+        layer, other, depth = layer.payload, other.payload, depth + 1
+    return found
+
+
+def _chain(opcode_values: dict[str, Any], volatile: bool, payload: bytes) -> Packet:
+    bth = BTH(**opcode_values)
+    if volatile:
+        bth.psn = RandShort()
+    return bth / RETH(va=0x1000, dmalen=len(payload)) / Raw(payload)
+
+
+_BTH_VALUES = st.fixed_dictionaries({}, optional={
+    "opcode": st.sampled_from([0x0A, "RC_RDMA_WRITE_ONLY", 0x06]),
+    "psn": st.integers(0, 2 ** 24 - 1), "destqp": st.integers(0, 2 ** 24 - 1),
+    "padcnt": st.one_of(st.none(), st.integers(0, 3)), "icrc": st.one_of(st.none(), st.integers(0, 9)),
+    "p_key": st.integers(0, 65535), "pad": st.sampled_from([None, b"", b"\x01"]),
+})
+
+
+@given(values=_BTH_VALUES)
+def test_new_instance_is_packet_init(values):
+    fast = BTH(**values)
+    with generic_paths():
+        generic = BTH(**values)
+    assert describe(fast, skip=("time",)) == describe(generic, skip=("time",))
+    assert list(fast.fields) == list(generic.fields)  # the same order too
+
+
+@given(values=_BTH_VALUES, volatile=st.booleans(), payload=st.binary(max_size=9),
+       explicit=st.booleans())
+def test_copy_clone_and_iter_are_packets(values, volatile, payload, explicit):
+    packet = _chain(values, volatile, payload)
+    packet.explicit = int(explicit)
+    fast_copy, generic_copy = packet.copy(), Packet.copy(packet)
+    assert describe(fast_copy) == describe(generic_copy)
+    assert shared(fast_copy, packet) == shared(generic_copy, packet)
+    assert describe(packet[Raw].copy()) == describe(Packet.copy(packet[Raw]))
+    clone_values = {"psn": 5, "opcode": 0x0A}
+    first = Raw(load=b"p")
+    second = Packet.copy(first)  # the same time stamp
+    assert describe(packet.clone_with(first, **clone_values)) == \
+        describe(Packet.clone_with(packet, second, **clone_values))
+    random.seed(7)
+    fast = list(packet)
+    with generic_paths():
+        random.seed(7)
+        generic = list(packet)
+    assert [describe(clone) for clone in fast] == [describe(clone) for clone in generic]
+    assert [shared(clone, packet) for clone in fast] == \
+        [shared(clone, packet) for clone in generic]
+
+
+def test_a_class_the_snapshot_cannot_describe_uses_scapys_code():
+    class Listed(LeanPacket):  # a mutable default: every instance holds a list of its own
+        fields_desc = [PacketListField("items", [], Raw)]
+
+    assert snapshot_of(Listed) is None
+    packet = Listed() / Raw(b"x")
+    assert describe(packet.copy()) == describe(Packet.copy(packet))
+    assert raw(packet) == b"x"
+
+
+# --- whole frames ------------------------------------------------------------------------
+
+_LIES = st.fixed_dictionaries({}, optional={
+    (IP, "len"): st.integers(20, 200), (IP, "ihl"): st.integers(5, 15),
+    (IP, "id"): st.just(RandShort()), (IP, "options"): st.just([IPOption_NOP()] * 3),
+    (IPv6, "plen"): st.integers(0, 200), (UDP, "len"): st.integers(0, 200),
+    (UDP, "chksum"): st.one_of(st.none(), st.just(0xBEEF)),
+    (BTH, "padcnt"): st.integers(0, 3), (BTH, "pad"): st.sampled_from([b"", b"\xaa\xbb"]),
+    (BTH, "icrc"): st.integers(0, 2 ** 32 - 1), (BTH, "tver"): st.integers(0, 15),
+    (LRH, "pktlen"): st.integers(0, 2047), (LRH, "vcrc"): st.integers(0, 65535),
+    (GRH, "paylen"): st.integers(0, 300),
+})
+
+
+@settings(max_examples=300)
+@given(kind=st.sampled_from(KINDS), opcode=st.sampled_from(sorted(opcodes())),
+       seed=st.integers(0, 10 ** 6), lies=_LIES)
+def test_frames_are_the_generic_frames(kind, opcode, seed, lies):
+    """Fast paths on or off, the same bytes: lying lengths, explicit trailers, volatiles."""
+    encapsulation, link, tags = kind
+    given_values, payload = frame_values(encapsulation, link, opcode, seed=seed, tags=tags)
+    packet = scapy_packet(encapsulation, given_values, payload, link)
+    for (layer_cls, name), value in lies.items():
+        if layer_cls in packet:
+            setattr(packet[layer_cls], name, value)
+    random.seed(seed)
+    fast = _outcome(raw, packet)
+    with generic_paths():
+        random.seed(seed)
+        generic = _outcome(raw, packet)
+    assert fast == generic

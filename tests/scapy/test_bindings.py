@@ -112,8 +112,13 @@ def test_ud_to_qp1_carries_a_mad_and_rmpp_for_sa():
     cm = LRH(raw(LRH() / BTH(opcode="UD_SEND_ONLY", destqp=1) / DETH() / MAD(mgmtclass="CM")
                  / Raw(bytes(232))))
     assert MAD in cm and RMPP not in cm
-    not_gsi = LRH(raw(LRH() / BTH(opcode="UD_SEND_ONLY", destqp=2) / DETH() / Raw(bytes(24))))
+    not_gsi = LRH(raw(LRH() / BTH(opcode="UD_SEND_ONLY", destqp=2) / DETH(srcqp=0x22)
+                      / Raw(bytes(24))))
     assert MAD not in not_gsi
+    # a response from QP1 to a requester on another QP is a MAD too (as ibwire.parse says)
+    reply = LRH(raw(LRH() / BTH(opcode="UD_SEND_ONLY", destqp=0x22) / DETH(srcqp=1)
+                    / MAD(mgmtclass="PERF_MGMT") / Raw(bytes(232))))
+    assert MAD in reply and reply[MAD].sprintf("%MAD.mgmtclass%") == "PERF_MGMT"
 
 
 def test_aeth_syndrome_names():

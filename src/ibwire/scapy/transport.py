@@ -21,6 +21,7 @@ from scapy.packet import Packet
 from ibwire import headers as hdr
 from ibwire.crc import CrcVerdict
 from ibwire.headers.aeth import decode_syndrome
+from ibwire.headers.mad import carries_mad
 from ibwire.scapy import crc as glue
 from ibwire.scapy.base import IBHeader, LinkHeader, mark_no_trailer, no_trailer
 from ibwire.scapy.enums import AETH_SYNDROMES, MAD_CLASSES, MAD_METHODS, OPCODES
@@ -28,7 +29,6 @@ from ibwire.scapy.fields import CrcField, PadField, fields_of, patch
 from ibwire.tables import constants, mad_classes, opcodes
 
 _C = constants()
-WELL_KNOWN_QPS = (0, 1)
 
 
 class BTH(IBHeader):
@@ -148,7 +148,7 @@ class ExtendedHeader(IBHeader):
             index, layer = index + 1, layer.underlayer
         if layer is None:
             return conf.raw_layer
-        return next_in_chain(layer, index, payload)
+        return next_in_chain(layer, index, payload, self)
 
 
 class RDETH(ExtendedHeader):
@@ -273,8 +273,10 @@ CHAIN_SIZES: dict[int, int] = {value: sum(layer.header.size for layer in chain)
 _UD_OPCODES = frozenset(value for value, op in opcodes().items() if op.transport == "UD")
 
 
-def next_in_chain(bth: BTH, index: int, payload: bytes) -> type[Packet]:
-    """The layer after the first ``index`` extended headers of ``bth``'s opcode."""
+def next_in_chain(bth: BTH, index: int, payload: bytes, last: Packet | None = None
+                  ) -> type[Packet]:
+    """The layer after the first ``index`` extended headers of ``bth``'s opcode (``last``:
+    the last of them, whose DETH says the source QP)."""
     opcode = bth.getfieldval("opcode")
     chain = CHAINS.get(opcode)
     if chain is None:
@@ -282,7 +284,13 @@ def next_in_chain(bth: BTH, index: int, payload: bytes) -> type[Packet]:
     if index < len(chain):
         layer = chain[index]
         return layer if len(payload) >= layer.header.size else conf.raw_layer
-    if (opcode in _UD_OPCODES and bth.getfieldval("destqp") in WELL_KNOWN_QPS
+    srcqp = None
+    while last is not None and last is not bth:
+        if last.header is hdr.DETH:
+            srcqp = last.getfieldval("srcqp")
+            break
+        last = last.underlayer
+    if (carries_mad("UD" if opcode in _UD_OPCODES else "", bth.getfieldval("destqp"), srcqp)
             and len(payload) >= MAD.header.size):
         return MAD
     return conf.raw_layer

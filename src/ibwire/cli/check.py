@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections import Counter
 from collections.abc import Iterator
 
 import numpy as np
 
-from ibwire.cli.common import Progress, add_input_arguments, inspections
+from ibwire.cli.common import add_input_arguments, failure_reason, inspections, scanned
 from ibwire.errors import IbwireError
 
 COUNTS = ("records", "ib", "other", "failed", "icrc_bad", "vcrc_bad", "errors")
@@ -33,37 +32,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-q", "--quiet", action="store_true", help="only the summary")
 
 
-def _reason(batch: object, row: int) -> str:
-    """Why a failing row failed: the dissector's error where it has one (the most precise),
-    else the scanner's, else the CRC values."""
-    from ibwire import crc
-    from ibwire.dissect import parse
-    from ibwire.scan import ScanBatch
-
-    assert isinstance(batch, ScanBatch)
-    number = int(batch["record"][row]) + 1
-    code = int(batch["error"][row])
-    if code != 0:
-        error = batch.error(row)
-        if code != 5:
-            try:
-                parse(bytes(batch.frame(row)), batch.link(row))
-            except IbwireError as exc:
-                error = exc
-        assert error is not None
-        cut = error.cut_by_capture(int(batch["frame.len"][row]), int(batch["frame.orig_len"][row]))
-        return str(cut.at_record(number))
-    verdict = crc.verify(bytes(batch.frame(row)), batch.link(row))
-    bad = []
-    if verdict.icrc_ok is False:
-        bad.append(f"ICRC mismatch (wire 0x{verdict.icrc_wire:08x}, computed "
-                   f"0x{verdict.icrc_computed:08x})")
-    if verdict.vcrc_ok is False:
-        bad.append(f"VCRC mismatch (wire 0x{verdict.vcrc_wire:04x}, computed "
-                   f"0x{verdict.vcrc_computed:04x})")
-    return ", ".join(bad)
-
-
 def _warning(warning: IbwireError, number: int) -> str:
     """A capture warning: printed with its record, not counted as a failure."""
     return f"warning: {warning.at_record(number)}"
@@ -71,37 +39,20 @@ def _warning(warning: IbwireError, number: int) -> str:
 
 def _scanned(path: str, args: argparse.Namespace) -> Iterator[tuple[Counter[str], list[str]]]:
     """Counts and failure lines, batch by batch, from the scanner."""
-    from ibwire.scan import scan_capture
-
-    size = os.path.getsize(path) if path != "-" and os.path.isfile(path) else None
-    progress = Progress(path, size, not args.no_progress)
-    left = args.count
-    try:
-        for batch in scan_capture(path, fields=()):  # verdicts only: no header columns
-            rows = len(batch) if left is None else min(len(batch), left)
-            c = {name: col[:rows] for name, col in batch.columns.items()}
-            error, failed = c["error"], batch.failed()[:rows]
-            counts: Counter[str] = Counter(
-                records=rows, ib=int(batch.is_ib()[:rows].sum()),
-                other=int(np.count_nonzero(error == 1)), failed=int(failed.sum()),
-                icrc_bad=int(np.count_nonzero(c["icrc_ok"] == 0)),
-                vcrc_bad=int(np.count_nonzero(c["vcrc_ok"] == 0)),
-                errors=int(np.count_nonzero(error > 1)))
-            notes = {int(r): _reason(batch, int(r)) for r in np.flatnonzero(failed)}
-            for r, warning in batch.warnings.items():
-                if r < rows and r not in notes:  # usable records the capture is unsure of
-                    notes[r] = _warning(warning, int(c["record"][r]) + 1)
-            lines = [f"{path}: record {int(c['record'][r]) + 1}: {notes[r]}"
-                     for r in sorted(notes)]
-            yield counts, lines
-            if rows:
-                progress.update(int(c["frame.offset"][rows - 1]), rows)
-            if left is not None:
-                left -= rows
-                if left <= 0:
-                    break
-    finally:
-        progress.close()
+    for batch, c, failed in scanned(path, args, fields=()):  # verdicts only
+        error = c["error"]
+        counts: Counter[str] = Counter(
+            records=len(error), ib=int(batch.is_ib()[:len(error)].sum()),
+            other=int(np.count_nonzero(error == 1)), failed=len(failed),
+            icrc_bad=int(np.count_nonzero(c["icrc_ok"] == 0)),
+            vcrc_bad=int(np.count_nonzero(c["vcrc_ok"] == 0)),
+            errors=int(np.count_nonzero(error > 1)))
+        notes = {int(r): failure_reason(batch, int(r)) for r in failed}
+        for r, warning in batch.warnings.items():
+            if r < len(error) and r not in notes:  # usable records the capture is unsure of
+                notes[r] = _warning(warning, int(c["record"][r]) + 1)
+        yield counts, [f"{path}: record {int(c['record'][r]) + 1}: {notes[r]}"
+                       for r in sorted(notes)]
 
 
 def _inspected(path: str, args: argparse.Namespace) -> Iterator[tuple[Counter[str], list[str]]]:

@@ -8,8 +8,11 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 if TYPE_CHECKING:
     from ibwire.inspect import Inspection
+    from ibwire.scan import ScanBatch
 
 
 def add_input_arguments(parser: argparse.ArgumentParser, many: bool = False) -> None:
@@ -68,6 +71,60 @@ def inspections(path: str, args: argparse.Namespace) -> Iterator[Inspection]:
                 if keep is not None and not keep(found.fields()):
                     continue
                 yield found
+    finally:
+        progress.close()
+
+
+def failure_reason(batch: ScanBatch, row: int) -> str:
+    """Why a failing row failed: the dissector's error where it has one (the most precise),
+    else the scanner's, else the CRC values."""
+    from ibwire import crc
+    from ibwire.dissect import parse
+    from ibwire.errors import IbwireError
+
+    number = int(batch["record"][row]) + 1
+    code = int(batch["error"][row])
+    if code != 0:
+        error = batch.error(row)
+        if code != 5:
+            try:
+                parse(bytes(batch.frame(row)), batch.link(row))
+            except IbwireError as exc:
+                error = exc
+        assert error is not None
+        cut = error.cut_by_capture(int(batch["frame.len"][row]), int(batch["frame.orig_len"][row]))
+        return str(cut.at_record(number))
+    verdict = crc.verify(bytes(batch.frame(row)), batch.link(row))
+    bad = []
+    if verdict.icrc_ok is False:
+        bad.append(f"ICRC mismatch (wire 0x{verdict.icrc_wire:08x}, computed "
+                   f"0x{verdict.icrc_computed:08x})")
+    if verdict.vcrc_ok is False:
+        bad.append(f"VCRC mismatch (wire 0x{verdict.vcrc_wire:04x}, computed "
+                   f"0x{verdict.vcrc_computed:04x})")
+    return ", ".join(bad)
+
+
+def scanned(path: str, args: argparse.Namespace, fields: object
+            ) -> Iterator[tuple[ScanBatch, dict[str, np.ndarray], np.ndarray]]:
+    """The scanner's batches of ``path`` honouring ``-c``, with a progress bar: (batch, its
+    columns cut to the rows kept, the kept rows that failed)."""
+    from ibwire.scan import scan_capture
+
+    size = os.path.getsize(path) if path != "-" and os.path.isfile(path) else None
+    progress = Progress(path, size, not getattr(args, "no_progress", False))
+    left = args.count
+    try:
+        for batch in scan_capture(path, fields=fields):
+            rows = len(batch) if left is None else min(len(batch), left)
+            columns = {name: col[:rows] for name, col in batch.columns.items()}
+            yield batch, columns, np.flatnonzero(batch.failed()[:rows])
+            if rows:
+                progress.update(int(columns["frame.offset"][rows - 1]), rows)
+            if left is not None:
+                left -= rows
+                if left <= 0:
+                    break
     finally:
         progress.close()
 

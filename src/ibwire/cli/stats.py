@@ -14,7 +14,7 @@ from collections import Counter
 
 import numpy as np
 
-from ibwire.cli.common import Progress, add_input_arguments, inspections
+from ibwire.cli.common import add_input_arguments, failure_reason, inspections, scanned
 
 TABLES = ("encapsulation", "transport", "opcode", "destqp", "totals")
 #: The scanner's encapsulation names as ``ibwire.parse`` (and ``show``) call them.
@@ -37,54 +37,34 @@ def _count(table: Counter[str], keys: np.ndarray, name: object) -> None:
 
 def _scanned(args: argparse.Namespace, tables: dict[str, Counter[str]],
              failures: list[str]) -> None:
-    import os
-
-    from ibwire.cli.check import _reason as reason
-    from ibwire.scan import scan_capture
     from ibwire.scan.program import SCAN_KIND_NAMES, slot_bit
     from ibwire.tables import opcodes
 
     ops = opcodes()
-    size = os.path.getsize(args.file) if args.file != "-" and os.path.isfile(args.file) else None
-    progress = Progress(args.file, size, not args.no_progress)
-    left = args.count
     totals = tables["totals"]
-    try:
-        for batch in scan_capture(args.file, fields=("bth.opcode", "bth.destqp")):
-            rows = len(batch) if left is None else min(len(batch), left)
-            c = {name: col[:rows] for name, col in batch.columns.items()}
-            error = c["error"]
-            ib = batch.is_ib()[:rows] & (error == 0)
-            totals["records"] += rows
-            totals["bytes"] += int(c["frame.orig_len"].sum())
-            totals["errors"] += int(np.count_nonzero(error > 1))
-            totals["other"] += int(np.count_nonzero(error == 1))
-            failed = np.flatnonzero(batch.failed()[:rows])
-            totals["failed"] += len(failed)
-            for row in failed[:max(0, args.top - len(failures))].tolist():
-                failures.append(f"record {int(c['record'][row]) + 1}: {reason(batch, row)}")
-            totals["ib_packets"] += int(ib.sum())
-            totals["ib_bytes"] += int(c["frame.orig_len"][ib].sum())
-            totals["payload_bytes"] += int(c["payload.length"][ib].sum())
-            totals["icrc_bad"] += int(np.count_nonzero(c["icrc_ok"] == 0))
-            totals["vcrc_bad"] += int(np.count_nonzero(c["vcrc_ok"] == 0))
-            _count(tables["encapsulation"], c["encapsulation"][ib],
-                   lambda k: ENCAPSULATIONS[SCAN_KIND_NAMES[k]])
-            bth = ib & (c["headers"] & slot_bit("bth") != 0)
-            opcode = c["bth.opcode"][bth]
-            _count(tables["opcode"], opcode,
-                   lambda v: ops[v].name if v in ops else f"0x{v:02x}")
-            _count(tables["transport"], opcode,
-                   lambda v: ops[v].transport if v in ops else "unknown")
-            _count(tables["destqp"], c["bth.destqp"][bth], lambda v: f"{v:#08x}")
-            if rows:
-                progress.update(int(c["frame.offset"][rows - 1]), rows)
-            if left is not None:
-                left -= rows
-                if left <= 0:
-                    break
-    finally:
-        progress.close()
+    for batch, c, failed in scanned(args.file, args, fields=("bth.opcode", "bth.destqp")):
+        error = c["error"]
+        ib = batch.is_ib()[:len(error)] & (error == 0)
+        totals["records"] += len(error)
+        totals["bytes"] += int(c["frame.orig_len"].sum())
+        totals["errors"] += int(np.count_nonzero(error > 1))
+        totals["other"] += int(np.count_nonzero(error == 1))
+        totals["failed"] += len(failed)
+        for row in failed[:max(0, args.top - len(failures))].tolist():
+            failures.append(f"record {int(c['record'][row]) + 1}: {failure_reason(batch, row)}")
+        totals["ib_packets"] += int(ib.sum())
+        totals["ib_bytes"] += int(c["frame.orig_len"][ib].sum())
+        totals["payload_bytes"] += int(c["payload.length"][ib].sum())
+        totals["icrc_bad"] += int(np.count_nonzero(c["icrc_ok"] == 0))
+        totals["vcrc_bad"] += int(np.count_nonzero(c["vcrc_ok"] == 0))
+        _count(tables["encapsulation"], c["encapsulation"][ib],
+               lambda k: ENCAPSULATIONS[SCAN_KIND_NAMES[k]])
+        bth = ib & (c["headers"] & slot_bit("bth") != 0)
+        opcode = c["bth.opcode"][bth]
+        _count(tables["opcode"], opcode, lambda v: ops[v].name if v in ops else f"0x{v:02x}")
+        _count(tables["transport"], opcode,
+               lambda v: ops[v].transport if v in ops else "unknown")
+        _count(tables["destqp"], c["bth.destqp"][bth], lambda v: f"{v:#08x}")
 
 
 def _inspected(args: argparse.Namespace, tables: dict[str, Counter[str]],

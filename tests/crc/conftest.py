@@ -22,12 +22,18 @@ except ImportError:
     _engine = None
 
 
-def engine_or_skip() -> ModuleType:
-    if _engine is None:
+def built_or_skip(module: ModuleType | None, name: str) -> ModuleType:
+    """A compiled engine; skipped when IBWIRE_NO_EXTENSIONS=1 left it unbuilt, else a
+    missing one fails (a broken build must not pass unseen)."""
+    if module is None:
         if NO_EXTENSIONS:
-            pytest.skip("C engine not built (IBWIRE_NO_EXTENSIONS=1)")
-        pytest.fail("ibwire.crc._engine is not built: run `python setup.py build_ext --inplace`")
-    return _engine
+            pytest.skip(f"{name} not built (IBWIRE_NO_EXTENSIONS=1)")
+        pytest.fail(f"{name} is not built: run `python setup.py build_ext --inplace`")
+    return module
+
+
+def engine_or_skip() -> ModuleType:
+    return built_or_skip(_engine, "ibwire.crc._engine")
 
 
 @pytest.fixture(scope="session", params=["python", "c"])

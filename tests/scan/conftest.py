@@ -10,7 +10,7 @@ from types import ModuleType
 import pytest
 
 from ibwire.scan import _python
-from tests.crc.conftest import NO_EXTENSIONS
+from tests.crc.conftest import built_or_skip
 
 try:
     from ibwire.scan import _engine
@@ -19,11 +19,7 @@ except ImportError:
 
 
 def scan_engine_or_skip() -> ModuleType:
-    if _engine is None:
-        if NO_EXTENSIONS:
-            pytest.skip("C scanner not built (IBWIRE_NO_EXTENSIONS=1)")
-        pytest.fail("ibwire.scan._engine is not built: run `python setup.py build_ext --inplace`")
-    return _engine
+    return built_or_skip(_engine, "ibwire.scan._engine")
 
 
 @pytest.fixture(scope="session", params=["python", "c"])

@@ -11,9 +11,7 @@ The algorithm, its masks and sources are in ``shared/reference/crc.md``.
 
 from __future__ import annotations
 
-import os
-from types import ModuleType
-
+from ibwire._twins import load_twin
 from ibwire.crc import _python
 from ibwire.crc._common import (
     ERROR_NAMES,
@@ -25,19 +23,7 @@ from ibwire.crc._common import (
     IcrcSpan,
 )
 
-
-def _load() -> tuple[ModuleType, str]:
-    if os.environ.get("IBWIRE_NO_EXTENSIONS") != "1":
-        try:
-            from ibwire.crc import _engine
-        except ImportError:
-            pass
-        else:
-            return _engine, "c"
-    return _python, "python"
-
-
-_impl, implementation = _load()
+_impl, implementation = load_twin("ibwire.crc._engine", _python)
 
 crc32 = _impl.crc32
 crc16 = _impl.crc16

@@ -140,6 +140,26 @@ def iter_capture_bytes(data: Buffer, name: str = "<bytes>") -> Iterator[CaptureR
                                                view, 0)
 
 
+def read_upto(stream: BinaryIO | GunzipStream | PrefixedStream, size: int, compressed: bool
+              ) -> tuple[bytes, bool, TruncatedError | None]:
+    """Up to ``size`` bytes of a stream, fewer only at its end: (bytes, the data ended, the
+    error that ended it: corrupt or truncated gzip data, an unreadable input)."""
+    parts: list[bytes] = []
+    got = 0
+    while got < size:
+        try:
+            part = stream.read(size - got)
+        except (OSError, EOFError, zlib.error) as exc:
+            what = "gzip data" if compressed else "input"
+            return b"".join(parts), True, TruncatedError(
+                f"{what} corrupt or truncated ({exc})", header="gzip" if compressed else None)
+        if not part:
+            return b"".join(parts), True, None
+        parts.append(part)
+        got += len(part)
+    return b"".join(parts), False, None
+
+
 class CaptureReader:
     """An open capture: iterate it for :class:`CaptureRecord` s; use it as a context manager.
 
@@ -228,22 +248,11 @@ class CaptureReader:
         """Up to ``size`` bytes (fewer only at the end); decompression errors end the data."""
         if self._stream is None:
             raise CaptureError(f"{self.name}: read after close")
-        parts: list[bytes] = []
-        got = 0
-        while got < size and not self._eof:
-            try:
-                part = self._stream.read(size - got)
-            except (OSError, EOFError, zlib.error) as exc:
-                what = "gzip data" if self.compressed else "input"
-                self._stream_error = TruncatedError(f"{what} corrupt or truncated ({exc})",
-                                                    header="gzip" if self.compressed else None)
-                part = b""
-            if not part:
-                self._eof = True
-                break
-            parts.append(part)
-            got += len(part)
-        return b"".join(parts)
+        if self._eof:
+            return b""
+        data, self._eof, error = read_upto(self._stream, size, self.compressed)
+        self._stream_error = error or self._stream_error
+        return data
 
     @property
     def interfaces(self) -> list[Interface]:

@@ -14,24 +14,10 @@ The columns, their types and what they hold are listed in :mod:`ibwire.scan.prog
 
 from __future__ import annotations
 
-import os
-from types import ModuleType
-
+from ibwire._twins import load_twin
 from ibwire.scan import _python
 
-
-def _load() -> tuple[ModuleType, str]:
-    if os.environ.get("IBWIRE_NO_EXTENSIONS") != "1":
-        try:
-            from ibwire.scan import _engine
-        except ImportError:
-            pass
-        else:
-            return _engine, "c"
-    return _python, "python"
-
-
-_impl, implementation = _load()
+_impl, implementation = load_twin("ibwire.scan._engine", _python)
 scan_frames = _impl.scan_frames
 pcap_records = _impl.pcap_records
 scan_pcap = _impl.scan_pcap

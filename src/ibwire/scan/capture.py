@@ -15,21 +15,27 @@ import os
 import stat
 import struct
 import sys
-import zlib
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import BinaryIO, Protocol
 
 import numpy as np
 
-from ibwire.errors import CaptureError, IbwireError, TruncatedError
+from ibwire.errors import CaptureError, IbwireError
 from ibwire.pcap.gunzip import GunzipStream, PrefixedStream
 from ibwire.pcap.index import CaptureIndex, _Columns, locate_frames
 from ibwire.pcap.index_links import header_kind
 from ibwire.pcap.linktypes import direct_link_codes
 from ibwire.pcap.pcap import RECORD_HEADER_LEN, PcapWalker, caplen_warnings
 from ibwire.pcap.records import LINK_OTHER, MAX_CAPLEN, Walker
-from ibwire.pcap.source import GZIP_MAGIC, HEAD_LEN, Source, detect_format, make_walker
+from ibwire.pcap.source import (
+    GZIP_MAGIC,
+    HEAD_LEN,
+    Source,
+    detect_format,
+    make_walker,
+    read_upto,
+)
 from ibwire.scan.batch import ScanBatch, make_batch, scan_index
 
 Item = CaptureIndex | ScanBatch
@@ -95,23 +101,11 @@ class _StreamFeed:
 
     def window(self, pos: int, need: int) -> tuple[memoryview, int, bool]:
         self.data, self.base = self.data[pos - self.base:], pos
-        want = max(self.length, need)
-        parts = [self.data]
-        got = len(self.data)
-        while got < want and not self.eof:
-            try:
-                part = self.stream.read(want - got)
-            except (OSError, EOFError, zlib.error) as exc:
-                what = "gzip data" if self.compressed else "input"
-                self.error = TruncatedError(f"{what} corrupt or truncated ({exc})",
-                                            header="gzip" if self.compressed else None)
-                part = b""
-            if not part:
-                self.eof = True
-                break
-            parts.append(part)
-            got += len(part)
-        self.data = b"".join(parts)
+        want = max(self.length, need) - len(self.data)
+        if want > 0 and not self.eof:
+            more, self.eof, error = read_upto(self.stream, want, self.compressed)
+            self.error = error or self.error
+            self.data += more
         return memoryview(self.data), self.base, self.eof
 
     def close(self) -> None:

@@ -164,3 +164,17 @@ def test_stats_scanner_and_dissector_agree(path):
     numbers = [[line.split(":")[0] for line in lines]
                for lines in (scanned_failures, inspected_failures)]
     assert numbers[0] == numbers[1]
+
+
+def test_show_into_a_closed_pipe_is_quiet(tmp_path):
+    """``ibwire show F | head -1``: no error message when the reader stops early."""
+    big = tmp_path / "big.pcap"
+    from tools.make_samples import main as make_samples
+
+    make_samples(tmp_path)
+    data = (tmp_path / "sample-rocev2.pcap").read_bytes()
+    big.write_bytes(data[:24] + data[24:] * 200)
+    done = subprocess.run(f"{sys.executable} -m ibwire.cli.main show {big} | head -1",
+                          shell=True, capture_output=True, text=True, check=False)
+    assert done.stdout.count("\n") == 1
+    assert done.stderr == "", done.stderr

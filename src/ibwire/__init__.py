@@ -1,9 +1,14 @@
-"""ibwire: the InfiniBand and RoCE wire protocols, dissected, validated, crafted."""
+"""ibwire: the InfiniBand and RoCE wire protocols, dissected, validated, crafted.
+
+The names below are loaded on first use, so that ``import ibwire.<module>`` costs only what
+that module needs (``ibwire check`` starts without the Construct declarations).
+"""
 
 from __future__ import annotations
 
-from ibwire.build import build
-from ibwire.dissect import parse
+from typing import TYPE_CHECKING
+
+from ibwire._lazy import lazy_exports
 from ibwire.errors import (
     BuildError,
     CaptureError,
@@ -14,7 +19,14 @@ from ibwire.errors import (
     UnknownOpcodeError,
     UnsupportedError,
 )
-from ibwire.packet import HeaderValue, Packet
+
+if TYPE_CHECKING:
+    from ibwire.builder import build
+    from ibwire.dissect import parse
+    from ibwire.packet import HeaderValue, Packet
+
+_LAZY = {"build": "ibwire.builder", "parse": "ibwire.dissect", "HeaderValue": "ibwire.packet",
+         "Packet": "ibwire.packet"}
 
 __all__ = [
     "HeaderValue",
@@ -31,3 +43,9 @@ __all__ = [
     "UnsupportedError",
 ]
 __version__ = "0.1.0"
+
+__getattr__ = lazy_exports(__name__, globals(), _LAZY)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -7,12 +7,12 @@ import os
 from types import ModuleType
 
 
-def load_twin(engine: str, twin: ModuleType) -> tuple[ModuleType, str]:
+def load_twin(engine: str, twin: ModuleType | str) -> tuple[ModuleType, str]:
     """(module, "c") when the compiled ``engine`` imports and IBWIRE_NO_EXTENSIONS is not 1,
-    else (``twin``, "python")."""
+    else (``twin``, "python"); a twin given by name is imported only then."""
     if os.environ.get("IBWIRE_NO_EXTENSIONS") != "1":
         try:
             return importlib.import_module(engine), "c"
         except ImportError:
             pass
-    return twin, "python"
+    return (importlib.import_module(twin) if isinstance(twin, str) else twin), "python"

@@ -17,7 +17,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from ibwire.build import DEFAULT_LINK, DERIVED_KEYS, build
+from ibwire.builder import DEFAULT_LINK, DERIVED_KEYS, build
 from ibwire.dissect import parse
 from ibwire.headers import ALL, Header
 from ibwire.headers.layout import _show

@@ -46,7 +46,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ibwire.build import build, ipv4_checksum
+from ibwire.builder import build, ipv4_checksum
 from ibwire.cli.main import main
 from ibwire.dissect import parse
 from tests.pcap.capture_synth import (

@@ -17,15 +17,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ibwire.build import DERIVED_KEYS
-from ibwire.build import build as build_frame  # not ibwire.build: see note below
+from ibwire.builder import DERIVED_KEYS
+from ibwire.builder import build as build_frame
 from ibwire.headers import ALL, Header
 from ibwire.pcap import PcapWriter, infiniband_to_erf
 from ibwire.tables import mad_classes, opcodes, opcodes_by_name
-
-# Note: once the submodule ibwire.build is imported (above), the attribute ibwire.build is that
-# module, not ibwire's lazily exported build() function: ``import ibwire.build, ibwire;
-# ibwire.build(...)`` raises "TypeError: 'module' object is not callable".
 
 SEED = 0x1B_2024
 LINKTYPE_ETHERNET = 1

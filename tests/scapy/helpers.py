@@ -12,7 +12,7 @@ from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
 from scapy.packet import NoPayload, Packet, Raw
 
 import ibwire
-from ibwire.build import DERIVED_KEYS
+from ibwire.builder import DERIVED_KEYS
 from ibwire.headers import ALL, Header
 from ibwire.scapy import BTH, ERF, LAYERS, LRH
 from ibwire.scapy.fields import scapy_name

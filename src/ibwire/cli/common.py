@@ -8,9 +8,9 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 if TYPE_CHECKING:
+    import numpy as np
+
     from ibwire.inspect import Inspection
     from ibwire.scan import ScanBatch
 
@@ -109,6 +109,8 @@ def scanned(path: str, args: argparse.Namespace, fields: object
             ) -> Iterator[tuple[ScanBatch, dict[str, np.ndarray], np.ndarray]]:
     """The scanner's batches of ``path`` honouring ``-c``, with a progress bar: (batch, its
     columns cut to the rows kept, the kept rows that failed)."""
+    import numpy as np
+
     from ibwire.scan import scan_capture
 
     size = os.path.getsize(path) if path != "-" and os.path.isfile(path) else None

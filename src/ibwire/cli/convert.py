@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import argparse
 
-from ibwire.pcap import erf_to_infiniband, infiniband_to_erf, pcapng_to_pcap
-
-CONVERSIONS = {"erf": infiniband_to_erf, "infiniband": erf_to_infiniband, "pcap": pcapng_to_pcap}
+CONVERSIONS = {"erf": "infiniband_to_erf", "infiniband": "erf_to_infiniband",
+               "pcap": "pcapng_to_pcap"}
+"""--to: the ibwire.pcap function that converts."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,7 +27,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    report = CONVERSIONS[args.to](args.input, args.output, strict=args.strict)
+    import ibwire.pcap
+
+    convert = getattr(ibwire.pcap, CONVERSIONS[args.to])
+    report = convert(args.input, args.output, strict=args.strict)
     print(f"{args.output}: {report.records_written} records written, "
           f"{report.records_skipped} skipped")
     for error in report.errors:

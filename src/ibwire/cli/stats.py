@@ -11,10 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ibwire.cli.common import add_input_arguments, failure_reason, inspections, scanned
+
+if TYPE_CHECKING:
+    import numpy as np
 
 TABLES = ("encapsulation", "transport", "opcode", "destqp", "totals")
 #: The scanner's encapsulation names as ``ibwire.parse`` (and ``show``) call them.
@@ -30,6 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _count(table: Counter[str], keys: np.ndarray, name: object) -> None:
+    import numpy as np
+
     values, counts = np.unique(keys, return_counts=True)
     for value, count in zip(values.tolist(), counts.tolist(), strict=True):
         table[name(value)] += count  # type: ignore[operator]
@@ -37,6 +41,8 @@ def _count(table: Counter[str], keys: np.ndarray, name: object) -> None:
 
 def _scanned(args: argparse.Namespace, tables: dict[str, Counter[str]],
              failures: list[str]) -> None:
+    import numpy as np
+
     from ibwire.scan.program import SCAN_KIND_NAMES, slot_bit
     from ibwire.tables import opcodes
 

@@ -32,21 +32,38 @@ Error policy:
 
 Per module: ``pcap``, ``pcapng``, ``erf`` (sans-IO walkers over buffers), ``linktypes`` (SLL,
 SLL2, ERF -> link + frame), ``source`` (files, mmap, gzip, stdin), ``index`` (numpy columns
-for the batch scanner), ``writer`` (atomic pcap/pcapng writers), ``convert``.
+for the batch scanner), ``writer`` (atomic pcap/pcapng writers), ``convert``. The names
+below are loaded on first use.
 """
 
 from __future__ import annotations
 
-from ibwire.pcap.convert import (
-    ConversionReport,
-    erf_to_infiniband,
-    infiniband_to_erf,
-    pcapng_to_pcap,
-)
-from ibwire.pcap.index import CaptureIndex, index_buffer, index_capture
-from ibwire.pcap.records import LINK_CODES, LINK_NAMES, CaptureRecord
-from ibwire.pcap.source import CaptureReader, iter_capture_bytes, open_capture, read_capture
-from ibwire.pcap.writer import PcapngWriter, PcapWriter
+from typing import TYPE_CHECKING
+
+from ibwire._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ibwire.pcap.convert import (
+        ConversionReport,
+        erf_to_infiniband,
+        infiniband_to_erf,
+        pcapng_to_pcap,
+    )
+    from ibwire.pcap.index import CaptureIndex, index_buffer, index_capture
+    from ibwire.pcap.records import LINK_CODES, LINK_NAMES, CaptureRecord
+    from ibwire.pcap.source import CaptureReader, iter_capture_bytes, open_capture, read_capture
+    from ibwire.pcap.writer import PcapngWriter, PcapWriter
+
+_WHERE = {
+    **dict.fromkeys(("ConversionReport", "erf_to_infiniband", "infiniband_to_erf",
+                     "pcapng_to_pcap"), "ibwire.pcap.convert"),
+    **dict.fromkeys(("CaptureIndex", "index_buffer", "index_capture"), "ibwire.pcap.index"),
+    **dict.fromkeys(("LINK_CODES", "LINK_NAMES", "CaptureRecord"), "ibwire.pcap.records"),
+    **dict.fromkeys(("CaptureReader", "iter_capture_bytes", "open_capture", "read_capture"),
+                    "ibwire.pcap.source"),
+    **dict.fromkeys(("PcapngWriter", "PcapWriter"), "ibwire.pcap.writer"),
+}
+__getattr__ = lazy_exports(__name__, globals(), _WHERE)
 
 __all__ = [
     "LINK_CODES",

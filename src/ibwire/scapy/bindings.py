@@ -31,7 +31,7 @@ from scapy.layers.inet import UDP
 from scapy.layers.l2 import CookedLinux, Dot1AD, Dot1Q, Ether
 from scapy.packet import Packet, bind_top_down
 
-from ibwire.build import DEFAULTS
+from ibwire.builder import DEFAULTS
 from ibwire.scapy.layers import AETH, BTH, GRH, GRH_NXTHDR, LNH_GLOBAL, LNH_LOCAL, LRH, CNPPadding
 from ibwire.tables import constants, link_types, opcodes_by_name
 

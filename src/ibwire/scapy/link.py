@@ -9,7 +9,7 @@ from __future__ import annotations
 from scapy.packet import Packet
 
 from ibwire import headers as hdr
-from ibwire.build import DEFAULTS
+from ibwire.builder import DEFAULTS
 from ibwire.crc import CrcVerdict
 from ibwire.scapy import crc as glue
 from ibwire.scapy.base import LinkHeader, mark_no_trailer, no_trailer

@@ -23,6 +23,8 @@ EXTENSIONS = [
     ("ibwire.crc._engine", ["src/ibwire/crc/_engine.pyx", "src/ibwire/crc/kernel.c"]),
     ("ibwire.scan._engine", ["src/ibwire/scan/_engine.pyx", "src/ibwire/scan/scan.c",
                              "src/ibwire/crc/kernel.c"]),
+    ("ibwire.scan._tally", ["src/ibwire/scan/_tally.pyx", "src/ibwire/scan/scan.c",
+                            "src/ibwire/crc/kernel.c"]),
 ]
 
 
@@ -70,7 +72,7 @@ def extensions() -> list[Extension]:
         exts.append(Extension(
             name, sources,
             depends=[*(f"src/ibwire/crc/{h}" for h in ("kernel.h", "crc_simd.h", "crc_tables.h")),
-                     "src/ibwire/scan/scan.h"],
+                     "src/ibwire/scan/scan.h", "src/ibwire/scan/_layout.pxi"],
             include_dirs=[numpy.get_include(), "src/ibwire/crc", "src/ibwire/scan"],
             extra_compile_args=os.environ.get("IBWIRE_CFLAGS", "-O3").split(),
             extra_link_args=os.environ.get("IBWIRE_LDFLAGS", "").split(),

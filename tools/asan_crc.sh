@@ -5,8 +5,9 @@
 #   2. a C fuzz loop straight on kernel.c: random bytes and mutated valid frames in buffers
 #      malloc'd to their exact size, through locate/verify/icrc/vcrc/fix and the batch, for
 #      every CRC-32 code path the CPU has;
-#   3. a Python fuzz loop through icrc/vcrc/verify/fix/verify_batch and the scanner's
-#      scan_frames (every column) with exact-size numpy buffers.
+#   3. a Python fuzz loop through icrc/vcrc/verify/fix/verify_batch, the scanner's
+#      scan_frames (every column) and the counting scan's check_pcap and pcap_sync, with
+#      exact-size numpy buffers.
 # Bounded (FUZZ_CASES, default 300000 per loop); exits non-zero on any sanitizer report or
 # test failure. Usage: tools/asan_crc.sh [pytest args...]
 set -euo pipefail
@@ -24,7 +25,8 @@ export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:exitcode=87"
 echo "== copying the repository to $WORK"
 mkdir -p "$WORK/repo"
 (cd "$REPO" && tar cf - --exclude=.git --exclude=build --exclude='*.so' --exclude=.hypothesis \
-    --exclude='src/ibwire/crc/_engine.c' --exclude='src/ibwire/scan/_engine.c' setup.py pyproject.toml src specs tests) \
+    --exclude='src/ibwire/crc/_engine.c' --exclude='src/ibwire/scan/_engine.c' \
+    --exclude='src/ibwire/scan/_tally.c' setup.py pyproject.toml src specs tests) \
     | (cd "$WORK/repo" && tar xf -)
 
 echo "== building with $SAN"
@@ -32,6 +34,7 @@ echo "== building with $SAN"
     python setup.py build_ext --inplace --force >"$WORK/build.log" 2>&1) || {
     cat "$WORK/build.log"; exit 1; }
 ls "$WORK"/repo/src/ibwire/crc/_engine*.so "$WORK"/repo/src/ibwire/scan/_engine*.so \
+    "$WORK"/repo/src/ibwire/scan/_tally*.so \
     >/dev/null || { cat "$WORK/build.log"; exit 1; }
 
 status=0
@@ -174,6 +177,7 @@ run fuzz_c "$WORK/fuzz" "$FUZZ_CASES" "$WORK/corpus.bin"
 # ---------------------------------------------------------------- Python fuzz loop
 cat >"$WORK/fuzz.py" <<'EOF'
 import random
+import struct
 import sys
 
 import numpy as np
@@ -182,6 +186,7 @@ from crc_frames import bth, native_ib, rocev1, rocev2
 from ibwire.crc import _engine as crc
 from ibwire.errors import IbwireError
 from ibwire.scan import _engine as scan
+from ibwire.scan import _tally as tally
 
 cases = int(sys.argv[1])
 rng = random.Random(11)
@@ -212,6 +217,15 @@ for i in range(cases):
         except IbwireError:
             errors += 1
     scan.scan_frames(arr, [0], [len(arr)], [links.index(link)])
+    # the counting scan: the frame as a pcap record (its caplen sometimes lying), then raw
+    caplen = len(frame) + rng.choice([0, 0, 0, 1, -1, 1000])
+    record = struct.pack("<IIII", 1, 0, max(caplen, 0), len(frame)) + bytes(frame)
+    rec = np.frombuffer(record, np.uint8).copy()
+    swapped = rng.random() < 0.2
+    tally.check_pcap(rec, 0, len(rec), swapped, 1 << 18, 64, links.index(link), 2)
+    at = rng.randrange(len(arr) + 1)
+    tally.check_pcap(arr, at, len(arr), swapped, 1 << 18, 0, 255 if i % 5 == 0 else 0, 1)
+    tally.pcap_sync(arr, at, len(arr), swapped, 1 << 18, 10**6, rng.randrange(1, 9), 300)
     if i % 64 == 0:
         crc.verify_batch(arr, [0, 0], [len(arr), len(arr) // 2], np.array([0, 1], np.uint8))
 print(f"python fuzz: {cases} cases, {errors} ibwire errors, no crash")

@@ -8,7 +8,8 @@ and RDMA WRITE ONLY packets with 1-4 KiB payloads, alternating; PSNs increase.
   tshark     ``tshark -r F -T fields -e infiniband.bth.psn`` (checks no CRC), wall time
   scapy      ``rdpcap(F)`` + ``BTH.compute_icrc`` per packet (scapy.contrib.roce), wall time
   scanner    in-process ``scan_capture`` packets/s on 1M ACKs (small packets), one thread,
-             with no header columns (what check asks for) and with every column
+             with no header columns and with every column; and the counting scan that
+             ``ibwire check`` runs on classic pcap (``ibwire.scan.tally``), one and two threads
   RSS        peak resident memory of ``ibwire check`` on a capture of --big-gb gigabytes
 
 Usage: python tools/bench_scan.py [--dir /tmp/ibwire-bench] [--packets 1000000,100000]
@@ -135,6 +136,22 @@ def scanner_rate(path: Path, repeat: int, fields: object) -> float:
     return rows / best
 
 
+def tally_rate(path: Path, repeat: int, threads: int) -> float:
+    """Packets/s of the counting scan of ``ibwire check`` in this process."""
+    from ibwire.scan.tally import open_tally
+
+    best = float("inf")
+    rows = 0
+    for _ in range(repeat):
+        t = time.perf_counter()
+        found = open_tally(path, threads=threads)
+        assert found is not None
+        with found:
+            rows = sum(w.counts[1] for w in found.windows())
+        best = min(best, time.perf_counter() - t)
+    return rows / best
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", type=Path, default=Path("/tmp/ibwire-bench"))
@@ -175,6 +192,10 @@ def main() -> None:
         rate = scanner_rate(small, args.repeat, fields)
         print(f"scanner, in process, one thread, 1M ACKs (62 B), {what}: {rate / 1e6:.1f} M "
               f"packets/s (read, walk, ICRC, columns)")
+    for threads in (1, 2):
+        rate = tally_rate(small, args.repeat, threads)
+        print(f"counting scan of ibwire check, in process, {threads} thread(s), 1M ACKs: "
+              f"{rate / 1e6:.1f} M packets/s")
     big_count = int(args.big_gb * 1e9 / 1350)  # bytes per mixed packet
     big = ensure(args.dir / f"big-{big_count}.pcap", big_count)
     rss = peak_rss_of([ibwire_cmd, "check", "-q", str(big)])

@@ -127,27 +127,46 @@ def test_shipped_samples_are_what_the_generator_writes(tmp_path):
 @pytest.mark.parametrize("path", [*sorted(CAPTURES.glob("*.pcap*")), SAMPLES / "sample-corrupt.pcap"],
                          ids=lambda p: p.name)
 def test_check_scanner_and_dissector_agree(path):
-    """``check`` scans in batches; with --where it dissects each packet: same verdicts."""
+    """``check`` counts a classic pcap file (``_tallied``), scans other files in batches
+    (``_scanned``); with --where it dissects each packet: same verdicts and lines."""
     from collections import Counter
 
-    from ibwire.cli.check import _inspected, _scanned
+    from ibwire.cli.check import _inspected, _scanned, _tallied
+    from ibwire.scan.tally import open_tally
 
     args = argparse.Namespace(count=None, where=None, no_progress=True)
     totals = []
-    for walk in (_scanned, _inspected):
+    counting = open_tally(path)
+    walks = [_scanned, _inspected]
+    if counting is not None:
+        walks.append(lambda p, a: _tallied(p, counting, a))
+    for walk in walks:
         counts: Counter[str] = Counter()
         lines: list[str] = []
         for found, failed in walk(str(path), args):
             counts.update(found)
-            lines += [line.split(": ")[1] for line in failed]  # the record numbers
+            lines += failed
         totals.append((+counts, lines))
+    (scanned, scanned_lines), (inspected, inspected_lines) = totals[:2]
+    assert [line.split(": ")[1] for line in scanned_lines] == \
+        [line.split(": ")[1] for line in inspected_lines]  # the record numbers
+    if counting is not None:  # the counting scan says everything the scanner says
+        assert totals[2] == totals[0]
     # a RoCE packet whose lengths lie is still RoCE to the scanner (UDP port 4791 said so);
     # the dissector, having failed, does not count it as IB: the only allowed difference
-    (scanned, scanned_lines), (inspected, inspected_lines) = totals
-    assert scanned_lines == inspected_lines
     assert inspected["ib"] <= scanned["ib"] <= inspected["ib"] + scanned["errors"]
     del scanned["ib"], inspected["ib"]
     assert scanned == inspected
+
+
+def test_check_of_a_clean_pcap_loads_neither_numpy_nor_construct():
+    """The counting path starts light: what makes ``ibwire check`` fast on short files."""
+    code = ("import sys; from ibwire.cli.main import main; "
+            f"status = main(['check', '-q', {str(SAMPLES / 'sample-rocev2.pcap')!r}]); "
+            "print(status, sorted(m for m in ('numpy', 'construct') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out[-1] == "0 []", out
 
 
 @pytest.mark.parametrize("path", [*sorted(CAPTURES.glob("*.pcap*")), SAMPLES / "sample-corrupt.pcap",

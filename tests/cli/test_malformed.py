@@ -540,10 +540,13 @@ BAD = [
 ]
 
 
-CHECK_PATHS = [pytest.param((), id="scanner"),
+CHECK_PATHS = [pytest.param((), id="default"),
+               pytest.param(("-c", "1000000"), id="scanner"),
                pytest.param(("--where", "frame > 0"), id="dissector")]
-"""``check`` and ``stats`` scan in batches; with ``--where`` (here one that keeps every record)
-they dissect packet by packet: both must keep the contract."""
+"""``check`` and ``stats`` scan in batches; ``check`` of a classic pcap file only counts
+(``ibwire.scan.tally``) unless ``-c`` asks for a prefix (here one longer than every case); with
+``--where`` (here one that keeps every record) they dissect packet by packet: all must keep
+the contract."""
 
 
 def bad_params(reason_checked: bool) -> list[Any]:

@@ -6,22 +6,30 @@ the capture is unsure of (caplen over the snaplen or its original length) is pri
 warning and verified like any other.
 
 The work is one batch scan per window of the file (``ibwire.scan``): headers, lengths and
-both CRCs in C, no Python per packet. Only failing packets are looked at again, to say why.
-With ``--where`` each packet is dissected instead, so that any field can be tested.
+both CRCs in C, no Python per packet. A classic pcap file (without ``-c``) is only counted,
+two threads at once (``ibwire.scan.tally``), with neither numpy nor the header declarations
+loaded unless a packet fails. Only failing packets are looked at again, to say why. With
+``--where`` each packet is dissected instead, so that any field can be tested.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import Counter
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from ibwire.cli.common import add_input_arguments, failure_reason, inspections, scanned
+from ibwire.cli.common import Progress, add_input_arguments, failure_reason, inspections, scanned
 from ibwire.errors import IbwireError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ibwire.scan import ScanBatch
+    from ibwire.scan.tally import Flagged, Tally
 
 COUNTS = ("records", "ib", "other", "failed", "icrc_bad", "vcrc_bad", "errors")
 
@@ -37,22 +45,83 @@ def _warning(warning: IbwireError, number: int) -> str:
     return f"warning: {warning.at_record(number)}"
 
 
+def _report(path: str, batch: ScanBatch, c: dict[str, np.ndarray], failed: np.ndarray
+            ) -> tuple[Counter[str], list[str]]:
+    """Counts and failure lines of scanned rows ``c`` of ``batch`` (``failed``: its failing
+    rows)."""
+    import numpy as np
+
+    error = c["error"]
+    counts: Counter[str] = Counter(
+        records=len(error), ib=int(batch.is_ib()[:len(error)].sum()),
+        other=int(np.count_nonzero(error == 1)), failed=len(failed),
+        icrc_bad=int(np.count_nonzero(c["icrc_ok"] == 0)),
+        vcrc_bad=int(np.count_nonzero(c["vcrc_ok"] == 0)),
+        errors=int(np.count_nonzero(error > 1)))
+    notes = {int(r): failure_reason(batch, int(r)) for r in failed}
+    for r, warning in batch.warnings.items():
+        if r < len(error) and r not in notes:  # usable records the capture is unsure of
+            notes[r] = _warning(warning, int(c["record"][r]) + 1)
+    return counts, [f"{path}: record {int(c['record'][r]) + 1}: {notes[r]}"
+                    for r in sorted(notes)]
+
+
 def _scanned(path: str, args: argparse.Namespace) -> Iterator[tuple[Counter[str], list[str]]]:
     """Counts and failure lines, batch by batch, from the scanner."""
     for batch, c, failed in scanned(path, args, fields=()):  # verdicts only
-        error = c["error"]
-        counts: Counter[str] = Counter(
-            records=len(error), ib=int(batch.is_ib()[:len(error)].sum()),
-            other=int(np.count_nonzero(error == 1)), failed=len(failed),
-            icrc_bad=int(np.count_nonzero(c["icrc_ok"] == 0)),
-            vcrc_bad=int(np.count_nonzero(c["vcrc_ok"] == 0)),
-            errors=int(np.count_nonzero(error > 1)))
-        notes = {int(r): failure_reason(batch, int(r)) for r in failed}
-        for r, warning in batch.warnings.items():
-            if r < len(error) and r not in notes:  # usable records the capture is unsure of
-                notes[r] = _warning(warning, int(c["record"][r]) + 1)
-        yield counts, [f"{path}: record {int(c['record'][r]) + 1}: {notes[r]}"
-                       for r in sorted(notes)]
+        yield _report(path, batch, c, failed)
+
+
+def _one_record(tally: Tally, record: int, frame: bytes, timestamp_ns: int, orig_len: int,
+                errors: tuple[IbwireError, ...] = (), warnings: tuple[IbwireError, ...] = ()
+                ) -> ScanBatch:
+    """A batch of one record, scanned as the full path scans it."""
+    import numpy as np
+
+    from ibwire.scan import scan_frames
+    from ibwire.scan.batch import make_batch
+
+    link = tally.link if not errors else 255
+    cols = scan_frames(frame, [0], [len(frame)], [link], ())
+    return make_batch(cols, record, np.array([timestamp_ns]),
+                      np.array([0 if errors else tally.header.linktype]),
+                      np.array([orig_len], np.uint32), errors, warnings, frame)
+
+
+def _flagged(path: str, tally: Tally, found: Flagged) -> list[str]:
+    """The lines of a record the counting scan flagged: a failure or a capture warning."""
+    import numpy as np
+
+    from ibwire.pcap.pcap import RECORD_HEADER_LEN, caplen_warning
+
+    warning = caplen_warning(len(found.frame), found.orig_len, tally.header.snaplen,
+                             found.offset - RECORD_HEADER_LEN)
+    if warning is not None:
+        warning.record = 0
+    batch = _one_record(tally, found.record, found.frame, found.timestamp_ns, found.orig_len,
+                        warnings=() if warning is None else (warning,))
+    return _report(path, batch, batch.columns, np.flatnonzero(batch.failed()))[1]
+
+
+def _tallied(path: str, tally: Tally, args: argparse.Namespace
+             ) -> Iterator[tuple[Counter[str], list[str]]]:
+    """Counts and failure lines, window by window, from the counting scan."""
+    progress = Progress(path, os.path.getsize(path), not args.no_progress)
+    try:
+        with tally:
+            for window in tally.windows():
+                counts = Counter(dict(zip(tally.names, window.counts, strict=True)))
+                lines = [line for found in window.flagged for line in _flagged(path, tally, found)]
+                if window.error is not None:  # the record walk ends on it
+                    batch = _one_record(tally, window.error_record, b"", 0, 0,
+                                        errors=(window.error.at_record(0),))
+                    more, end = _report(path, batch, batch.columns, batch.failed().nonzero()[0])
+                    counts.update(more)
+                    lines += end
+                progress.update(window.position, window.counts[0])
+                yield counts, lines
+    finally:
+        progress.close()
 
 
 def _inspected(path: str, args: argparse.Namespace) -> Iterator[tuple[Counter[str], list[str]]]:
@@ -79,7 +148,13 @@ def _inspected(path: str, args: argparse.Namespace) -> Iterator[tuple[Counter[st
 def check_file(path: str, args: argparse.Namespace) -> tuple[Counter[str], list[str]]:
     counts: Counter[str] = Counter()
     failures: list[str] = []
-    parts = _inspected(path, args) if args.where else _scanned(path, args)
+    if args.where:
+        parts = _inspected(path, args)
+    else:
+        from ibwire.scan.tally import open_tally
+
+        tally = open_tally(path) if args.count is None else None
+        parts = _scanned(path, args) if tally is None else _tallied(path, tally, args)
     for found, lines in parts:
         counts.update(found)
         failures += lines

@@ -11,17 +11,9 @@ from functools import cache
 import numpy as np
 
 from ibwire.pcap.erf import ERF_HEADER_LEN, erf_type_links
-from ibwire.pcap.linktypes import SLL2_HEADER_LEN, SLL_HEADER_LEN, sll_link_code
+from ibwire.pcap.linktypes import LINK_HEADER_LEN, sll_link_code
 from ibwire.pcap.records import LINK_OTHER
 from ibwire.tables import link_types
-
-_HEADER_LEN = {"erf": ERF_HEADER_LEN, "sll": SLL_HEADER_LEN, "sll2": SLL2_HEADER_LEN}
-
-
-def header_kind(linktype: int) -> str | None:
-    """'erf', 'sll' or 'sll2' when records of ``linktype`` start with such a header."""
-    entry = link_types().get(("pcap", linktype))
-    return entry[1] if entry and entry[1] in _HEADER_LEN else None
 
 
 @cache
@@ -53,7 +45,7 @@ def locate_block(kind: str, octets: np.ndarray, offsets: np.ndarray, lengths: np
                  timestamps: np.ndarray, codes: np.ndarray, wire: np.ndarray) -> np.ndarray:
     """Move one block of rows (views, rewritten in place) from the record to its frame;
     return the positions of the rows left for the per-record locator."""
-    width = _HEADER_LEN[kind]
+    width = LINK_HEADER_LEN[kind]
     rows = np.flatnonzero(lengths >= width)
     head = octets[offsets[rows, None] + np.arange(width)]
     held = lengths[rows].astype(np.int64)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from functools import cache
 
 from ibwire.errors import TruncatedError
-from ibwire.pcap.erf import FrameLocation, locate_erf_frame
+from ibwire.pcap.erf import ERF_HEADER_LEN, FrameLocation, locate_erf_frame
 from ibwire.pcap.records import LINK_CODES, LINK_OTHER, Buffer
 from ibwire.tables import link_types
 
@@ -28,7 +28,15 @@ Locator = Callable[[Buffer, int, int, int, int], FrameLocation]
 
 SLL_HEADER_LEN = 16
 SLL2_HEADER_LEN = 20
+LINK_HEADER_LEN = {"erf": ERF_HEADER_LEN, "sll": SLL_HEADER_LEN, "sll2": SLL2_HEADER_LEN}
+"""Link types whose records start with a header before the frame: its fixed length."""
 _U16 = struct.Struct(">H")
+
+
+def header_kind(linktype: int) -> str | None:
+    """'erf', 'sll' or 'sll2' when records of ``linktype`` start with such a header."""
+    entry = link_types().get(("pcap", linktype))
+    return entry[1] if entry and entry[1] in LINK_HEADER_LEN else None
 
 
 @cache

@@ -11,11 +11,13 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from ibwire.errors import CaptureError, MalformedError, TruncatedError
+from ibwire.errors import CaptureError, IbwireError, MalformedError, TruncatedError
 from ibwire.pcap.records import MAX_CAPLEN, Buffer, RawRecord, raw_error
+
+if TYPE_CHECKING:
+    import numpy as np
 
 PCAP_MAGIC_US = 0xA1B2C3D4
 PCAP_MAGIC_NS = 0xA1B23C4D
@@ -87,6 +89,8 @@ def caplen_warnings(caplen: np.ndarray, orig_len: np.ndarray, snaplen: int,
                     frame_at: np.ndarray, base: int) -> list[MalformedError]:
     """:func:`caplen_warning` for many records at once (``frame_at``: where each frame
     starts, ``base`` added to offsets); ``record`` = the row."""
+    import numpy as np
+
     suspect = (caplen > orig_len) | ((caplen > snaplen) if snaplen > 0 else False)
     out = []
     for row in np.flatnonzero(suspect).tolist():
@@ -157,3 +161,21 @@ class PcapWalker:
             yield (data - RECORD_HEADER_LEN, data, pos, seconds * _NS_PER_S + fraction * fraction_ns,
                    orig_len, linktype, snaplen, 0, warning, None)
         self.resume = pos
+
+
+def pcap_stop(walker: PcapWalker, buf: Buffer, stop: int, status: int, final: bool,
+               base: int) -> tuple[IbwireError | None, int, bool]:
+    """Why a C record walk (``ibwire.scan``'s ``pcap_records``, ``check_pcap``) stopped at
+    ``stop`` with ``status``: (the error that ends the file, bytes wanted from ``stop`` to go
+    on, finished)."""
+    end = len(buf)
+    if status == 1 or (status == 2 and final):
+        for raw in walker.walk(buf, stop, end, True, base):
+            return raw[9], 0, True  # the walk from here is one error record
+        return None, 0, True
+    if status == 2:
+        want = RECORD_HEADER_LEN
+        if end - stop >= RECORD_HEADER_LEN:
+            want += struct.unpack_from(walker.header.byte_order + "I", buf, stop + 8)[0]
+        return None, want, False
+    return None, 0, final and stop == end  # the data ended, or BATCH_ROWS rows were taken

@@ -20,51 +20,10 @@ from ibwire.scan._frames import frame_arrays
 __all__ = ["pcap_records", "scan_frames", "scan_pcap"]
 
 
-cdef extern from "kernel.h" nogil:
-    void ibw_init()
+include "_layout.pxi"
 
 
 cdef extern from "scan.h" nogil:
-    enum:
-        IBW_SCAN_MAX_SLOTS
-
-    ctypedef struct ibw_scan_instr:
-        uint64_t mask
-        int32_t column, at, load, shift, width, pad_
-
-    ctypedef struct ibw_scan_prog:
-        int32_t nslots
-        int32_t slot_size[32]
-        int32_t slot_first[32]
-        int32_t slot_count[32]
-        const ibw_scan_instr *instr
-        const uint8_t *chain
-        const uint8_t *chain_len
-        const uint8_t *op_flags
-        const uint8_t *rmpp
-        int32_t eth, vlan, ip, ipv6, udp, lrh, grh, bth, deth, mad, rmpp_slot
-        int32_t site_slot_base, site_padcnt
-
-    ctypedef struct ibw_scan_out:
-        void *const *cols
-        uint8_t *encapsulation
-        uint32_t *headers
-        uint8_t *vlan_count
-        int8_t *ecn
-        int32_t *off_network
-        int32_t *off_bth
-        int32_t *off_payload
-        int32_t *payload_len
-        int32_t *off_icrc
-        int32_t *off_vcrc
-        uint32_t *icrc
-        uint16_t *vcrc
-        int8_t *icrc_ok
-        int8_t *vcrc_ok
-        uint8_t *error
-        uint8_t *site
-        int32_t *error_off
-
     void ibw_scan(const uint8_t *buf, int64_t buflen, const int64_t *offs, const int64_t *lens,
                   const uint8_t *links, int64_t count, const ibw_scan_prog *prog,
                   const ibw_scan_out *out)
@@ -80,8 +39,6 @@ cdef extern from "scan.h" nogil:
 
 
 ibw_init()
-# Keep the program's tables alive for the process (they are module constants).
-_tables = _program.opcode_chains() + (_program.rmpp_classes(),)
 _columns = _program.columns()
 
 
@@ -92,19 +49,11 @@ cdef class _Compiled:
     cdef ibw_scan_instr *instr
 
     def __cinit__(self, tuple selected):
-        cdef cnp.ndarray chain, chain_len, flags, rmpp
-        slots = _program.SLOTS
-        if len(slots) > IBW_SCAN_MAX_SLOTS:
-            raise ValueError("too many header slots for the C scanner")
+        fill_layout(&self.prog)
         instructions = [_program.instructions()[i] for i in selected]
         self.instr = <ibw_scan_instr *>malloc(sizeof(ibw_scan_instr) * max(1, len(instructions)))
         if self.instr == NULL:
             raise MemoryError()
-        self.prog.nslots = len(slots)
-        for s in range(len(slots)):
-            self.prog.slot_size[s] = slots[s].size
-            self.prog.slot_first[s] = 0
-            self.prog.slot_count[s] = 0
         for i, ins in enumerate(instructions):  # in slot order, as columns() lists them
             if self.prog.slot_count[ins.slot] == 0:
                 self.prog.slot_first[ins.slot] = i
@@ -117,22 +66,6 @@ cdef class _Compiled:
             self.instr[i].width = ins.width
             self.instr[i].pad_ = 0
         self.prog.instr = self.instr
-        chain, chain_len, flags, rmpp = _tables
-        self.prog.chain = <const uint8_t *>cnp.PyArray_DATA(chain)
-        self.prog.chain_len = <const uint8_t *>cnp.PyArray_DATA(chain_len)
-        self.prog.op_flags = <const uint8_t *>cnp.PyArray_DATA(flags)
-        self.prog.rmpp = <const uint8_t *>cnp.PyArray_DATA(rmpp)
-        slot = _program.SLOT
-        self.prog.eth, self.prog.vlan = slot["eth"], slot["vlan"]
-        self.prog.ip, self.prog.ipv6 = slot["ip"], slot["ipv6"]
-        self.prog.udp, self.prog.lrh = slot["udp"], slot["lrh"]
-        self.prog.grh, self.prog.bth = slot["grh"], slot["bth"]
-        self.prog.mad, self.prog.rmpp_slot = slot["mad"], slot["rmpp"]
-        self.prog.deth = slot["deth"]
-        if _program.WELL_KNOWN_QPS != (0, 1):
-            raise ValueError("scan.c takes QP0 and QP1 as the well-known QPs")
-        self.prog.site_slot_base = _program.SITE_SLOT_BASE
-        self.prog.site_padcnt = _program.SITE_PADCNT
 
     def __dealloc__(self):
         free(self.instr)

@@ -1,42 +1,32 @@
 """Scanning whole captures in windows: bounded memory whatever the file size.
 
-A capture is read one window at a time (16 MiB by default, more when one record needs it):
-a regular uncompressed file through a fresh read-only map of each window (unmapped when the
-next one is made, so resident memory stays near one window), gzip data and standard input
-through a read buffer. The format's sans-IO walker (``ibwire.pcap``) finds the records of each
+A capture is read one window at a time (16 MiB by default, more when one record needs it)
+through ``ibwire.scan.feed``. The format's sans-IO walker (``ibwire.pcap``) finds the records of each
 window; classic pcap takes a C fast path (``pcap_records``). Each window's frames are then
 scanned in one call and come out as a :class:`~ibwire.scan.batch.ScanBatch`.
 """
 
 from __future__ import annotations
 
-import mmap
-import os
-import stat
-import struct
 import sys
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import BinaryIO, Protocol
 
 import numpy as np
 
 from ibwire.errors import CaptureError, IbwireError
-from ibwire.pcap.gunzip import GunzipStream, PrefixedStream
 from ibwire.pcap.index import CaptureIndex, _Columns, locate_frames
-from ibwire.pcap.index_links import header_kind
-from ibwire.pcap.linktypes import direct_link_codes
-from ibwire.pcap.pcap import RECORD_HEADER_LEN, PcapWalker, caplen_warnings
+from ibwire.pcap.linktypes import direct_link_codes, header_kind
+from ibwire.pcap.pcap import PcapWalker, caplen_warnings, pcap_stop
 from ibwire.pcap.records import LINK_OTHER, MAX_CAPLEN, Walker
 from ibwire.pcap.source import (
-    GZIP_MAGIC,
     HEAD_LEN,
     Source,
     detect_format,
     make_walker,
-    read_upto,
 )
 from ibwire.scan.batch import ScanBatch, make_batch, scan_index
+from ibwire.scan.feed import Feed, open_feed
 
 Item = CaptureIndex | ScanBatch
 """A window's records: to be scanned, or scanned as they were walked."""
@@ -44,121 +34,6 @@ WINDOW = 16 * 1024 * 1024
 BATCH_ROWS = 1 << 16
 """Rows per batch at most on the pcap fast path: the columns stay in cache."""
 _NATIVE = "<" if sys.byteorder == "little" else ">"
-
-
-class _Feed(Protocol):
-    name: str
-    error: IbwireError | None
-
-    def window(self, pos: int, need: int) -> tuple[memoryview, int, bool]:
-        """A buffer from absolute offset ``base`` <= ``pos`` holding at least ``need`` bytes
-        from ``pos`` unless the data ends first: (buffer, base, no data after it). When
-        ``error`` is set, the data was cut short by it."""
-        ...
-
-    def close(self) -> None: ...
-
-
-class _MappedFeed:
-    """Windows of a regular file, each its own read-only map."""
-
-    def __init__(self, handle: BinaryIO, size: int, name: str, length: int) -> None:
-        self.handle, self.size, self.name, self.length = handle, size, name, length
-        self.error: IbwireError | None = None
-        self.map: mmap.mmap | None = None
-
-    def window(self, pos: int, need: int) -> tuple[memoryview, int, bool]:
-        self._unmap()
-        start = pos - pos % mmap.ALLOCATIONGRANULARITY
-        length = min(self.size - start, max(self.length, pos - start + need))
-        self.map = mmap.mmap(self.handle.fileno(), length, offset=start, access=mmap.ACCESS_READ)
-        if hasattr(self.map, "madvise"):
-            self.map.madvise(mmap.MADV_SEQUENTIAL)
-        return memoryview(self.map), start, start + length >= self.size
-
-    def _unmap(self) -> None:
-        if self.map is not None:
-            try:
-                self.map.close()
-            except BufferError:
-                pass  # a batch still holds a view of it: it goes when that does
-            self.map = None
-
-    def close(self) -> None:
-        self._unmap()
-        self.handle.close()
-
-
-class _StreamFeed:
-    """Windows of a byte stream (a pipe, standard input, gzip data)."""
-
-    def __init__(self, stream: BinaryIO | GunzipStream | PrefixedStream, name: str, length: int,
-                 compressed: bool, owned: BinaryIO | None) -> None:
-        self.stream, self.name, self.length = stream, name, length
-        self.compressed, self.owned = compressed, owned
-        self.data, self.base, self.eof = b"", 0, False
-        self.error: IbwireError | None = None
-
-    def window(self, pos: int, need: int) -> tuple[memoryview, int, bool]:
-        self.data, self.base = self.data[pos - self.base:], pos
-        want = max(self.length, need) - len(self.data)
-        if want > 0 and not self.eof:
-            more, self.eof, error = read_upto(self.stream, want, self.compressed)
-            self.error = error or self.error
-            self.data += more
-        return memoryview(self.data), self.base, self.eof
-
-    def close(self) -> None:
-        if self.owned is not None:
-            self.owned.close()
-
-
-def _open(source: Source, length: int) -> _Feed:
-    if source == "-":
-        stream: BinaryIO = sys.stdin.buffer
-        name, owned = "<stdin>", None
-    elif isinstance(source, (str, os.PathLike)):
-        name = os.fspath(source)
-        try:
-            handle = open(source, "rb")
-            info = os.fstat(handle.fileno())
-        except OSError as exc:
-            raise CaptureError(f"{name}: cannot open ({exc.strerror})") from exc
-        if stat.S_ISREG(info.st_mode) and info.st_size == 0:
-            handle.close()
-            raise CaptureError(f"{name}: empty file", offset=0)
-        if stat.S_ISREG(info.st_mode) and handle.read(2) != GZIP_MAGIC:
-            return _MappedFeed(handle, info.st_size, name, length)
-        handle.seek(0)
-        stream, owned = handle, handle
-    else:
-        stream, owned = source, None
-        found = getattr(source, "name", None)
-        name = found if isinstance(found, str) else repr(source)
-    try:
-        head = stream.read(2)
-    except OSError as exc:
-        raise CaptureError(f"{name}: cannot read ({exc.strerror})") from exc
-    if head == GZIP_MAGIC:
-        return _StreamFeed(GunzipStream(PrefixedStream(head, stream)), name, length, True, owned)
-    return _StreamFeed(PrefixedStream(head, stream), name, length, False, owned)
-
-
-def _pcap_stop(walker: PcapWalker, buf: memoryview, stop: int, status: int, final: bool,
-               base: int) -> tuple[IbwireError | None, int, bool]:
-    """Why the record walk stopped at ``stop``: (the error that ends the file, bytes wanted
-    from ``stop`` to go on, finished)."""
-    end = len(buf)
-    if status == 1 or (status == 2 and final):
-        for raw in walker.walk(buf, stop, end, True, base):
-            return raw[9], 0, True  # the walk from here is one error record
-        return None, 0, True
-    if status == 2:
-        want = RECORD_HEADER_LEN
-        if end - stop >= RECORD_HEADER_LEN:
-            want += struct.unpack_from(walker.header.byte_order + "I", buf, stop + 8)[0]
-        return None, want, False
-    return None, 0, final and stop == end  # the data ended, or BATCH_ROWS rows were taken
 
 
 def _error_index(error: IbwireError) -> CaptureIndex:
@@ -202,7 +77,7 @@ def _pcap_rows(walker: PcapWalker, buf: memoryview, start: int, final: bool, bas
             buf, start, len(buf), swapped, walker.fraction_ns, MAX_CAPLEN,
             guess.rows(len(buf) - start), LINK_OTHER if code is None else code, fields)
         guess.saw(len(offs), stop - start)
-        tail, want, finished = _pcap_stop(walker, buf, stop, status, final, base)
+        tail, want, finished = pcap_stop(walker, buf, stop, status, final, base)
         warnings = caplen_warnings(caplen, orig, header.snaplen, offs, base)
         items: list[Item] = []
         if len(offs):
@@ -213,7 +88,7 @@ def _pcap_rows(walker: PcapWalker, buf: memoryview, start: int, final: bool, bas
         return items, stop, want, finished
     offs, caplen, orig, ts, stop, status = pcap_records(
         buf, start, len(buf), swapped, walker.fraction_ns, MAX_CAPLEN, BATCH_ROWS)
-    tail, want, finished = _pcap_stop(walker, buf, stop, status, final, base)
+    tail, want, finished = pcap_stop(walker, buf, stop, status, final, base)
     count = len(offs)
     rows = count + (tail is not None)
     offsets = np.zeros(rows, np.int64)
@@ -262,7 +137,7 @@ def scan_capture(source: Source, *, window: int = WINDOW, fields: object = None,
     ``buffer`` (its frames) is valid until the next batch is asked for. With ``threads`` 2
     the records of the next window are found while a second thread scans this one (both C
     loops run without the GIL); 1 does everything in the calling thread."""
-    feed = _open(source, max(window, 1))
+    feed = open_feed(source, max(window, 1))
     pool = ThreadPoolExecutor(1, thread_name_prefix="ibwire-scan") if threads > 1 else None
     try:
         yield from _batches(feed, max(window, 1), fields, pool)
@@ -291,12 +166,12 @@ def _scanned(items: Iterator[tuple[Item, int]], fields: object,
         yield pending if isinstance(pending, ScanBatch) else pending.result()
 
 
-def _batches(feed: _Feed, window: int, fields: object, pool: ThreadPoolExecutor | None
+def _batches(feed: Feed, window: int, fields: object, pool: ThreadPoolExecutor | None
              ) -> Iterator[ScanBatch]:
     yield from _scanned(_items(feed, window, fields), fields, pool)
 
 
-def _items(feed: _Feed, window: int, fields: object) -> Iterator[tuple[Item, int]]:
+def _items(feed: Feed, window: int, fields: object) -> Iterator[tuple[Item, int]]:
     """The records of each window, as (index or scanned batch, number of its first record)."""
     buf, base, final = feed.window(0, HEAD_LEN)
     fmt = detect_format(buf, final, feed.name)

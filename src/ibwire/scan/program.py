@@ -230,3 +230,41 @@ def empty_columns(count: int, selected: tuple[int, ...]) -> dict[str, np.ndarray
         out[name] = block[at:at + size].view(dtype).reshape(shape)
         at += size
     return {name: out[name] for name, _, _ in shapes}  # in the documented order
+
+
+def layout() -> dict[str, object]:
+    """What the C scanner needs besides the field instructions, as plain values: written to
+    ``ibwire/scan/_layout.py`` by ``tools/gen_scan_layout.py`` so that a scan that selects no
+    field (``ibwire check``) starts without the Construct declarations. A test checks that the
+    written module equals this."""
+    chain, length, flags = opcode_chains()
+    return {
+        "SLOT_SIZES": tuple(h.size for h in SLOTS),
+        "SLOT": dict(SLOT),
+        "CHAIN": chain.tobytes(),
+        "CHAIN_LEN": length.tobytes(),
+        "OP_FLAGS": flags.tobytes(),
+        "RMPP": rmpp_classes().tobytes(),
+        "WELL_KNOWN_QPS": WELL_KNOWN_QPS,
+        "SITE_SLOT_BASE": SITE_SLOT_BASE,
+        "SITE_PADCNT": SITE_PADCNT,
+    }
+
+
+def layout_source() -> str:
+    """The text of ``ibwire/scan/_layout.py``."""
+    lines = ['"""The scanner layout of ``ibwire.scan.program.layout()``, written by',
+             "tools/gen_scan_layout.py; tests/scan/test_layout.py checks it is current. Do not",
+             'edit: run the tool."""', "", "from __future__ import annotations", ""]
+    for name, value in layout().items():
+        if isinstance(value, bytes):
+            text = value.hex()
+            chunks = [text[i:i + 88] for i in range(0, len(text), 88)]
+            body = "\n".join(f'    "{c}"' for c in chunks)
+            lines.append(f"{name} = bytes.fromhex(\n{body}\n)")
+        elif isinstance(value, dict):
+            items = "".join(f'    "{k}": {v},\n' for k, v in value.items())
+            lines.append(f"{name}: dict[str, int] = {{\n{items}}}")
+        else:
+            lines.append(f"{name} = {value!r}")
+    return "\n".join(lines) + "\n"

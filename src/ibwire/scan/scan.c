@@ -271,6 +271,31 @@ static inline uint32_t rd32(const uint8_t *p, int swapped)
     return swapped ? __builtin_bswap32(v) : v;
 }
 
+/* The caplen of the record header at pos, or -1 with *status set: 1 caplen above max_caplen,
+ * 2 the record not all in [pos, end). There are at least 16 bytes at pos. */
+static inline int64_t record_caplen(const uint8_t *buf, int64_t pos, int64_t end, int swapped,
+                                    uint32_t max_caplen, int *status)
+{
+    uint32_t len = rd32(buf + pos + 8, swapped);
+    if (len > max_caplen) {
+        *status = 1;
+        return -1;
+    }
+    if ((int64_t)len > end - pos - 16) {
+        *status = 2;
+        return -1;
+    }
+    return len;
+}
+
+/* Where a walk that stopped at pos ends: a partial record header is status 2. */
+static inline void walk_stopped(int64_t pos, int64_t end, int64_t *next, int *status)
+{
+    if (*status == 0 && end > pos && end - pos < 16)
+        *status = 2;
+    *next = pos;
+}
+
 /* The record walk of ibw_pcap_records and ibw_scan_pcap; scan: NULL to only walk. */
 static int64_t pcap_walk(const uint8_t *buf, int64_t pos, int64_t end, int swapped,
                          int64_t fraction_ns, uint32_t max_caplen, int64_t cap, int64_t *offs,
@@ -282,20 +307,14 @@ static int64_t pcap_walk(const uint8_t *buf, int64_t pos, int64_t end, int swapp
     *status = 0;
     while (rows < cap && end - pos >= 16) {
         const uint8_t *h = buf + pos;
-        uint32_t len = rd32(h + 8, swapped);
-        if (len > max_caplen) {
-            *status = 1;
+        int64_t len = record_caplen(buf, pos, end, swapped, max_caplen, status);
+        if (len < 0)
             break;
-        }
-        if ((int64_t)len > end - pos - 16) {
-            *status = 2;
-            break;
-        }
         offs[rows] = pos + 16;
         caplen[rows] = len;
         orig_len[rows] = rd32(h + 12, swapped);
         ts[rows] = (int64_t)rd32(h, swapped) * 1000000000 + (int64_t)rd32(h + 4, swapped) * fraction_ns;
-        pos += 16 + (int64_t)len;
+        pos += 16 + len;
         if (out != NULL) {
             /* the next header's cache miss overlaps the checks of this frame */
             if (end - pos >= 16)
@@ -308,9 +327,7 @@ static int64_t pcap_walk(const uint8_t *buf, int64_t pos, int64_t end, int swapp
         }
         rows++;
     }
-    if (*status == 0 && end > pos && end - pos < 16)
-        *status = 2; /* a partial record header */
-    *next = pos;
+    walk_stopped(pos, end, next, status);
     return rows;
 }
 
@@ -331,4 +348,103 @@ int64_t ibw_scan_pcap(const uint8_t *buf, int64_t pos, int64_t end, int swapped,
 {
     return pcap_walk(buf, pos, end, swapped, fraction_ns, max_caplen, cap, offs, caplen,
                      orig_len, ts, next, status, link, prog, out);
+}
+
+/* One row of columns, for a scan that only counts. */
+typedef struct scratch_row {
+    uint32_t headers, icrc;
+    int32_t off_network, off_bth, off_payload, payload_len, off_icrc, off_vcrc, error_off;
+    uint16_t vcrc;
+    uint8_t encapsulation, vlan_count, error, site;
+    int8_t ecn, icrc_ok, vcrc_ok;
+} scratch_row;
+
+int64_t ibw_check_pcap(const uint8_t *buf, int64_t pos, int64_t end, int swapped,
+                       uint32_t max_caplen, uint32_t snaplen, int link,
+                       const ibw_scan_prog *prog, ibw_tally *tally, int64_t *flagged,
+                       int64_t cap_flagged, int64_t *next, int *status)
+{
+    static void *const no_columns[1] = {NULL}; /* the program selects no header field */
+    scratch_row r;
+    const ibw_scan_out out = {
+        no_columns, &r.encapsulation, &r.headers, &r.vlan_count, &r.ecn, &r.off_network,
+        &r.off_bth, &r.off_payload, &r.payload_len, &r.off_icrc, &r.off_vcrc, &r.icrc, &r.vcrc,
+        &r.icrc_ok, &r.vcrc_ok, &r.error, &r.site, &r.error_off};
+    int64_t listed = 0, first = tally->records + 1;
+    *status = 0;
+    while (listed < cap_flagged && end - pos >= 16) {
+        const uint8_t *h = buf + pos;
+        int64_t len = record_caplen(buf, pos, end, swapped, max_caplen, status);
+        if (len < 0)
+            break;
+        uint32_t orig = rd32(h + 12, swapped);
+        int64_t frame = pos + 16;
+        pos = frame + len;
+        if (end - pos >= 16)
+            __builtin_prefetch(buf + pos);
+        memset(&r, 0, sizeof r);
+        defaults(&out, 0);
+        if (link >= IBW_LINK_COUNT)
+            r.error = IBW_NOT_IB;
+        else
+            scan_frame(prog, &out, 0, h + 16, len, link);
+        int failed = r.icrc_ok == 0 || r.vcrc_ok == 0 || (r.error != IBW_OK && r.error != IBW_NOT_IB);
+        tally->records++;
+        tally->ib += r.encapsulation != IBW_KIND_NONE && r.error != IBW_NOT_IB;
+        tally->other += r.error == IBW_NOT_IB;
+        tally->failed += failed;
+        tally->icrc_bad += r.icrc_ok == 0;
+        tally->vcrc_bad += r.vcrc_ok == 0;
+        tally->errors += r.error > IBW_NOT_IB;
+        if (failed || (uint64_t)len > orig || (snaplen > 0 && (uint64_t)len > snaplen)) {
+            flagged[2 * listed] = tally->records - first;
+            flagged[2 * listed + 1] = frame;
+            listed++;
+        }
+    }
+    walk_stopped(pos, end, next, status);
+    return listed;
+}
+
+/* Is there a plausible record header at pos, all of its record in [pos, end)? Its length,
+ * -1 if not. Plausible: caplen at least 8 (zero bytes make no record) and at most max_caplen
+ * and orig_len, orig_len under 16 MiB (a frame, even a GRO one), a fraction of a second under
+ * fraction_limit, and (after the first) seconds within a day of the previous record's. */
+#define PLAUSIBLE_ORIG_LEN (1u << 24)
+
+static inline int64_t plausible(const uint8_t *buf, int64_t pos, int64_t end, int swapped,
+                                uint32_t max_caplen, uint32_t fraction_limit, int64_t *seconds)
+{
+    if (end - pos < 16)
+        return -1;
+    const uint8_t *h = buf + pos;
+    uint32_t len = rd32(h + 8, swapped);
+    int64_t s = rd32(h, swapped);
+    uint32_t orig = rd32(h + 12, swapped);
+    if (len < 8 || len > max_caplen || len > orig || orig >= PLAUSIBLE_ORIG_LEN
+        || rd32(h + 4, swapped) >= fraction_limit || (int64_t)len > end - pos - 16
+        || (*seconds >= 0 && (s > *seconds + 86400 || s < *seconds - 86400)))
+        return -1;
+    *seconds = s;
+    return 16 + (int64_t)len;
+}
+
+int64_t ibw_pcap_sync(const uint8_t *buf, int64_t from, int64_t end, int swapped,
+                      uint32_t max_caplen, uint32_t fraction_limit, int depth, int64_t search)
+{
+    int64_t last = from + search < end ? from + search : end;
+    for (int64_t at = from; at < last; at++) {
+        int64_t pos = at, seconds = -1;
+        int k = 0;
+        for (; k < depth && pos < end; k++) {
+            int64_t size = plausible(buf, pos, end, swapped, max_caplen, fraction_limit,
+                                     &seconds);
+            if (size < 0)
+                break;
+            pos += size;
+        }
+        if (k == depth || (k > 0 && pos == end))
+            return at;
+    }
+    return -1;
 }

@@ -82,4 +82,31 @@ int64_t ibw_scan_pcap(const uint8_t *buf, int64_t pos, int64_t end, int swapped,
                       int64_t *caplen, uint32_t *orig_len, int64_t *ts, int64_t *next,
                       int *status);
 
+/* What ibw_check_pcap counts (the summary of `ibwire check`). */
+typedef struct ibw_tally {
+    int64_t records; /* records walked */
+    int64_t ib;      /* an encapsulation was recognised (even if it then failed) */
+    int64_t other;   /* other traffic (IBW_NOT_IB) */
+    int64_t failed;  /* a CRC mismatch or an error other than IBW_NOT_IB */
+    int64_t icrc_bad, vcrc_bad, errors;
+} ibw_tally;
+
+/* ibw_scan_pcap without columns: every record is scanned and counted into *tally (added to).
+ * The records to look at again (failed, or caplen above snaplen or orig_len: a capture
+ * warning) are listed in flagged[] as pairs (record from the first one walked here, frame
+ * offset), at most cap_flagged pairs: the walk stops after the record that fills it. Returns
+ * the count listed; *next and *status as ibw_pcap_records. */
+int64_t ibw_check_pcap(const uint8_t *buf, int64_t pos, int64_t end, int swapped,
+                       uint32_t max_caplen, uint32_t snaplen, int link,
+                       const ibw_scan_prog *prog, ibw_tally *tally, int64_t *flagged,
+                       int64_t cap_flagged, int64_t *next, int *status);
+
+/* Where a run of `depth` whole, plausible classic pcap record headers (8 <= caplen <=
+ * max_caplen and orig_len < 16 MiB, fraction of a second < fraction_limit, seconds within a day of the
+ * previous record's) starts, searching [from, from + search); -1 if none (a run that ends
+ * exactly at end counts too). Only a guess to split a buffer between threads: the walk from the
+ * start must arrive exactly there for the guess to be used. */
+int64_t ibw_pcap_sync(const uint8_t *buf, int64_t from, int64_t end, int swapped,
+                      uint32_t max_caplen, uint32_t fraction_limit, int depth, int64_t search);
+
 #endif /* IBWIRE_SCAN_H */

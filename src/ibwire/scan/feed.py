@@ -1,0 +1,114 @@
+"""Reading a capture in windows: a fresh read-only map of each window of a regular file
+(unmapped when the next one is made, so resident memory stays near one window), a read
+buffer for a pipe, standard input or gzip data. Needs no numpy: ``ibwire check`` reads
+through it before anything else is loaded."""
+
+from __future__ import annotations
+
+import mmap
+import os
+import stat
+import sys
+from typing import BinaryIO, Protocol
+
+from ibwire.errors import CaptureError, IbwireError
+from ibwire.pcap.gunzip import GunzipStream, PrefixedStream
+from ibwire.pcap.source import GZIP_MAGIC, Source, read_upto
+
+
+class Feed(Protocol):
+    name: str
+    error: IbwireError | None
+
+    def window(self, pos: int, need: int) -> tuple[memoryview, int, bool]:
+        """A buffer from absolute offset ``base`` <= ``pos`` holding at least ``need`` bytes
+        from ``pos`` unless the data ends first: (buffer, base, no data after it). When
+        ``error`` is set, the data was cut short by it."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class MappedFeed:
+    """Windows of a regular file, each its own read-only map."""
+
+    def __init__(self, handle: BinaryIO, size: int, name: str, length: int) -> None:
+        self.handle, self.size, self.name, self.length = handle, size, name, length
+        self.error: IbwireError | None = None
+        self.map: mmap.mmap | None = None
+
+    def window(self, pos: int, need: int) -> tuple[memoryview, int, bool]:
+        self._unmap()
+        start = pos - pos % mmap.ALLOCATIONGRANULARITY
+        length = min(self.size - start, max(self.length, pos - start + need))
+        self.map = mmap.mmap(self.handle.fileno(), length, offset=start, access=mmap.ACCESS_READ)
+        if hasattr(self.map, "madvise"):
+            self.map.madvise(mmap.MADV_SEQUENTIAL)
+        return memoryview(self.map), start, start + length >= self.size
+
+    def _unmap(self) -> None:
+        if self.map is not None:
+            try:
+                self.map.close()
+            except BufferError:
+                pass  # a batch still holds a view of it: it goes when that does
+            self.map = None
+
+    def close(self) -> None:
+        self._unmap()
+        self.handle.close()
+
+
+class StreamFeed:
+    """Windows of a byte stream (a pipe, standard input, gzip data)."""
+
+    def __init__(self, stream: BinaryIO | GunzipStream | PrefixedStream, name: str, length: int,
+                 compressed: bool, owned: BinaryIO | None) -> None:
+        self.stream, self.name, self.length = stream, name, length
+        self.compressed, self.owned = compressed, owned
+        self.data, self.base, self.eof = b"", 0, False
+        self.error: IbwireError | None = None
+
+    def window(self, pos: int, need: int) -> tuple[memoryview, int, bool]:
+        self.data, self.base = self.data[pos - self.base:], pos
+        want = max(self.length, need) - len(self.data)
+        if want > 0 and not self.eof:
+            more, self.eof, error = read_upto(self.stream, want, self.compressed)
+            self.error = error or self.error
+            self.data += more
+        return memoryview(self.data), self.base, self.eof
+
+    def close(self) -> None:
+        if self.owned is not None:
+            self.owned.close()
+
+
+def open_feed(source: Source, length: int) -> Feed:
+    if source == "-":
+        stream: BinaryIO = sys.stdin.buffer
+        name, owned = "<stdin>", None
+    elif isinstance(source, (str, os.PathLike)):
+        name = os.fspath(source)
+        try:
+            handle = open(source, "rb")
+            info = os.fstat(handle.fileno())
+        except OSError as exc:
+            raise CaptureError(f"{name}: cannot open ({exc.strerror})") from exc
+        if stat.S_ISREG(info.st_mode) and info.st_size == 0:
+            handle.close()
+            raise CaptureError(f"{name}: empty file", offset=0)
+        if stat.S_ISREG(info.st_mode) and handle.read(2) != GZIP_MAGIC:
+            return MappedFeed(handle, info.st_size, name, length)
+        handle.seek(0)
+        stream, owned = handle, handle
+    else:
+        stream, owned = source, None
+        found = getattr(source, "name", None)
+        name = found if isinstance(found, str) else repr(source)
+    try:
+        head = stream.read(2)
+    except OSError as exc:
+        raise CaptureError(f"{name}: cannot read ({exc.strerror})") from exc
+    if head == GZIP_MAGIC:
+        return StreamFeed(GunzipStream(PrefixedStream(head, stream)), name, length, True, owned)
+    return StreamFeed(PrefixedStream(head, stream), name, length, False, owned)

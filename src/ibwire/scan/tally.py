@@ -1,0 +1,205 @@
+"""Counting a classic pcap file, for ``ibwire check``: no columns, two threads, no numpy.
+
+A regular, uncompressed classic pcap file whose records are the frames themselves (Ethernet,
+raw IP, LINKTYPE_INFINIBAND, or a link ibwire does not read) is read in windows of
+``ibwire.scan.feed``. Each window is split in two at a record boundary guessed near its middle
+(``pcap_sync``); both halves are scanned and counted in C at once, the GIL released. The guess
+is used only when the walk of the first half ends exactly on it; otherwise the second half's
+work is dropped and the walk goes on from where the first stopped, so the result never
+depends on the guess.
+
+What comes out, window by window, is the counts (``TALLY``) and the records to look at again
+(failed, or a caplen above the snaplen or orig_len), with their bytes; a record walk that ends
+in an error (an absurd caplen, a record cut by the end of the file) ends with that error, as
+in ``ibwire.pcap``. Anything else returns None from :func:`open_tally`: the full scanner
+(``scan_capture``) is then the way.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from types import ModuleType, TracebackType
+from typing import Any
+
+from ibwire._twins import load_twin
+from ibwire.errors import CaptureError, IbwireError
+from ibwire.pcap.linktypes import direct_link_codes, header_kind
+from ibwire.pcap.pcap import (
+    GLOBAL_HEADER_LEN,
+    RECORD_HEADER_LEN,
+    PcapHeader,
+    PcapWalker,
+    is_modified_pcap,
+    parse_pcap_header,
+    pcap_magic,
+    pcap_stop,
+)
+from ibwire.pcap.records import LINK_OTHER, MAX_CAPLEN
+from ibwire.pcap.source import Source
+from ibwire.scan.feed import MappedFeed, open_feed
+
+WINDOW = 64 * 1024 * 1024
+SPLIT_AT_LEAST = 1024 * 1024
+"""Smaller windows are scanned by one thread."""
+SYNC_DEPTH = 8
+"""Plausible records in a row that make a guessed boundary."""
+SYNC_SEARCH = 1024 * 1024
+FLAGGED_CAP = 4096
+"""Records listed per C call at most (the walk then pauses for them to be copied)."""
+_NATIVE = "<" if sys.byteorder == "little" else ">"
+
+
+def engine() -> tuple[ModuleType, str]:
+    """The counting scan's C engine or its Python twin, as ``ibwire.scan.implementation``."""
+    return load_twin("ibwire.scan._tally", "ibwire.scan._tally_python")
+
+
+@dataclass
+class Flagged:
+    """A record to look at again: its number (from 0), where its frame is in the file, its
+    timestamp, orig_len and frame bytes."""
+
+    record: int
+    offset: int
+    timestamp_ns: int
+    orig_len: int
+    frame: bytes
+
+
+@dataclass
+class Window:
+    """What one window added: counts in ``TALLY`` order, flagged records, and the error that
+    ends the file (``error_record``: its number) if the walk stopped on one."""
+
+    counts: tuple[int, ...]
+    flagged: list[Flagged] = field(default_factory=list)
+    error: IbwireError | None = None
+    error_record: int = 0
+    position: int = 0
+
+
+class Tally:
+    """A classic pcap file being counted (see the module); iterate :meth:`windows`."""
+
+    def __init__(self, feed: MappedFeed, header: PcapHeader, threads: int) -> None:
+        self.feed, self.header, self.threads = feed, header, threads
+        self.engine, self.implementation = engine()
+        self.link = LINK_OTHER if (code := direct_link_codes().get(header.linktype)) is None \
+            else code
+        self.swapped = header.byte_order != _NATIVE
+        self.fraction_ns = 1 if header.nanoseconds else 1000
+        self.limit = 1_000_000_000 if header.nanoseconds else 1_000_000
+        self.names: tuple[str, ...] = self.engine.TALLY
+
+    def __enter__(self) -> Tally:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.feed.close()
+
+    def _check(self, buf: Any, start: int, end: int) -> tuple[Any, ...]:
+        return self.engine.check_pcap(buf, start, end, self.swapped, MAX_CAPLEN,
+                                      self.header.snaplen, self.link, FLAGGED_CAP)
+
+    def _scan(self, buf: Any, start: int, end: int) -> tuple[Any, ...]:
+        """One window: (counts, flagged (record from start, frame offset), stop, status)."""
+        sync = -1
+        if self.threads > 1 and end - start >= SPLIT_AT_LEAST:
+            sync = self.engine.pcap_sync(buf, start + (end - start) // 2, end, self.swapped,
+                                         MAX_CAPLEN, self.limit, SYNC_DEPTH, SYNC_SEARCH)
+        if sync < 0:
+            return self._check(buf, start, end)
+        second: list[tuple[Any, ...] | BaseException] = []
+        worker = threading.Thread(target=_into, args=(second, self._check, buf, sync, end),
+                                  name="ibwire-tally")
+        worker.start()
+        try:
+            first = self._check(buf, start, sync)
+        finally:
+            worker.join()
+        if isinstance(second[0], BaseException):
+            raise second[0]
+        _counts, _flagged, stop, status = first
+        if stop == sync and status == 0:
+            rest = second[0]
+        elif status == 2:  # the guess was wrong (it cut a record): walk on from the stop
+            rest = self._check(buf, stop, end)
+        else:  # the first half paused (flagged records) or met an absurd caplen
+            return first
+        return _joined(first, rest)
+
+    def windows(self) -> Iterator[Window]:
+        pos, need, record = GLOBAL_HEADER_LEN, RECORD_HEADER_LEN, 0
+        walker = PcapWalker(self.header)
+        while True:
+            buf, base, at_end = self.feed.window(pos, need)
+            try:
+                counts, flagged, stop, status = self._scan(buf, pos - base, len(buf))
+                window = Window(counts, [self._flagged(buf, base, record + r, at)
+                                         for r, at in flagged], position=base + stop)
+                record += counts[0]
+                error, want, finished = pcap_stop(walker, buf, stop, status, at_end, base)
+            finally:
+                buf.release()
+            if error is not None:
+                window.error, window.error_record = error, record
+            yield window
+            if finished or error is not None:
+                return
+            pos, need = base + stop, max(want, RECORD_HEADER_LEN)  # want: a record's bytes
+
+    def _flagged(self, buf: Any, base: int, record: int, at: int) -> Flagged:
+        seconds, fraction, caplen, orig = struct.unpack_from(
+            self.header.byte_order + "IIII", buf, at - RECORD_HEADER_LEN)
+        return Flagged(record, base + at, seconds * 1_000_000_000 + fraction * self.fraction_ns, orig,
+                       bytes(buf[at:at + caplen]))
+
+
+def _joined(first: tuple[Any, ...], then: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Two walks, the second from where the first stopped, as one."""
+    counts, flagged = first[0], first[1]
+    more, flagged_more, stop, status = then
+    return (tuple(a + b for a, b in zip(counts, more, strict=True)),
+            flagged + [(counts[0] + r, at) for r, at in flagged_more], stop, status)
+
+
+def _into(out: list[Any], work: Callable[..., Any], *args: Any) -> None:
+    try:
+        out.append(work(*args))
+    except BaseException as exc:  # re-raised in the thread that waits
+        out.append(exc)
+
+
+def open_tally(source: Source, threads: int = 2, window: int = WINDOW) -> Tally | None:
+    """A :class:`Tally` of ``source`` when it is a file this path counts, else None (the file
+    is closed; standard input, a pipe or a file object is left unread). File-level problems
+    raise :class:`CaptureError` as ``scan_capture`` would."""
+    if not isinstance(source, (str, os.PathLike)) or source == "-" or not os.path.isfile(source):
+        return None
+    feed = open_feed(source, window)
+    if not isinstance(feed, MappedFeed):
+        feed.close()
+        return None
+    try:
+        buf, _base, _at_end = feed.window(0, GLOBAL_HEADER_LEN)
+        try:
+            head = bytes(buf[:GLOBAL_HEADER_LEN])
+        finally:
+            buf.release()
+        if pcap_magic(head) is None or is_modified_pcap(head) or len(head) < GLOBAL_HEADER_LEN:
+            feed.close()
+            return None
+        header = parse_pcap_header(head, feed.name)
+    except (CaptureError, OSError):
+        feed.close()
+        return None  # the full path says what is wrong, in its own words
+    if header_kind(header.linktype) is not None:
+        feed.close()
+        return None
+    return Tally(feed, header, threads)

@@ -27,15 +27,19 @@ class IbwireError(Exception):
         self.record = record
         super().__init__(self._message())
 
-    def _message(self) -> str:
+    def _message(self, with_record: bool = True) -> str:
         where = []
-        if self.record is not None:
+        if self.record is not None and with_record:
             where.append(f"record {self.record}")
         if self.header is not None:
             where.append(f"{self.header}.{self.field}" if self.field else self.header)
         if self.offset is not None:
             where.append(f"byte {self.offset}")
         return f"{self.reason} ({', '.join(where)})" if where else self.reason
+
+    def in_record(self) -> str:
+        """The message without the record number, for a line that starts with it."""
+        return self._message(with_record=False)
 
     def at_record(self, record: int) -> IbwireError:
         """Return the same error tagged with the capture record it came from."""

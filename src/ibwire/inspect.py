@@ -39,8 +39,9 @@ class Inspection:
 
     @property
     def reason(self) -> str:
+        """Why it failed, for a line that names the record first."""
         if self.error is not None:
-            return str(self.error)
+            return self.error.in_record()
         bad = []
         if self.icrc_ok is False:
             bad.append("ICRC mismatch")

@@ -36,6 +36,9 @@ def test_check_reports_each_failing_packet_and_exits_one(capsys):
     assert any("record 4: ICRC mismatch (wire 0xefbeadde, computed 0x" in line for line in lines)
     assert any("record 6:" in line and "ip.len" in line for line in lines)
     assert "2 failed (ICRC 1, VCRC 0, errors 1)" in lines[-1]
+    for how in ((), ("-c", "100"), ("--where", "frame > 0")):  # every path names it once
+        _status, out, _ = run(capsys, "check", *how, str(SAMPLES / "sample-corrupt.pcap"))
+        assert [line.count("record 6") for line in out.splitlines() if "ip.len" in line] == [1]
 
 
 def test_check_unreadable_file_exits_two_with_one_line(capsys, tmp_path):

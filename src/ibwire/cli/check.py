@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _warning(warning: IbwireError, number: int) -> str:
     """A capture warning: printed with its record, not counted as a failure."""
-    return f"warning: {warning.at_record(number)}"
+    return f"warning: {warning.at_record(number).in_record()}"
 
 
 def _report(path: str, batch: ScanBatch, c: dict[str, np.ndarray], failed: np.ndarray

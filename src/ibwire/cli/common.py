@@ -76,8 +76,8 @@ def inspections(path: str, args: argparse.Namespace) -> Iterator[Inspection]:
 
 
 def failure_reason(batch: ScanBatch, row: int) -> str:
-    """Why a failing row failed: the dissector's error where it has one (the most precise),
-    else the scanner's, else the CRC values."""
+    """Why a failing row failed, for a line that names the record first: the dissector's
+    error where it has one (the most precise), else the scanner's, else the CRC values."""
     from ibwire import crc
     from ibwire.dissect import parse
     from ibwire.errors import IbwireError
@@ -93,7 +93,7 @@ def failure_reason(batch: ScanBatch, row: int) -> str:
                 error = exc
         assert error is not None
         cut = error.cut_by_capture(int(batch["frame.len"][row]), int(batch["frame.orig_len"][row]))
-        return str(cut.at_record(number))
+        return cut.at_record(number).in_record()
     verdict = crc.verify(bytes(batch.frame(row)), batch.link(row))
     bad = []
     if verdict.icrc_ok is False:

@@ -7,6 +7,7 @@ import os
 import struct
 from pathlib import Path
 
+from ibwire.errors import IbwireError
 from ibwire.pcap import LINK_CODES, CaptureRecord, index_buffer
 
 SHARED_CAPTURES = Path(os.environ.get("IBWIRE_SHARED", Path(__file__).resolve().parents[3] / "shared")
@@ -151,12 +152,18 @@ def pcapng_file(frames: list[bytes], linktype: int = 1, *, order: str = "<") -> 
     return out
 
 
+def warning_key(warning: IbwireError | None) -> tuple | None:
+    return None if warning is None else (type(warning), warning.offset, warning.reason)
+
+
 def assert_index_agrees(data: bytes, records: list[CaptureRecord]) -> None:
     """The index fast path over ``data`` has the same rows as the streaming ``records``."""
     index = index_buffer(data)
     assert len(index.offsets) == len(records)
     errors = iter(index.errors)
+    warned = {w.record: w for w in index.warnings}  # the last one of a row wins, as in batches
     for row, record in enumerate(records):
+        assert warning_key(warned.get(row)) == warning_key(record.warning), row
         assert index.link_codes[row] == LINK_CODES[record.link]
         assert index.lengths[row] == record.caplen
         if record.error is not None:

@@ -19,11 +19,14 @@ from ibwire.strategies import packets
 from tests.pcap.capture_synth import (
     SHARED_CAPTURES,
     T0,
+    assert_index_agrees,
     erf_record,
     pcap_file,
+    pcap_header,
     pcap_record,
     pcapng_file,
     sll_header,
+    warning_key,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,6 +39,7 @@ def assert_scan_agrees(source: object, records: list, window: int) -> None:
         for row in range(len(batch)):
             record = records[rows]
             assert batch["record"][row] == record.index == rows
+            assert warning_key(batch.warnings.get(row)) == warning_key(record.warning), rows
             if record.error is not None:
                 error = batch.error(row)
                 assert (type(error), error.offset, error.reason) == (
@@ -90,6 +94,25 @@ def test_formats_and_windows(tmp_path, monkeypatch, kind, window, rows):
     assert len(records) == len(FRAMES)
     assert_scan_agrees(path, records, window)
     assert_scan_agrees(io.BytesIO(data), records, window)
+
+
+@pytest.mark.parametrize("window", [64, 1 << 20])
+def test_erf_records_cut_by_their_pcap_record_are_warned(tmp_path, window):
+    """An ERF record whose pcap record ends inside its frame is usable with a warning, in the
+    scanner as in the reader; a caplen over the snaplen too (that warning wins)."""
+    whole = [erf_record(T0, 2, b"\0\0" + f) for f in FRAMES[:4]]
+    cut = [(whole[0], None), (whole[1][:40], None), (whole[2], None), (whole[3][:30], 10)]
+    data = pcap_header(197, snaplen=max(map(len, whole)))
+    for k, (erf, orig) in enumerate(cut):
+        data += pcap_record(T0 + k, erf, orig_len=orig or len(whole[k]))
+    path = tmp_path / "capture.pcap"
+    path.write_bytes(data)
+    records = list(read_capture(path))
+    reasons = [r.warning.reason if r.warning else None for r in records]
+    assert reasons[0] is None and reasons[2] is None
+    assert "ERF record cut" in reasons[1] and "caplen 30 > orig_len 10" in reasons[3]
+    assert_scan_agrees(path, records, window)
+    assert_index_agrees(data, records)
 
 
 @pytest.mark.parametrize("tail, window", [

@@ -165,7 +165,9 @@ def _index_pcap(buffer: Buffer | mmap.mmap, walker: PcapWalker, start: int) -> C
     codes = np.full(rows, LINK_OTHER if code is None else code, np.uint8)
     linktypes = np.full(rows, linktype, np.uint16)
     warnings = caplen_warnings(lengths[:good], wire[:good], header.snaplen, offsets[:good], 0)
-    errors = locate_frames(buffer, linktype, good, offsets, lengths, timestamps, codes, wire)
+    errors, link_warnings = locate_frames(buffer, linktype, good, offsets, lengths, timestamps,
+                                          codes, wire)
+    warnings = [*link_warnings, *warnings]  # a caplen warning wins, as in the reader
     if tail_error is not None:
         errors.append(tail_error.at_record(good))
         offsets[good] = lengths[good] = wire[good] = timestamps[good] = 0
@@ -179,23 +181,25 @@ def _index_pcap(buffer: Buffer | mmap.mmap, walker: PcapWalker, start: int) -> C
 
 def locate_frames(buffer: Buffer | mmap.mmap, linktype: int, count: int, offsets: np.ndarray,
                   lengths: np.ndarray, timestamps: np.ndarray, codes: np.ndarray,
-                  wire: np.ndarray) -> list[IbwireError]:
+                  wire: np.ndarray) -> tuple[list[IbwireError], list[IbwireError]]:
     """For a link type with a header before the frame (ERF, SLL, SLL2): move the first
     ``count`` rows, which hold whole records, to their frames in place (link code, ERF
-    timestamp and wire length too); return the errors, ``record`` = their row."""
+    timestamp and wire length too); return the errors and the warnings (an ERF record cut by
+    its capture record), ``record`` = their row."""
     errors: list[IbwireError] = []
+    warnings: list[IbwireError] = []
     kind = header_kind(linktype) if direct_link_codes().get(linktype) is None else None
     if kind is None:
-        return errors
+        return errors, warnings
     octets = np.frombuffer(buffer, np.uint8)
     for first in range(0, count, _GATHER_ROWS):
         last = min(first + _GATHER_ROWS, count)
         left = locate_block(kind, octets, offsets[first:last], lengths[first:last],
                             timestamps[first:last], codes[first:last], wire[first:last])
         _locate_each(buffer, (left + first).tolist(), offsets, lengths, timestamps, codes,
-                     wire, linktype, errors)
+                     wire, linktype, errors, warnings)
     del octets
-    return errors
+    return errors, warnings
 
 
 def _gather_fields(view: memoryview, heads: np.ndarray, byte_order: str, fraction_ns: int,
@@ -221,14 +225,17 @@ def _gather_fields(view: memoryview, heads: np.ndarray, byte_order: str, fractio
 
 def _locate_each(buffer: Buffer | mmap.mmap, rows: list[int], offsets: np.ndarray,
                  lengths: np.ndarray, timestamps: np.ndarray, codes: np.ndarray,
-                 wire: np.ndarray, linktype: int, errors: list[IbwireError]) -> None:
+                 wire: np.ndarray, linktype: int, errors: list[IbwireError],
+                 warnings: list[IbwireError]) -> None:
     """Find the frame inside each of ``rows`` with the per-record locator, in place."""
     locate = locator_for(linktype)
     view = memoryview(buffer)
     for row in rows:
         start = int(offsets[row])
-        code, frame_start, frame_end, wire_len, erf_ts, _t, _f, _w, error = locate(
+        code, frame_start, frame_end, wire_len, erf_ts, _t, _f, warning, error = locate(
             view, start, start + int(lengths[row]), int(wire[row]), 0)
+        if warning is not None and error is None:
+            warnings.append(warning.at_record(row))
         if error is not None:
             errors.append(error.at_record(row))
             frame_start = frame_end = wire_len = erf_ts = 0

@@ -82,9 +82,12 @@ def locate_block(kind: str, octets: np.ndarray, offsets: np.ndarray, lengths: np
 
 
 def _erf(head: np.ndarray, held: np.ndarray) -> np.ndarray:
-    """Which ERF records numpy settles: no extension header, headers inside rlen and held."""
+    """Which ERF records numpy settles: no extension header, headers inside rlen and held, and
+    the frame not cut by the capture record (that one gets a warning, from the locator)."""
     _codes, pads = _erf_tables()
     header_len = ERF_HEADER_LEN + pads[head[:, 8] & 0x7F]
     rlen = _u16(head, 10).astype(np.int64)
-    settled: np.ndarray = ((head[:, 8] & 0x80) == 0) & (rlen >= header_len) & (held >= header_len)
+    declared = np.minimum(rlen - header_len, _u16(head, 14).astype(np.int64))
+    settled: np.ndarray = ((head[:, 8] & 0x80) == 0) & (rlen >= header_len) & \
+        (held >= header_len) & (held - header_len >= declared)
     return settled

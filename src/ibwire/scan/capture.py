@@ -100,10 +100,12 @@ def _pcap_rows(walker: PcapWalker, buf: memoryview, start: int, final: bool, bas
     linktypes = np.full(rows, header.linktype, np.uint16)
     warnings = caplen_warnings(lengths[:count], wire[:count], header.snaplen, offsets[:count],
                                base)
-    errors = locate_frames(buf, header.linktype, count, offsets, lengths, timestamps, codes, wire)
-    for error in errors:  # the locators count from the window; messages count from the file
-        if error.offset is not None:
+    errors, link_warnings = locate_frames(buf, header.linktype, count, offsets, lengths,
+                                          timestamps, codes, wire)
+    for error in [*errors, *link_warnings]:  # the locators count from the window, messages
+        if error.offset is not None:         # from the file
             error.offset += base
+    warnings = [*link_warnings, *warnings]  # a caplen warning wins, as in the reader
     failed_rows = {error.record for error in errors}
     warnings = [w for w in warnings if w.record not in failed_rows]
     if tail is not None:

@@ -215,13 +215,15 @@ static void defaults(const ibw_scan_out *out, int64_t i)
     out->icrc_ok[i] = out->vcrc_ok[i] = -1;
 }
 
-/* One frame into row i. */
-static void scan_frame(const ibw_scan_prog *prog, const ibw_scan_out *out, int64_t i,
-                       const uint8_t *p, int64_t n, int link)
+/* One frame into row i; network 0: not the link and network columns (only verdicts and the
+ * transport walk, which can fail). */
+static inline void scan_frame(const ibw_scan_prog *prog, const ibw_scan_out *out, int64_t i,
+                              const uint8_t *p, int64_t n, int link, int network_columns)
 {
     ibw_span s;
     ibw_check c;
-    network(prog, out, i, p, n, link);
+    if (network_columns)
+        network(prog, out, i, p, n, link);
     ibw_verify(p, n, link, &s, &c);
     out->encapsulation[i] = c.kind;
     if (c.error != IBW_OK) {
@@ -258,7 +260,7 @@ void ibw_scan(const uint8_t *buf, int64_t buflen, const int64_t *offs, const int
             out->error[i] = IBW_TRUNCATED;
             continue;
         }
-        scan_frame(prog, out, i, buf + off, n, link);
+        scan_frame(prog, out, i, buf + off, n, link, 1);
     }
 }
 
@@ -323,7 +325,7 @@ static int64_t pcap_walk(const uint8_t *buf, int64_t pos, int64_t end, int swapp
             if (link >= IBW_LINK_COUNT)
                 out->error[rows] = IBW_NOT_IB;
             else
-                scan_frame(prog, out, rows, h + 16, len, link);
+                scan_frame(prog, out, rows, h + 16, len, link, 1);
         }
         rows++;
     }
@@ -387,7 +389,7 @@ int64_t ibw_check_pcap(const uint8_t *buf, int64_t pos, int64_t end, int swapped
         if (link >= IBW_LINK_COUNT)
             r.error = IBW_NOT_IB;
         else
-            scan_frame(prog, &out, 0, h + 16, len, link);
+            scan_frame(prog, &out, 0, h + 16, len, link, 0);
         int failed = r.icrc_ok == 0 || r.vcrc_ok == 0 || (r.error != IBW_OK && r.error != IBW_NOT_IB);
         tally->records++;
         tally->ib += r.encapsulation != IBW_KIND_NONE && r.error != IBW_NOT_IB;

@@ -3,7 +3,10 @@
 * headers packed at once (:mod:`ibwire.scapy.packing`) == ``Packet.self_build``, for arbitrary
   field values, out-of-range, wrong-type and explicit-length ones included (or both raise);
 * instances, copies, clones and iteration (:mod:`ibwire.scapy.cloning`) == ``Packet``'s, slot
-  by slot, payload chain included;
+  by slot, payload chain included; so are those of scapy's layers above ours
+  (:mod:`ibwire.scapy.carriers`), and their headers packed at once; a scapy whose ``copy``
+  or ``clone_with`` set other slots, or a class ``cls()`` would not make alike, gets scapy's
+  own code;
 * whole frames in every encapsulation, with lying lengths, explicit trailers, volatile values,
   UDP checksums: the same bytes with every fast path on as with scapy's generic code.
 """
@@ -19,17 +22,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scapy.compat import raw
-from scapy.fields import PacketListField
+from scapy.fields import ByteField, PacketListField
 from scapy.layers.inet import IP, UDP, IPOption_NOP, IPOption_RR
 from scapy.layers.inet6 import IPv6
+from scapy.layers.l2 import CookedLinux, Dot1AD, Dot1Q, Ether
 from scapy.packet import NoPayload, Packet, Raw
 from scapy.volatile import RandByte, RandShort, VolatileValue
 
 from ibwire.headers.layout import Field as LayoutField
-from ibwire.scapy import BTH, GRH, LAYERS, LRH, RETH
+from ibwire.scapy import BTH, GRH, LAYERS, LRH, RETH, carriers, cloning, slots
 from ibwire.scapy import crc as glue
 from ibwire.scapy.base import IBHeader
-from ibwire.scapy.cloning import LeanPacket, snapshot_of
+from ibwire.scapy.cloning import LeanPacket, copy_maker, snapshot_of
 from ibwire.scapy.fields import scapy_name
 from ibwire.scapy.packing import fields_plan, header_plan, pack, packed
 from ibwire.tables import opcodes
@@ -48,6 +52,9 @@ def generic_paths() -> Iterator[None]:
             patched.setattr(LeanPacket, name, getattr(Packet, name))
         patched.setattr(IBHeader, "self_build", Packet.self_build)
         patched.setattr(glue, "packed", lambda layer: layer.self_build())
+        for cls in carriers.INSTALLED:
+            for name in carriers.METHODS:
+                patched.delattr(cls, name)
         yield
 
 
@@ -137,10 +144,23 @@ _SCAPY_VALUES: dict[type[Packet], dict[str, st.SearchStrategy[Any]]] = {
 }
 
 
-@pytest.mark.parametrize("layer_cls", [IP, UDP, IPv6], ids=lambda c: c.__name__)
+_MAC_TEXT = st.sampled_from(["02:00:00:00:00:01", "ff:ff:ff:ff:ff:ff", "00:00:00:00:00:00"])
+_VLAN_VALUES = {"prio": st.integers(-1, 8), "dei": st.integers(0, 2), "vlan": st.integers(-1, 4097),
+                "type": st.one_of(st.none(), st.integers(-1, 70000))}
+_SCAPY_VALUES.update({
+    Ether: {"dst": _MAC_TEXT, "src": _MAC_TEXT,  # not None: that would ask the network
+            "type": st.one_of(st.none(), st.integers(-1, 70000), st.just(RandShort()))},
+    Dot1Q: _VLAN_VALUES,
+    Dot1AD: _VLAN_VALUES,
+})
+
+
+@pytest.mark.parametrize("layer_cls", [IP, UDP, IPv6, Ether, Dot1Q, Dot1AD],
+                         ids=lambda c: c.__name__)
 @given(data=st.data())
 def test_packed_scapy_header_is_its_self_build(layer_cls, data):
-    """The IP, UDP, IPv6 headers the RoCEv2 ICRC covers: packed() == self_build() or both raise."""
+    """The headers the RoCEv2 ICRC covers, and the carriers' (:mod:`ibwire.scapy.carriers`):
+    packed() == self_build() or both raise."""
     assert fields_plan(layer_cls) is not None
     given_values = {name: data.draw(values, label=name)
                     for name, values in _SCAPY_VALUES[layer_cls].items()}
@@ -242,14 +262,162 @@ def test_copy_clone_and_iter_are_packets(values, volatile, payload, explicit):
         [shared(clone, packet) for clone in generic]
 
 
-def test_a_class_the_snapshot_cannot_describe_uses_scapys_code():
+def test_a_fresh_instance_the_snapshot_cannot_describe_is_made_by_scapy():
     class Listed(LeanPacket):  # a mutable default: every instance holds a list of its own
         fields_desc = [PacketListField("items", [], Raw)]
 
-    assert snapshot_of(Listed) is None
+    snap = snapshot_of(Listed)
+    assert snap is not None and not snap.new_ok  # copies and clones replace `fields` anyway
+    fresh = Listed()
+    with generic_paths():
+        generic = Listed()
+    assert describe(fresh, skip=("time",)) == describe(generic, skip=("time",))
     packet = Listed() / Raw(b"x")
     assert describe(packet.copy()) == describe(Packet.copy(packet))
+    assert shared(packet.copy(), packet) == shared(Packet.copy(packet), packet)
     assert raw(packet) == b"x"
+
+
+# --- scapy's layers above ours ----------------------------------------------------------
+
+
+def _scapy_layer(data: st.DataObject, layer_cls: type[Packet]) -> Packet | None:
+    always = {"dst", "src"} if layer_cls is Ether else set()  # None would ask the network
+    values = {name: data.draw(values, label=f"{layer_cls.__name__}.{name}")
+              for name, values in _SCAPY_VALUES[layer_cls].items()
+              if name in always or data.draw(st.booleans(), label=f"give {name}")}
+    try:
+        return layer_cls(**values)  # through any2i, as a user gives them
+    except Exception:
+        return None
+
+
+@settings(max_examples=200)
+@given(data=st.data(), ours=st.booleans(), explicit=st.booleans(),
+       network=st.sampled_from([IP, IPv6]), tagged=st.sampled_from([None, Dot1Q, Dot1AD]))
+def test_carriers_copy_clone_iterate_and_build_as_scapy(data, ours, explicit, network, tagged):
+    """Ether / [802.1Q] / IP or IPv6 / UDP with any values, above BTH (or a Raw): copies,
+    build clones and headers as scapy's generic code makes them."""
+    chain = [_scapy_layer(data, cls) for cls in (Ether, tagged, network, UDP) if cls]
+    if any(layer is None for layer in chain):
+        return
+    top = BTH(opcode=4, psn=data.draw(st.integers(0, 9))) / Raw(b"p") if ours else Raw(b"p")
+    packet = chain[0]
+    for layer in (*chain[1:], top):
+        packet = packet / layer
+    assert carriers.carries_ours(packet) is ours
+    packet.explicit = int(explicit)
+    with generic_paths():
+        generic_copy = packet.copy()
+    fast_copy = packet.copy()
+    assert describe(fast_copy) == describe(generic_copy)
+    assert shared(fast_copy, packet) == shared(generic_copy, packet)
+    seed = data.draw(st.integers(0, 2 ** 32 - 1), label="seed")
+    random.seed(seed)
+    fast = _outcome(list, packet)
+    with generic_paths():
+        random.seed(seed)
+        generic = _outcome(list, packet)
+    if isinstance(generic, type):
+        assert fast == generic
+        return
+    assert [describe(clone) for clone in fast] == [describe(clone) for clone in generic]
+    assert [shared(clone, packet) for clone in fast] == \
+        [shared(clone, packet) for clone in generic]
+    layer = fast[0]
+    while not isinstance(layer, NoPayload):
+        random.seed(seed)
+        built = _outcome(layer.self_build)
+        random.seed(seed)
+        assert built == _outcome(Packet.self_build, layer)
+        layer = layer.payload
+
+
+def test_carriers_are_installed_once_and_only_where_packet_methods_are_inherited():
+    assert set(carriers.INSTALLED) == {Ether, Dot1Q, Dot1AD, CookedLinux, IP, IPv6, UDP}
+    carriers.install()
+    assert len(carriers.INSTALLED) == len(set(carriers.INSTALLED))
+    for cls in carriers.INSTALLED:
+        assert [getattr(cls, name) for name in carriers.METHODS] == \
+            [carriers.copy, carriers.iterate, carriers.self_build]
+
+
+# --- when the fast paths step aside ------------------------------------------------------
+
+
+def test_the_installed_scapy_copies_and_clones_the_slots_cloning_knows():
+    assert slots.scapy_agrees()
+
+
+@pytest.fixture
+def fresh_snapshots() -> Iterator[None]:
+    """Snapshots and the slot check made again in the test, and again after it."""
+    def forget() -> None:
+        slots.scapy_agrees.cache_clear()
+        cloning._SNAPSHOTS.clear()
+    forget()
+    yield
+    forget()
+
+
+def test_a_scapy_copying_other_slots_turns_every_fast_path_off(fresh_snapshots, monkeypatch):
+    scapy_copy = Packet.copy
+
+    def copy_sent_time_too(self: Packet) -> Packet:  # as a future scapy might
+        clone = scapy_copy(self)
+        clone.sent_time = self.sent_time
+        return clone
+
+    monkeypatch.setattr(Packet, "copy", copy_sent_time_too)
+    assert not slots.scapy_agrees()
+    assert snapshot_of(BTH) is None and snapshot_of(Raw) is None
+    packet = Ether() / IP() / UDP() / BTH(psn=3) / Raw(b"x")
+    for layer in (packet, packet[BTH]):
+        layer.sent_time = 12.5
+        assert layer.copy().sent_time == 12.5
+    assert list(packet)[0].sent_time is None  # clone_with is scapy's: a fresh instance's
+    monkeypatch.undo()
+    slots.scapy_agrees.cache_clear()
+    assert slots.scapy_agrees()
+
+
+class _Dispatched(LeanPacket):
+    """``cls()`` gives another class (the hook picks one when no field is given)."""
+
+    fields_desc = [ByteField("x", 0)]
+
+    @classmethod
+    def dispatch_hook(cls, _pkt: bytes | None = None, *args: Any, **kwargs: Any) -> type[Packet]:
+        return cls if kwargs or _pkt else _Other
+
+
+class _Other(_Dispatched):
+    pass
+
+
+class _OwnSetattr(LeanPacket):
+    fields_desc = [ByteField("x", 0)]
+
+    def __setattr__(self, attr: str, val: Any) -> None:
+        super().__setattr__(attr, val)
+
+
+class _OwnNew(LeanPacket):
+    fields_desc = [ByteField("x", 0)]
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        return super().__new__(cls)
+
+
+@pytest.mark.parametrize("cls", [_Dispatched, _OwnSetattr, _OwnNew], ids=lambda c: c.__name__)
+def test_a_class_scapy_would_not_make_alike_is_copied_by_scapy(cls):
+    assert copy_maker(cls) is None
+    packet = cls(x=5) / Raw(b"x")
+    with generic_paths():
+        generic_copy = packet.copy()
+        generic_clones = list(packet)
+    assert describe(packet.copy()) == describe(generic_copy)
+    assert [describe(c) for c in packet] == [describe(c) for c in generic_clones]
 
 
 # --- whole frames ------------------------------------------------------------------------

@@ -14,6 +14,8 @@
   send RoCEv2 (every RoCEv2 frame of the shared captures has checksum 0) and as
   :func:`ibwire.build` does; ``UDP(chksum=None)`` has scapy compute it.
 * ``conf.l2types``: LINKTYPE_INFINIBAND (247) -> :class:`LRH`, so ``rdpcap`` starts there.
+* The layers bound to ours copy and clone a chain that carries ours as cheaply as ours do
+  (:mod:`ibwire.scapy.carriers`); other packets are made by scapy's code as before.
 
 With scapy.contrib.roce loaded too, in either order: both sets of classes work for building;
 dissection gives ibwire's layers, because our bottom-up bindings are put first and the UDP
@@ -32,6 +34,7 @@ from scapy.layers.l2 import CookedLinux, Dot1AD, Dot1Q, Ether
 from scapy.packet import Packet, bind_top_down
 
 from ibwire.builder import DEFAULTS
+from ibwire.scapy import carriers
 from ibwire.scapy.layers import AETH, BTH, GRH, GRH_NXTHDR, LNH_GLOBAL, LNH_LOCAL, LRH, CNPPadding
 from ibwire.tables import constants, link_types, opcodes_by_name
 
@@ -84,3 +87,4 @@ def install() -> None:
     bind_top_down(BTH, AETH, opcode=ops["RC_ACKNOWLEDGE"].value)
     bind_top_down(BTH, CNPPadding, opcode=ops["CNP"].value)
     conf.l2types.register(LINKTYPE_INFINIBAND, LRH)
+    carriers.install()

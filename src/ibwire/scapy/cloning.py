@@ -16,12 +16,15 @@ generators.
 the same way when its classes use scapy's generic ``copy``/``clone_with``/``__iter__`` (a
 ``Raw`` payload, for instance): :func:`copy_of`, :func:`clones`. Anything else goes to the
 class's own code or scapy's: ``cls(...)`` with bytes to dissect or with other than field
-names, a class with its own ``__init__`` or ``dispatch_hook``, a class whose fresh instance
-the snapshot cannot describe (a per-instance value that is neither an empty dict/list nor
-immutable, or a scapy whose ``Packet`` lacks a slot set here), a value that is not
-:data:`PLAIN` (a volatile such as ``RandShort()``, a list, a range tuple, a ``Net``).
-tests/scapy/test_fast_paths.py checks that these instances, copies and clones equal scapy's,
-slot by slot.
+names, a class with its own ``__init__``, ``__new__``, ``__setattr__`` or metaclass call, a
+class whose fresh instance the snapshot cannot describe (a per-instance value that is neither
+an empty dict/list nor immutable, in a slot that copies and clones do not set anyway), a class
+whose ``dispatch_hook`` would not make ``cls()`` an instance of ``cls``, a scapy whose
+``copy``/``clone_with`` set other slots than :mod:`ibwire.scapy.slots` knows (then nothing is
+made here), and, for iteration, a field value that could make several packets (anything but
+:data:`PLAIN`, or a list in a list field; a volatile such as ``RandShort()``, a range tuple, a
+``Net``). tests/scapy/test_fast_paths.py checks that these instances, copies and clones equal
+scapy's, slot by slot.
 """
 
 from __future__ import annotations
@@ -31,21 +34,25 @@ from collections.abc import Callable, Iterator
 from types import MemberDescriptorType
 from typing import Any
 
-from scapy.fields import Field
+from scapy.base_classes import Packet_metaclass
+from scapy.fields import Field, FlagValue
 from scapy.packet import NoPayload, Packet, Raw, RawVal
+from scapy.volatile import VolatileValue
 
+from ibwire.scapy.slots import CLONED, COPIED, scapy_agrees
+from scapy import base_classes
 from scapy import fields as scapy_fields
+
+_ScopedIP = getattr(base_classes, "_ScopedIP", None)
 
 #: Value types that cannot change in place, nor make several packets in ``__iter__``.
 PLAIN = frozenset({int, str, bytes, bool, float, type(None)})
-#: The slots ``Packet.copy`` sets from the original (the others are as in a fresh instance).
-COPIED = ("fields", "default_fields", "overloaded_fields", "underlayer", "parent", "explicit",
-          "raw_packet_cache", "raw_packet_cache_fields", "wirelen", "post_transforms",
-          "payload", "time", "comments", "direction", "sniffed_on")
-#: The slots ``Packet.clone_with`` sets (the payload is then added with ``add_payload``).
-CLONED = ("explicit", "fields", "default_fields", "overloaded_fields", "time", "underlayer",
-          "parent", "post_transforms", "raw_packet_cache", "raw_packet_cache_fields", "wirelen",
-          "comments", "sniffed_on", "direction")
+#: Value types ``Packet.__iter__`` takes as one value (its ``SetGen`` yields them as they are):
+#: the plain ones, flags, and the str of an IP address field (scapy >= 2.6).
+ONE_VALUE = PLAIN | {FlagValue, *([_ScopedIP] if _ScopedIP is not None else [])}
+#: Slots a copy and a clone both take from the original: what a fresh instance holds there
+#: does not matter to them (IP's ``fields``, for instance, holds a fresh ``options`` list).
+REPLACED = frozenset(COPIED) & frozenset(CLONED)
 
 Setter = Callable[[Any, Any], None]
 
@@ -63,6 +70,8 @@ def _setter(cls: type, slot: str) -> Setter:
 
 def _keeps_ints(field: Any) -> bool:
     """True if ``field.any2i`` returns any ``int`` unchanged (scapy's numbers and enums)."""
+    if not isinstance(field, Field):
+        return False  # a container (Emph, ConditionalField...): any2i is its field's
     kind = type(field)
     if kind.any2i is Field.any2i:
         return kind.h2i is Field.h2i
@@ -74,11 +83,17 @@ class Snapshot:
     """How ``Packet.__init__`` leaves a fresh instance of one class, without field values."""
 
     __slots__ = ("new", "copy", "clone", "fresh", "fresh_copy", "fresh_clone", "copied",
-                 "cloned", "set", "order", "as_is", "plain_defaults")
+                 "cloned", "set", "order", "as_is", "plain_defaults", "fixed_defaults",
+                 "new_ok", "hooked")
 
-    def __init__(self, cls: type[Packet], shared: dict[str, Any],
-                 fresh: dict[str, type]) -> None:
-        self.set = {slot: _setter(cls, slot) for slot in (*shared, *fresh)}
+    def __init__(self, cls: type[Packet], shared: dict[str, Any], fresh: dict[str, type],
+                 replaced: frozenset[str] = frozenset()) -> None:
+        self.set = {slot: _setter(cls, slot) for slot in (*shared, *fresh, *replaced)}
+        #: False if a fresh instance holds per-instance values the snapshot does not describe
+        #: (in slots copies and clones replace): new instances are then made by scapy
+        self.new_ok = not replaced
+        #: True if ``cls()`` goes through the class's ``dispatch_hook`` first
+        self.hooked = "dispatch_hook" in cls.__dict__
         #: (setter, value) of the slots set alike in every new instance, copy, clone
         self.new = tuple((self.set[slot], value) for slot, value in shared.items())
         self.copy = tuple((self.set[s], v) for s, v in shared.items() if s not in COPIED)
@@ -100,17 +115,25 @@ class Snapshot:
         #: the class's default_fields, shared by fresh instances, when every value is plain
         self.plain_defaults = defaults if all(type(v) in PLAIN for v in defaults.values()) \
             else None
+        #: the class's default_fields, when no value is volatile (iteration leaves them be)
+        self.fixed_defaults = defaults if not any(
+            isinstance(v, VolatileValue) for v in defaults.values()) else None
 
 
 _SNAPSHOTS: dict[type[Packet], Snapshot | None] = {}
 _set_underlayer = _setter(Packet, "underlayer")
 
 
+def _made_as_packet(cls: type[Packet]) -> bool:
+    """True if ``cls()`` is ``Packet.__init__``'s instance of ``cls`` (Raw's ``__init__`` only
+    converts a _pkt that is not bytes), set up without ``__setattr__`` mattering."""
+    return (cls.__init__ in (Packet.__init__, LeanPacket.__init__, Raw.__init__)
+            and cls.__new__ is object.__new__ and cls.__setattr__ is Packet.__setattr__
+            and type(cls).__call__ is Packet_metaclass.__call__)
+
+
 def _snapshot(cls: type[Packet]) -> Snapshot | None:
-    # cls() must be Packet.__init__'s instance of cls (Raw's __init__ only converts a _pkt
-    # that is not bytes)
-    if cls.__init__ not in (Packet.__init__, LeanPacket.__init__, Raw.__init__) \
-            or "dispatch_hook" in cls.__dict__:
+    if not scapy_agrees() or not _made_as_packet(cls):
         return None
     made = []
     for _ in range(2):
@@ -120,6 +143,7 @@ def _snapshot(cls: type[Packet]) -> Snapshot | None:
     first, second = made
     shared: dict[str, Any] = {}
     fresh: dict[str, type] = {}
+    replaced = set()
     for slot in sorted(getattr(cls, "__all_slots__", ())):
         if not hasattr(first, slot):
             continue  # left unset by Packet.__init__: left unset here too
@@ -128,11 +152,14 @@ def _snapshot(cls: type[Packet]) -> Snapshot | None:
             shared[slot] = value
         elif type(value) in (dict, list) and not value:
             fresh[slot] = type(value)
+        elif slot in REPLACED:
+            replaced.add(slot)
         else:
             return None
-    if first.__dict__ or not set(COPIED) | set(CLONED) <= shared.keys() | fresh.keys():
+    if first.__dict__ or not set(COPIED) | set(CLONED) <= \
+            shared.keys() | fresh.keys() | replaced:
         return None
-    return Snapshot(cls, shared, fresh)
+    return Snapshot(cls, shared, fresh, frozenset(replaced))
 
 
 def snapshot_of(cls: type[Packet]) -> Snapshot | None:
@@ -144,16 +171,34 @@ def snapshot_of(cls: type[Packet]) -> Snapshot | None:
         return found
 
 
+def copy_maker(cls: type[Packet]) -> Snapshot | None:
+    """The snapshot that copies and clones of ``cls`` are made from, if ``cls()`` (what
+    scapy's ``copy`` and ``clone_with`` start from) gives an instance of ``cls`` now."""
+    snap = snapshot_of(cls)
+    if snap is not None and snap.hooked:
+        try:
+            if cls.dispatch_hook() is not cls:  # type: ignore[attr-defined]
+                return None
+        except Exception:  # scapy's call would make a Raw layer: leave it to scapy
+            return None
+    return snap
+
+
 def is_plain(layer: Packet) -> bool:
-    """True if no value of ``layer`` can make several packets or change between builds."""
-    for values in (layer.fields, layer.overloaded_fields):
-        for value in values.values():
-            if type(value) not in PLAIN:
-                return False
+    """True if ``Packet.__iter__`` makes one clone of ``layer`` per payload variant, taking
+    its field values as they are: no value it iterates over can make several packets."""
+    fieldtype = layer.fieldtype
+    for name, value in layer.fields.items():
+        if type(value) not in ONE_VALUE and not (type(value) is list and name in fieldtype
+                                                 and fieldtype[name].islist):
+            return False  # a list in a list field is one value (scapy's SetGen([elt]))
+    for value in layer.overloaded_fields.values():
+        if isinstance(value, VolatileValue):
+            return False
     defaults = layer.default_fields
     snap = _SNAPSHOTS.get(type(layer))
-    return (snap is not None and defaults is snap.plain_defaults) or \
-        all(type(v) in PLAIN for v in defaults.values())
+    return (snap is not None and defaults is snap.fixed_defaults) or \
+        not any(isinstance(v, VolatileValue) for v in defaults.values())
 
 
 def new_copy(layer: Packet, snap: Snapshot) -> Any:
@@ -163,7 +208,7 @@ def new_copy(layer: Packet, snap: Snapshot) -> Any:
         setter(clone, value)
     for setter, factory in snap.fresh_copy:
         setter(clone, factory())
-    copy_fields = layer.copy_fields_dict
+    copy_fields = _fields_copier(layer)
     payload = layer.payload
     if type(payload) is not NoPayload:  # NoPayload.copy() is itself
         payload = copy_of(payload)
@@ -185,7 +230,7 @@ def new_clone(layer: Packet, snap: Snapshot, payload: Any, fields: dict[str, Any
         setter(clone, value)
     for setter, factory in snap.fresh_clone:
         setter(clone, factory())
-    copy_fields = layer.copy_fields_dict
+    copy_fields = _fields_copier(layer)
     for setter, value in zip(snap.cloned, (  # CLONED, in order
             1, fields, copy_fields(layer.default_fields), layer.overloaded_fields.copy(),
             layer.time, layer.underlayer, layer.parent, layer.post_transforms,
@@ -197,16 +242,46 @@ def new_clone(layer: Packet, snap: Snapshot, payload: Any, fields: dict[str, Any
     return clone
 
 
+def _fields_copier(layer: Packet) -> Callable[[Any], Any]:
+    """``layer.copy_fields_dict``, or :func:`copy_fields` where that is scapy's own."""
+    if type(layer).copy_fields_dict is Packet.copy_fields_dict:
+        return lambda fields: copy_fields(layer, fields)
+    return layer.copy_fields_dict
+
+
+def copy_fields(layer: Packet, fields: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``Packet.copy_fields_dict``, without a ``do_copy`` call for values that cannot change
+    in place, and keeping the class's all-plain defaults shared."""
+    if fields is None:
+        return None
+    snap = _SNAPSHOTS.get(type(layer))
+    if snap is not None and fields is snap.plain_defaults:
+        return fields  # the class's defaults, shared as by every fresh instance
+    fieldtype = layer.fieldtype
+    return {name: value if type(value) in PLAIN else fieldtype[name].do_copy(value)
+            for name, value in fields.items()}
+
+
+#: Per method name: the functions that do what scapy's generic ``Packet`` method does
+#: (scapy's own, LeanPacket's, :mod:`ibwire.scapy.carriers`'); see :func:`count_as_generic`.
+_GENERIC: dict[str, set[Any]] = {}
 _LEAN: dict[tuple[type[Packet], str], bool] = {}
 
 
-def _lean(cls: type[Packet], method: str) -> bool:
-    """True if ``cls`` has scapy's generic ``method`` (or :class:`LeanPacket`'s)."""
+def count_as_generic(method: str, function: Any) -> None:
+    """Declare that ``function``, as method ``method``, does what ``Packet``'s does."""
+    _GENERIC.setdefault(method, set()).add(function)
+    _LEAN.clear()
+
+
+def has_generic(cls: type[Packet], method: str) -> bool:
+    """True if ``cls`` has scapy's generic ``method`` (or one declared alike)."""
     try:
         return _LEAN[cls, method]
     except KeyError:
         found = getattr(cls, method)
-        lean = found is getattr(Packet, method) or found is getattr(LeanPacket, method)
+        lean = found is getattr(Packet, method) or found is getattr(LeanPacket, method) \
+            or found in _GENERIC.get(method, ())
         _LEAN[cls, method] = lean
         return lean
 
@@ -214,19 +289,19 @@ def _lean(cls: type[Packet], method: str) -> bool:
 def copy_of(layer: Packet) -> Any:
     """``layer.copy()``, made here when its class copies as scapy's ``Packet.copy`` does."""
     cls = type(layer)
-    snap = snapshot_of(cls) if _lean(cls, "copy") else None
+    snap = copy_maker(cls) if has_generic(cls, "copy") else None
     return layer.copy() if snap is None else new_copy(layer, snap)
 
 
 def clones(layer: Packet) -> Iterator[Packet]:
     """``iter(layer)``; made here (:func:`lean_iter`) when its class iterates as ``Packet``."""
-    return lean_iter(layer) if _lean(type(layer), "__iter__") else iter(layer)
+    return lean_iter(layer) if has_generic(type(layer), "__iter__") else iter(layer)
 
 
 def lean_iter(layer: Packet) -> Iterator[Packet]:
     """What ``Packet.__iter__`` gives: made here when the class clones as scapy's ``Packet``
     does and every value is plain, else by ``Packet.__iter__`` itself."""
-    snap = snapshot_of(type(layer)) if _lean(type(layer), "clone_with") else None
+    snap = copy_maker(type(layer)) if has_generic(type(layer), "clone_with") else None
     if snap is None or not is_plain(layer):
         return Packet.__iter__(layer)
     return _plain_clones(layer, snap)
@@ -248,7 +323,7 @@ class LeanPacket(Packet):
 
     def __init__(self, _pkt: bytes = b"", **kwargs: Any) -> None:
         snap = snapshot_of(type(self))
-        if _pkt or snap is None or not kwargs.keys() <= snap.order.keys():
+        if _pkt or snap is None or not snap.new_ok or not kwargs.keys() <= snap.order.keys():
             super().__init__(_pkt, **kwargs)
             return
         for setter, value in snap.new:
@@ -272,23 +347,16 @@ class LeanPacket(Packet):
 
     def copy_fields_dict(self, fields: dict[str, Any] | None) -> dict[str, Any] | None:
         """As scapy's, without a ``do_copy`` call for values that cannot change in place."""
-        if fields is None:
-            return None
-        snap = _SNAPSHOTS.get(type(self))
-        if snap is not None and fields is snap.plain_defaults:
-            return fields  # the class's defaults, shared as by every fresh instance
-        fieldtype = self.fieldtype
-        return {name: value if type(value) in PLAIN else fieldtype[name].do_copy(value)
-                for name, value in fields.items()}
+        return copy_fields(self, fields)
 
     def copy(self) -> Any:
         """``Packet.copy``: a deep copy, payload included."""
-        snap = snapshot_of(type(self))
+        snap = copy_maker(type(self))
         return super().copy() if snap is None else new_copy(self, snap)
 
     def clone_with(self, payload: Any = None, **kargs: Any) -> Any:
         """``Packet.clone_with``: an explicit clone holding ``kargs`` as its field values."""
-        snap = snapshot_of(type(self))
+        snap = copy_maker(type(self))
         if snap is None:
             return super().clone_with(payload, **kargs)
         return new_clone(self, snap, payload, kargs)

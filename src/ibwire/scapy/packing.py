@@ -36,6 +36,7 @@ from scapy.packet import Packet
 from scapy.utils import inet_aton
 
 from ibwire.headers import Header
+from ibwire.scapy.cloning import has_generic
 from ibwire.scapy.fields import scapy_name
 
 #: (name, shift, mask, None writes 0, a FlagsField) of a number field.
@@ -115,7 +116,7 @@ def fields_plan(cls: type[Packet]) -> Plan | None:
     bytes; the last may be of any kind, and is then packed only while it writes nothing
     (IP ``options`` empty).
     """
-    if cls.self_build is not Packet.self_build:
+    if not has_generic(cls, "self_build"):
         return None
     widths = []
     for index, field in enumerate(cls.fields_desc):
@@ -178,15 +179,20 @@ def pack(layer: Packet, plan: Plan) -> bytes | None:
 _FIELDS_PLANS: dict[type[Packet], Plan | None] = {}
 
 
-def packed(layer: Packet) -> bytes:
-    """``layer.self_build()``, packed at once when its class has a plan and its values allow."""
+def packed_header(layer: Packet) -> bytes | None:
+    """``Packet.self_build``'s bytes for ``layer`` if its class has a plan and its values
+    allow packing them at once, else None (also when a raw packet cache may answer)."""
     cls = type(layer)
     try:
         plan = _FIELDS_PLANS[cls]
     except KeyError:
         plan = _FIELDS_PLANS[cls] = fields_plan(cls)
-    if plan is not None and layer.raw_packet_cache is None:
-        header = pack(layer, plan)
-        if header is not None:
-            return header
-    return layer.self_build()
+    if plan is None or layer.raw_packet_cache is not None:
+        return None
+    return pack(layer, plan)
+
+
+def packed(layer: Packet) -> bytes:
+    """``layer.self_build()``, packed at once when its class has a plan and its values allow."""
+    header = packed_header(layer)
+    return layer.self_build() if header is None else header

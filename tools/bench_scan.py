@@ -85,12 +85,18 @@ def ensure(path: Path, count: int, **kind: bool) -> Path:
     return path
 
 
+#: The commands run as installed: Python may write its bytecode (pip compiles it at install;
+#: a shell with PYTHONDONTWRITEBYTECODE=1 would have every run compile ibwire's sources).
+CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def wall(argv: list[str], repeat: int) -> tuple[float, int]:
     """Best wall time of a command and the peak RSS (KiB) of its children so far."""
     best = float("inf")
     for _ in range(repeat):
         t = time.perf_counter()
-        done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              env=CHILD_ENV)
         elapsed = time.perf_counter() - t
         if done.returncode not in (0, 1):
             raise SystemExit(f"{argv[0]} failed: {done.stderr.decode()[-500:]}")

@@ -8,26 +8,28 @@ one row in ``specs/opcodes.tsv``.
 from __future__ import annotations
 
 import csv
+import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
+from typing import NamedTuple
 
-_HERE = Path(__file__).resolve().parent
-_CANDIDATES = (_HERE / "_specs", _HERE.parent.parent / "specs")
+# os.path, not pathlib, and NamedTuple, not dataclasses: ``ibwire check`` imports this module
+# and starts in milliseconds (tests/cli/test_cli.py checks what it loads).
+_HERE = os.path.dirname(os.path.realpath(__file__))
+_CANDIDATES = (os.path.join(_HERE, "_specs"), os.path.join(_HERE, os.pardir, os.pardir, "specs"))
 
 
-def specs_dir() -> Path:
+def specs_dir() -> str:
     """The directory the tables are read from."""
     for candidate in _CANDIDATES:
-        if (candidate / "opcodes.tsv").is_file():
-            return candidate
+        if os.path.isfile(os.path.join(candidate, "opcodes.tsv")):
+            return os.path.normpath(candidate)
     raise FileNotFoundError("ibwire: specs tables not found (broken install?)")
 
 
 def read_table(name: str) -> list[dict[str, str]]:
     """Rows of ``specs/<name>.tsv`` as dicts; '#' lines are comments."""
-    with open(specs_dir() / f"{name}.tsv", encoding="utf-8", newline="") as fh:
+    with open(os.path.join(specs_dir(), f"{name}.tsv"), encoding="utf-8", newline="") as fh:
         lines: Iterator[str] = (line for line in fh if not line.startswith("#"))
         return list(csv.DictReader(lines, delimiter="\t"))
 
@@ -36,8 +38,7 @@ def _int(text: str) -> int:
     return int(text, 0)
 
 
-@dataclass(frozen=True)
-class Opcode:
+class Opcode(NamedTuple):
     """One row of the BTH opcode table."""
 
     value: int

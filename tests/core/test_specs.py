@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import os
 
 import pytest
 
@@ -11,7 +12,7 @@ from tests.conftest import REFERENCE
 
 
 def _rows(name: str) -> list[dict[str, str]]:
-    with open(tables.specs_dir() / f"{name}.tsv", encoding="utf-8") as fh:
+    with open(os.path.join(tables.specs_dir(), f"{name}.tsv"), encoding="utf-8") as fh:
         return list(csv.DictReader((ln for ln in fh if not ln.startswith("#")), delimiter="\t"))
 
 

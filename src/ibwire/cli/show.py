@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -101,6 +100,8 @@ def tree(found: Inspection) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    import json  # only when run: the start of every verb stays light
+
     start_ns = None
     out = sys.stdout
     for found in inspections(args.file, args):

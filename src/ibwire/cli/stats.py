@@ -9,7 +9,6 @@ tested.
 from __future__ import annotations
 
 import argparse
-import json
 from collections import Counter
 from typing import TYPE_CHECKING
 
@@ -113,6 +112,8 @@ def collect(args: argparse.Namespace) -> tuple[dict[str, Counter[str]], list[str
 
 
 def run(args: argparse.Namespace) -> int:
+    import json  # only when run: the start of every verb stays light
+
     tables, failures = collect(args)
     if args.json:
         print(json.dumps({**{name: dict(table) for name, table in tables.items()},

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ibwire.errors import CaptureError, IbwireError, MalformedError, TruncatedError
 from ibwire.pcap.records import MAX_CAPLEN, Buffer, RawRecord, raw_error
@@ -43,8 +42,7 @@ def is_modified_pcap(head: Buffer) -> bool:
         struct.unpack_from(">I", head)
 
 
-@dataclass(frozen=True)
-class PcapHeader:
+class PcapHeader(NamedTuple):
     """The global header of a pcap file."""
 
     byte_order: str

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ibwire.errors import CaptureError, IbwireError, MalformedError, TruncatedError
 from ibwire.pcap.records import MAX_CAPLEN, Buffer, RawRecord, raw_error
@@ -48,8 +48,7 @@ def timestamp_converter(tsresol: int) -> Callable[[int], int]:
     return lambda units: units // divisor
 
 
-@dataclass(frozen=True)
-class Interface:
+class Interface(NamedTuple):
     """An Interface Description Block: what its packets' link type and clock are."""
 
     linktype: int

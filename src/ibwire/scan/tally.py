@@ -22,9 +22,8 @@ import struct
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from types import ModuleType, TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
 from ibwire._twins import load_twin
 from ibwire.errors import CaptureError, IbwireError
@@ -59,8 +58,7 @@ def engine() -> tuple[ModuleType, str]:
     return load_twin("ibwire.scan._tally", "ibwire.scan._tally_python")
 
 
-@dataclass
-class Flagged:
+class Flagged(NamedTuple):
     """A record to look at again: its number (from 0), where its frame is in the file, its
     timestamp, orig_len and frame bytes."""
 
@@ -71,16 +69,16 @@ class Flagged:
     frame: bytes
 
 
-@dataclass
-class Window:
-    """What one window added: counts in ``TALLY`` order, flagged records, and the error that
-    ends the file (``error_record``: its number) if the walk stopped on one."""
+class Window(NamedTuple):
+    """What one window added: counts in ``TALLY`` order, flagged records, where the walk
+    stopped, and the error that ends the file (``error_record``: its number) if it stopped on
+    one."""
 
     counts: tuple[int, ...]
-    flagged: list[Flagged] = field(default_factory=list)
+    flagged: list[Flagged]
+    position: int
     error: IbwireError | None = None
     error_record: int = 0
-    position: int = 0
 
 
 class Tally:
@@ -141,15 +139,12 @@ class Tally:
             buf, base, at_end = self.feed.window(pos, need)
             try:
                 counts, flagged, stop, status = self._scan(buf, pos - base, len(buf))
-                window = Window(counts, [self._flagged(buf, base, record + r, at)
-                                         for r, at in flagged], position=base + stop)
+                found = [self._flagged(buf, base, record + r, at) for r, at in flagged]
                 record += counts[0]
                 error, want, finished = pcap_stop(walker, buf, stop, status, at_end, base)
             finally:
                 buf.release()
-            if error is not None:
-                window.error, window.error_record = error, record
-            yield window
+            yield Window(counts, found, base + stop, error, record)
             if finished or error is not None:
                 return
             pos, need = base + stop, max(want, RECORD_HEADER_LEN)  # want: a record's bytes

@@ -26,7 +26,7 @@ echo "== copying the repository to $WORK"
 mkdir -p "$WORK/repo"
 (cd "$REPO" && tar cf - --exclude=.git --exclude=build --exclude='*.so' --exclude=.hypothesis \
     --exclude='src/ibwire/crc/_engine.c' --exclude='src/ibwire/scan/_engine.c' \
-    --exclude='src/ibwire/scan/_tally.c' setup.py pyproject.toml src specs tests) \
+    --exclude='src/ibwire/scan/_tally.c' setup.py pyproject.toml src specs tests captures) \
     | (cd "$WORK/repo" && tar xf -)
 
 echo "== building with $SAN"

@@ -71,35 +71,32 @@ def _scanned(path: str, args: argparse.Namespace) -> Iterator[tuple[Counter[str]
         yield _report(path, batch, c, failed)
 
 
-def _one_record(tally: Tally, record: int, frame: bytes, timestamp_ns: int, orig_len: int,
-                errors: tuple[IbwireError, ...] = (), warnings: tuple[IbwireError, ...] = ()
-                ) -> ScanBatch:
-    """A batch of one record, scanned as the full path scans it."""
-    import numpy as np
-
-    from ibwire.scan import scan_frames
-    from ibwire.scan.batch import make_batch
-
-    link = tally.link if not errors else 255
-    cols = scan_frames(frame, [0], [len(frame)], [link], ())
-    return make_batch(cols, record, np.array([timestamp_ns]),
-                      np.array([0 if errors else tally.header.linktype]),
-                      np.array([orig_len], np.uint32), errors, warnings, frame)
-
-
 def _flagged(path: str, tally: Tally, found: Flagged) -> list[str]:
-    """The lines of a record the counting scan flagged: a failure or a capture warning."""
+    """The lines of a record the counting scan flagged: a failure or a capture warning; it
+    is scanned again as the full path scans it."""
     import numpy as np
 
+    from ibwire.pcap.index import frame_index
     from ibwire.pcap.pcap import RECORD_HEADER_LEN, caplen_warning
+    from ibwire.scan import scan_index
 
     warning = caplen_warning(len(found.frame), found.orig_len, tally.header.snaplen,
                              found.offset - RECORD_HEADER_LEN)
-    if warning is not None:
-        warning.record = 0
-    batch = _one_record(tally, found.record, found.frame, found.timestamp_ns, found.orig_len,
-                        warnings=() if warning is None else (warning,))
+    batch = scan_index(frame_index(found.frame, tally.link, tally.header.linktype,
+                                   found.timestamp_ns, found.orig_len, warning),
+                       found.record, ())
     return _report(path, batch, batch.columns, np.flatnonzero(batch.failed()))[1]
+
+
+def _ending(path: str, error: IbwireError, record: int) -> tuple[Counter[str], list[str]]:
+    """The counts and line of the error that ends a capture's record walk."""
+    import numpy as np
+
+    from ibwire.pcap.index import error_index
+    from ibwire.scan import scan_index
+
+    batch = scan_index(error_index(error), record, ())
+    return _report(path, batch, batch.columns, np.flatnonzero(batch.failed()))
 
 
 def _tallied(path: str, tally: Tally, args: argparse.Namespace
@@ -112,9 +109,7 @@ def _tallied(path: str, tally: Tally, args: argparse.Namespace
                 counts = Counter(dict(zip(tally.names, window.counts, strict=True)))
                 lines = [line for found in window.flagged for line in _flagged(path, tally, found)]
                 if window.error is not None:  # the record walk ends on it
-                    batch = _one_record(tally, window.error_record, b"", 0, 0,
-                                        errors=(window.error.at_record(0),))
-                    more, end = _report(path, batch, batch.columns, batch.failed().nonzero()[0])
+                    more, end = _ending(path, window.error, window.error_record)
                     counts.update(more)
                     lines += end
                 progress.update(window.position, window.counts[0])

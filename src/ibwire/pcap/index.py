@@ -59,6 +59,25 @@ class CaptureIndex(NamedTuple):
     """Warnings of usable rows (caplen over snaplen ...), ``warning.record`` = the row."""
 
 
+def error_index(error: IbwireError) -> CaptureIndex:
+    """One row for a record that could not be read."""
+    empty = np.zeros(1, np.int64)
+    return CaptureIndex(b"", empty, np.zeros(1, np.uint32), empty.copy(),
+                        np.full(1, LINK_OTHER, np.uint8), np.zeros(1, np.uint16),
+                        np.zeros(1, np.uint32), (error.at_record(0),))
+
+
+def frame_index(frame: bytes, link_code: int, linktype: int, timestamp_ns: int,
+                orig_len: int, warning: IbwireError | None = None) -> CaptureIndex:
+    """One row for one record's frame (``warning``: the capture's, about that record)."""
+    if warning is not None:
+        warning.record = 0
+    return CaptureIndex(frame, np.zeros(1, np.int64), np.array([len(frame)], np.uint32),
+                        np.array([timestamp_ns], np.int64), np.array([link_code], np.uint8),
+                        np.array([linktype], np.uint16), np.array([orig_len], np.uint32), (),
+                        () if warning is None else (warning,))
+
+
 class _Columns:
     """Growing columns (array.array: 1 to 8 bytes per row, no Python objects per row)."""
 

@@ -7,11 +7,11 @@ import struct
 
 import numpy as np
 
-from ibwire.crc._common import Buffer
+from ibwire.crc._common import NOT_IB, Buffer
 from ibwire.scan._python import pcap_records, scan_frames
+from ibwire.scan.batch import ScanBatch
 
 TALLY = ("records", "ib", "other", "failed", "icrc_bad", "vcrc_bad", "errors")
-_NOT_IB = 1
 _PLAUSIBLE_ORIG_LEN = 1 << 24
 
 
@@ -22,8 +22,8 @@ def check_pcap(buffer: Buffer, pos: int, end: int, swapped: bool, max_caplen: in
     offs, caplen, orig, _ts, stop, status = pcap_records(buffer, pos, end, swapped, 0,
                                                          max_caplen)
     c = scan_frames(buffer, offs, caplen, np.full(len(offs), link, np.uint8), ())
-    error = c["error"]
-    failed = (c["icrc_ok"] == 0) | (c["vcrc_ok"] == 0) | ((error != 0) & (error != _NOT_IB))
+    batch = ScanBatch(c, {}, buffer)  # its rules of what failed and what is InfiniBand
+    error, failed = c["error"], batch.failed()
     warned = (caplen > orig) | ((caplen > snaplen) if snaplen > 0 else False)
     flagged = np.flatnonzero(failed | warned)
     rows = len(offs)
@@ -32,11 +32,11 @@ def check_pcap(buffer: Buffer, pos: int, end: int, swapped: bool, max_caplen: in
         rows, flagged = last + 1, flagged[:max(1, cap_flagged)]
         stop = int(offs[last] + caplen[last])
         status = 2 if 0 < end - stop < 16 else 0  # a partial record header, as the walk says
-    counts = (rows, int(np.count_nonzero(((c["encapsulation"] != 0) & (error != _NOT_IB))[:rows])),
-              int(np.count_nonzero(error[:rows] == _NOT_IB)), int(np.count_nonzero(failed[:rows])),
+    counts = (rows, int(np.count_nonzero(batch.is_ib()[:rows])),
+              int(np.count_nonzero(error[:rows] == NOT_IB)), int(np.count_nonzero(failed[:rows])),
               int(np.count_nonzero(c["icrc_ok"][:rows] == 0)),
               int(np.count_nonzero(c["vcrc_ok"][:rows] == 0)),
-              int(np.count_nonzero(error[:rows] > _NOT_IB)))
+              int(np.count_nonzero(error[:rows] > NOT_IB)))
     return counts, [(int(r), int(offs[r])) for r in flagged], stop, status
 
 

@@ -14,8 +14,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
-from ibwire.errors import CaptureError, IbwireError
-from ibwire.pcap.index import CaptureIndex, _Columns, locate_frames
+from ibwire.errors import CaptureError
+from ibwire.pcap.index import CaptureIndex, _Columns, error_index, locate_frames
 from ibwire.pcap.linktypes import direct_link_codes, header_kind
 from ibwire.pcap.pcap import PcapWalker, caplen_warnings, pcap_stop
 from ibwire.pcap.records import LINK_OTHER, MAX_CAPLEN, Walker
@@ -34,14 +34,6 @@ WINDOW = 16 * 1024 * 1024
 BATCH_ROWS = 1 << 16
 """Rows per batch at most on the pcap fast path: the columns stay in cache."""
 _NATIVE = "<" if sys.byteorder == "little" else ">"
-
-
-def _error_index(error: IbwireError) -> CaptureIndex:
-    """One row for a record that could not be read."""
-    empty = np.zeros(1, np.int64)
-    return CaptureIndex(b"", empty, np.zeros(1, np.uint32), empty.copy(),
-                        np.full(1, LINK_OTHER, np.uint8), np.zeros(1, np.uint16),
-                        np.zeros(1, np.uint32), (error.at_record(0),))
 
 
 class _RowGuess:
@@ -84,7 +76,7 @@ def _pcap_rows(walker: PcapWalker, buf: memoryview, start: int, final: bool, bas
             items.append(make_batch(cols, record, ts, np.full(len(offs), header.linktype),
                                     orig, (), warnings, buf))
         if tail is not None:
-            items.append(_error_index(tail))
+            items.append(error_index(tail))
         return items, stop, want, finished
     offs, caplen, orig, ts, stop, status = pcap_records(
         buf, start, len(buf), swapped, walker.fraction_ns, MAX_CAPLEN, BATCH_ROWS)
@@ -204,4 +196,4 @@ def _items(feed: Feed, window: int, fields: object) -> Iterator[tuple[Item, int]
     if feed.error is not None and not finished:
         error = feed.error
         error.offset = pos
-        yield _error_index(error), record
+        yield error_index(error), record

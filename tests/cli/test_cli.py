@@ -162,7 +162,8 @@ def test_check_scanner_and_dissector_agree(path):
     assert scanned == inspected
 
 
-HEAVY = ("numpy", "construct", "dataclasses", "pathlib", "json")
+HEAVY = ("numpy", "construct", "dataclasses", "pathlib", "json", "shutil", "bz2", "lzma",
+         "ibwire.cli.show", "ibwire.cli.stats", "ibwire.cli.convert")
 """Modules the start of ``ibwire check`` does without (tens of milliseconds between them)."""
 
 
@@ -174,6 +175,34 @@ def test_check_of_a_clean_pcap_loads_no_heavy_module():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.splitlines()
     assert out[-1] == "0 []", out
+
+
+@pytest.mark.parametrize("columns", [None, "57", "0", "wide"])
+def test_help_is_as_wide_as_shutil_says(columns, monkeypatch):
+    """The help width is found without shutil, but is the width shutil would give."""
+    import shutil
+
+    from ibwire.cli.main import terminal_columns
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert terminal_columns() == shutil.get_terminal_size().columns
+
+
+def test_a_verb_alone_has_the_help_of_the_whole_parser(capsys):
+    """``ibwire check --help`` builds only check's arguments: the same text as the whole
+    command line gives."""
+    from ibwire.cli.main import parser
+
+    for verb in ("show", "check", "stats", "convert"):
+        texts = []
+        for which in (verb, None):
+            with pytest.raises(SystemExit):
+                parser(which).parse_args([verb, "--help"])
+            texts.append(capsys.readouterr().out)
+        assert texts[0] == texts[1] and f"usage: ibwire {verb}" in texts[0]
 
 
 @pytest.mark.parametrize("path", [*sorted(CAPTURES.glob("*.pcap*")), SAMPLES / "sample-corrupt.pcap",

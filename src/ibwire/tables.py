@@ -7,9 +7,7 @@ one row in ``specs/opcodes.tsv``.
 
 from __future__ import annotations
 
-import csv
 import os
-from collections.abc import Iterator
 from functools import cache
 from typing import NamedTuple
 
@@ -28,10 +26,22 @@ def specs_dir() -> str:
 
 
 def read_table(name: str) -> list[dict[str, str]]:
-    """Rows of ``specs/<name>.tsv`` as dicts; '#' lines are comments."""
-    with open(os.path.join(specs_dir(), f"{name}.tsv"), encoding="utf-8", newline="") as fh:
-        lines: Iterator[str] = (line for line in fh if not line.startswith("#"))
-        return list(csv.DictReader(lines, delimiter="\t"))
+    """Rows of ``specs/<name>.tsv`` as dicts; '#' lines are comments, blank lines are skipped.
+    Fields are split on tabs and never quoted (no csv module: it is not worth its import to
+    ``ibwire check``; tests/core/test_specs.py reads every table with csv too)."""
+    path = os.path.join(specs_dir(), f"{name}.tsv")
+    with open(path, encoding="utf-8") as fh:
+        lines = [(number, line.rstrip("\r\n")) for number, line in enumerate(fh, 1)
+                 if not line.startswith("#") and line.strip()]
+    names = lines[0][1].split("\t")
+    rows = []
+    for number, line in lines[1:]:
+        fields = line.split("\t")
+        if len(fields) != len(names):
+            raise ValueError(f"{path}: line {number}: {len(fields)} fields, the header names "
+                             f"{len(names)}")
+        rows.append(dict(zip(names, fields, strict=True)))
+    return rows
 
 
 def _int(text: str) -> int:

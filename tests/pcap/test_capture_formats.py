@@ -266,3 +266,15 @@ def test_corrupt_gzip_gives_records_then_one_error(write_capture) -> None:
     records = list(read_capture(write_capture(bytes(packed), ".pcap.gz")))
     assert [bytes(r.frame) for r in records[:-1]] == frames
     assert records[-1].error is not None and "gzip" in str(records[-1].error)
+
+
+def test_every_link_header_kind_has_a_locator_and_a_length():
+    """``linktypes`` answers from the table alone; ``locators`` holds the code: they must
+    name the same header kinds, and the table must use no other."""
+    from ibwire.pcap import linktypes, locators
+    from ibwire.tables import link_types
+
+    assert set(linktypes.HEADER_KINDS) == set(locators.LINK_HEADER_LEN)
+    assert set(linktypes.HEADER_KINDS) == set(locators._HEADER_LOCATORS)
+    starts = {starts for (family, _v), (_n, starts) in link_types().items() if family == "pcap"}
+    assert set(linktypes.HEADER_KINDS) <= starts

@@ -1,10 +1,15 @@
 """Byte streams for the stream readers: gzip decompression that gives every byte it could
-decompress before a problem, and a stream whose first bytes were already read."""
+decompress before a problem, a stream whose first bytes were already read, and reading up to
+a size from any of them."""
 
 from __future__ import annotations
 
 import zlib
 from typing import BinaryIO
+
+from ibwire.errors import TruncatedError
+
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 class PrefixedStream:
@@ -81,3 +86,23 @@ class GunzipStream:
             except zlib.error:
                 break
         self.error = error
+
+
+def read_upto(stream: BinaryIO | GunzipStream | PrefixedStream, size: int, compressed: bool
+              ) -> tuple[bytes, bool, TruncatedError | None]:
+    """Up to ``size`` bytes of a stream, fewer only at its end: (bytes, the data ended, the
+    error that ended it: corrupt or truncated gzip data, an unreadable input)."""
+    parts: list[bytes] = []
+    got = 0
+    while got < size:
+        try:
+            part = stream.read(size - got)
+        except (OSError, EOFError, zlib.error) as exc:
+            what = "gzip data" if compressed else "input"
+            return b"".join(parts), True, TruncatedError(
+                f"{what} corrupt or truncated ({exc})", header="gzip" if compressed else None)
+        if not part:
+            return b"".join(parts), True, None
+        parts.append(part)
+        got += len(part)
+    return b"".join(parts), False, None

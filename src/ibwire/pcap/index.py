@@ -27,7 +27,8 @@ import numpy as np
 
 from ibwire.errors import CaptureError, IbwireError
 from ibwire.pcap.index_links import locate_block
-from ibwire.pcap.linktypes import direct_link_codes, header_kind, locator_for
+from ibwire.pcap.linktypes import direct_link_codes, header_kind
+from ibwire.pcap.locators import locator_for
 from ibwire.pcap.pcap import RECORD_HEADER_LEN, PcapWalker, caplen_warnings
 from ibwire.pcap.records import LINK_OTHER, MAX_CAPLEN, Buffer, RawRecord
 from ibwire.pcap.source import Source, detect_format, make_walker, open_capture

@@ -11,7 +11,8 @@ from functools import cache
 import numpy as np
 
 from ibwire.pcap.erf import ERF_HEADER_LEN, erf_type_links
-from ibwire.pcap.linktypes import LINK_HEADER_LEN, sll_link_code
+from ibwire.pcap.linktypes import sll_link_code
+from ibwire.pcap.locators import LINK_HEADER_LEN
 from ibwire.pcap.records import LINK_OTHER
 from ibwire.tables import link_types
 

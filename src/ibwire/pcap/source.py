@@ -19,15 +19,15 @@ import mmap
 import os
 import stat
 import sys
-import zlib
 from collections.abc import Iterator
 from types import TracebackType
 from typing import BinaryIO
 
-from ibwire.errors import CaptureError, IbwireError, TruncatedError
+from ibwire.errors import CaptureError, IbwireError
 from ibwire.pcap.erf import ErfWalker, looks_like_erf
-from ibwire.pcap.gunzip import GunzipStream, PrefixedStream
-from ibwire.pcap.linktypes import direct_link_codes, locator_for
+from ibwire.pcap.gunzip import GZIP_MAGIC, GunzipStream, PrefixedStream, read_upto
+from ibwire.pcap.linktypes import direct_link_codes
+from ibwire.pcap.locators import locator_for
 from ibwire.pcap.pcap import PcapHeader, PcapWalker, is_modified_pcap, parse_pcap_header, pcap_magic
 from ibwire.pcap.pcapng import Interface, PcapngWalker, check_first_section
 from ibwire.pcap.records import (
@@ -39,7 +39,6 @@ from ibwire.pcap.records import (
     error_record,
 )
 
-GZIP_MAGIC = b"\x1f\x8b"
 PCAPNG_MAGIC = b"\n\r\r\n"
 HEAD_LEN = 128 * 1024
 CHUNK_LEN = 1024 * 1024
@@ -138,26 +137,6 @@ def iter_capture_bytes(data: Buffer, name: str = "<bytes>") -> Iterator[CaptureR
     walker, start, _header = started
     yield from RecordMaker(copy=False).records(walker.walk(view, start, len(view), True, 0),
                                                view, 0)
-
-
-def read_upto(stream: BinaryIO | GunzipStream | PrefixedStream, size: int, compressed: bool
-              ) -> tuple[bytes, bool, TruncatedError | None]:
-    """Up to ``size`` bytes of a stream, fewer only at its end: (bytes, the data ended, the
-    error that ended it: corrupt or truncated gzip data, an unreadable input)."""
-    parts: list[bytes] = []
-    got = 0
-    while got < size:
-        try:
-            part = stream.read(size - got)
-        except (OSError, EOFError, zlib.error) as exc:
-            what = "gzip data" if compressed else "input"
-            return b"".join(parts), True, TruncatedError(
-                f"{what} corrupt or truncated ({exc})", header="gzip" if compressed else None)
-        if not part:
-            return b"".join(parts), True, None
-        parts.append(part)
-        got += len(part)
-    return b"".join(parts), False, None
 
 
 class CaptureReader:

@@ -9,11 +9,13 @@ import mmap
 import os
 import stat
 import sys
-from typing import BinaryIO, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from ibwire.errors import CaptureError, IbwireError
-from ibwire.pcap.gunzip import GunzipStream, PrefixedStream
-from ibwire.pcap.source import GZIP_MAGIC, Source, read_upto
+from ibwire.pcap.gunzip import GZIP_MAGIC, GunzipStream, PrefixedStream, read_upto
+
+if TYPE_CHECKING:
+    from ibwire.pcap.source import Source
 
 
 class Feed(Protocol):

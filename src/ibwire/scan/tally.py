@@ -23,7 +23,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from types import ModuleType, TracebackType
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ibwire._twins import load_twin
 from ibwire.errors import CaptureError, IbwireError
@@ -39,8 +39,10 @@ from ibwire.pcap.pcap import (
     pcap_stop,
 )
 from ibwire.pcap.records import LINK_OTHER, MAX_CAPLEN
-from ibwire.pcap.source import Source
 from ibwire.scan.feed import MappedFeed, open_feed
+
+if TYPE_CHECKING:
+    from ibwire.pcap.source import Source
 
 WINDOW = 64 * 1024 * 1024
 SPLIT_AT_LEAST = 1024 * 1024

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from ibwire.builder import DEFAULT_LINK, DERIVED_KEYS, build
 from ibwire.dissect import parse
 from ibwire.headers import ALL, Header
-from ibwire.headers.layout import _show
+from ibwire.headers.layout import display
 from ibwire.headers.mad import carries_mad
 from ibwire.tables import mad_classes, opcodes
 
@@ -62,7 +62,7 @@ class Mutation:
 
 def _field_value(header: Header, name: str) -> st.SearchStrategy[Any]:
     field = header.by_name[name]
-    return st.integers(0, field.mask).map(lambda v: _show(v, field))
+    return st.integers(0, field.mask).map(lambda v: display(v, field))
 
 
 def header_values(header: Header, *, skip: frozenset[str] = frozenset()) -> st.SearchStrategy[

@@ -1,15 +1,25 @@
-"""``ibwire show FILE``: one line per packet, the header tree (-V), or JSON (--json)."""
+"""``ibwire show FILE``: one line per packet, the header tree (-V), or JSON (--json).
+
+The one-line summary comes from the batch scanner (``ibwire.scan``): an InfiniBand/RoCE
+packet that verified or failed only its CRC is written from the scanner's columns, with no
+Python dissection; anything else (other traffic, errors, unknown opcodes, raw IB) is dissected
+like -V and --json do, so that its line says what the dissector says. ``--where`` dissects
+every packet, to test any field.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ibwire.cli.common import add_input_arguments, inspections, jsonable
+from ibwire.cli.common import add_input_arguments, inspections, jsonable, scanned
 
 if TYPE_CHECKING:
     from ibwire.inspect import Inspection
+    from ibwire.pcap.records import CaptureRecord
+    from ibwire.scan import ScanBatch
 
 _NAMES = {"rocev2_ipv4": "RoCEv2", "rocev2_ipv6": "RoCEv2/6", "rocev1": "RoCEv1",
           "ib_local": "IB", "ib_global": "IB/GRH", "ib_raw": "IB raw", "other": "-"}
@@ -28,46 +38,67 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON object per packet")
 
 
-def _addresses(fields: dict[str, Any]) -> tuple[str, str]:
-    for src, dst in (("ip.src", "ip.dst"), ("ipv6.src", "ipv6.dst"), ("grh.sgid", "grh.dgid")):
+#: Where a line's source and destination come from, first present wins.
+_ADDRESSES = (("ip.src", "ip.dst"), ("ipv6.src", "ipv6.dst"), ("grh.sgid", "grh.dgid"),
+              ("lrh.slid", "lrh.dlid"), ("eth.src", "eth.dst"))
+#: The scanner columns a summary line reads (the AETH type and NAK code derive from the
+#: syndrome).
+_COLUMNS = (*(key for pair in _ADDRESSES for key in pair), "bth.opcode", "bth.destqp",
+            "bth.psn", "aeth.syndrome",
+            *(key for key, _, _ in _KEY_FIELDS if not key.startswith("aeth.syndrome.")))
+
+
+def _addresses(fields: Mapping[str, Any]) -> tuple[str, str]:
+    for src, dst in _ADDRESSES:
         if src in fields:
+            if src == "lrh.slid":
+                return f"LID {fields[src]:#x}", f"LID {fields[dst]:#x}"
             return str(fields[src]), str(fields[dst])
-    if "lrh.slid" in fields:
-        return f"LID {fields['lrh.slid']:#x}", f"LID {fields['lrh.dlid']:#x}"
-    if "eth.src" in fields:
-        return fields["eth.src"], fields["eth.dst"]
     return "?", "?"
+
+
+def _head(number: int, timestamp_ns: int | None, start_ns: int, fields: Mapping[str, Any]
+          ) -> str:
+    """Record number, time since the first record (none for a record that could not be
+    read), source and destination."""
+    when = f"{'-':>11}" if timestamp_ns is None else f"{(timestamp_ns - start_ns) / 1e9:11.6f}"
+    src, dst = _addresses(fields)
+    return f"{number:6d} {when} {src} → {dst} "
+
+
+def _transport(encapsulation: str, name: str, fields: Mapping[str, Any], payload: int,
+               icrc_ok: bool | None, vcrc_ok: bool | None) -> str:
+    """The InfiniBand part of a line: opcode, QP, PSN, key ETH fields, verdicts."""
+    line = (f"{_NAMES.get(encapsulation, encapsulation)} {name} QP={fields['bth.destqp']:#08x} "
+            f"PSN={fields['bth.psn']}")
+    for key, label, fmt in _KEY_FIELDS:
+        if key in fields:
+            text = fmt.format(fields[key])
+            line += f" {label}={text}" if label else f" {text}"
+    if payload:
+        line += f" payload={payload}"
+    line += f" ICRC {'ok' if icrc_ok else 'BAD'}"
+    if vcrc_ok is not None:
+        line += f" VCRC {'ok' if vcrc_ok else 'BAD'}"
+    return line
 
 
 def summary(found: Inspection, start_ns: int) -> str:
     fields = found.fields()
-    src, dst = _addresses(fields)
-    if found.record.error is not None:  # a record that could not be read has no time
-        when = f"{'-':>11}"
-    else:
-        when = f"{(found.record.timestamp_ns - start_ns) / 1e9:11.6f}"
-    line = f"{found.record.index + 1:6d} {when} {src} → {dst} "
+    timestamp = None if found.record.error is not None else found.record.timestamp_ns
+    line = _head(found.record.index + 1, timestamp, start_ns, fields)
     packet = found.packet
     if packet is None:
         return line + f"[{found.error}]" if found.error else line + "(not parsed)"
-    line += f"{_NAMES.get(packet.encapsulation, packet.encapsulation)} "
     if packet.is_ib:
         name = packet.opcode.name if packet.opcode else packet.unknown
-        line += f"{name} QP={fields['bth.destqp']:#08x} PSN={fields['bth.psn']}"
-        for key, label, fmt in _KEY_FIELDS:
-            if key in fields:
-                text = fmt.format(fields[key])
-                line += f" {label}={text}" if label else f" {text}"
-        if packet.payload:
-            line += f" payload={len(packet.payload)}"
-        verdict = "ok" if found.icrc_ok else "BAD"
-        line += f" ICRC {verdict}"
-        if found.vcrc_ok is not None:
-            line += f" VCRC {'ok' if found.vcrc_ok else 'BAD'}"
+        line += _transport(packet.encapsulation, name, fields, len(packet.payload),
+                           found.icrc_ok, found.vcrc_ok)
     elif packet.encapsulation == "ib_raw":
-        line += f"{packet.unknown} VCRC {'ok' if found.vcrc_ok else 'BAD'}"
+        line += f"{_NAMES[packet.encapsulation]} {packet.unknown} VCRC " \
+                f"{'ok' if found.vcrc_ok else 'BAD'}"
     else:
-        line += packet.unknown or ""
+        line += f"{_NAMES.get(packet.encapsulation, packet.encapsulation)} {packet.unknown or ''}"
     if found.error is not None:
         line += f" [{found.error}]"
     return line
@@ -99,11 +130,81 @@ def tree(found: Inspection) -> str:
     return "\n".join(lines)
 
 
+def _record(batch: ScanBatch, row: int) -> CaptureRecord:
+    """A scanned row as the record reader gives it, for the dissector: what ``inspect`` and
+    ``summary`` read (the stored record's own bytes, interface and snaplen are not in the
+    scanner's columns and are left out)."""
+    from ibwire.pcap.records import CaptureRecord
+
+    c = batch.columns
+    frame = bytes(batch.frame(row))
+    orig = int(c["frame.orig_len"][row])
+    return CaptureRecord(int(c["record"][row]), int(c["frame.offset"][row]),
+                         int(c["timestamp_ns"][row]), int(c["linktype"][row]), batch.link(row),
+                         frame, len(frame), orig, 0, frame, orig, 0,
+                         error=batch.errors.get(row))
+
+
+def _verdict(code: int) -> bool | None:
+    return None if code < 0 else code == 1
+
+
+def scanned_lines(path: str, args: argparse.Namespace) -> Iterator[str]:
+    """Summary lines from the scanner, dissecting only the rows it cannot write (see the
+    module)."""
+    from ibwire.headers.aeth import decode_syndrome
+    from ibwire.inspect import inspect
+    from ibwire.scan.program import (
+        CAPTURE_ERROR,
+        PACKET_ENCAPSULATIONS,
+        SCAN_KIND_NAMES,
+        column,
+    )
+    from ibwire.tables import opcodes
+
+    names = {code: op.name for code, op in opcodes().items()}
+    kinds = [PACKET_ENCAPSULATIONS.get(kind) for kind in SCAN_KIND_NAMES]
+    bits = {key: 1 << column(key).slot for key in _COLUMNS}  # its header's bit in 'headers'
+    present: dict[int, tuple[str, ...]] = {}  # headers bitmap -> the keys it has
+    syndromes: dict[int, dict[str, Any]] = {}
+    start_ns: int | None = None
+    for batch, c, _failed in scanned(path, args, fields=_COLUMNS):
+        rows = len(c["record"])
+        values = {key: batch.values(key) for key in _COLUMNS}
+        number, stamp, headers, kind, error, payload, icrc_ok, vcrc_ok = (
+            c[k].tolist() for k in ("record", "timestamp_ns", "headers", "encapsulation",
+                                    "error", "payload.length", "icrc_ok", "vcrc_ok"))
+        for r in range(rows):
+            if start_ns is None and error[r] != CAPTURE_ERROR:
+                start_ns = stamp[r]
+            encapsulation = kinds[kind[r]]
+            opcode = values["bth.opcode"][r]
+            if error[r] or encapsulation in (None, "ib_raw") or opcode not in names:
+                yield summary(inspect(_record(batch, r)), start_ns or 0)
+                continue
+            keys = present.get(headers[r])
+            if keys is None:
+                keys = present[headers[r]] = tuple(k for k in _COLUMNS if bits[k] & headers[r])
+            fields = {key: values[key][r] for key in keys}
+            if "aeth.syndrome" in fields:
+                syndrome = fields["aeth.syndrome"]
+                if syndrome not in syndromes:
+                    syndromes[syndrome] = decode_syndrome(syndrome)
+                fields.update(syndromes[syndrome])
+            yield (_head(number[r] + 1, stamp[r], start_ns or 0, fields)
+                   + _transport(encapsulation, names[opcode], fields, payload[r],
+                                _verdict(icrc_ok[r]), _verdict(vcrc_ok[r])))
+
+
 def run(args: argparse.Namespace) -> int:
+    out = sys.stdout
+    if not (args.json or args.verbose or args.where):
+        for line in scanned_lines(args.file, args):
+            out.write(line + "\n")
+        return 0
     import json  # only when run: the start of every verb stays light
 
     start_ns = None
-    out = sys.stdout
     for found in inspections(args.file, args):
         if start_ns is None and found.record.error is None:
             start_ns = found.record.timestamp_ns

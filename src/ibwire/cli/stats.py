@@ -18,10 +18,6 @@ if TYPE_CHECKING:
     import numpy as np
 
 TABLES = ("encapsulation", "transport", "opcode", "destqp", "totals")
-#: The scanner's encapsulation names as ``ibwire.parse`` (and ``show``) call them.
-ENCAPSULATIONS = {"ib_lrh": "ib_local", "ib_grh": "ib_global", "ib_raw": "ib_raw",
-                  "ib_ip": "ib_raw", "rocev1": "rocev1", "rocev2_ipv4": "rocev2_ipv4",
-                  "rocev2_ipv6": "rocev2_ipv6"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,7 +38,7 @@ def _scanned(args: argparse.Namespace, tables: dict[str, Counter[str]],
              failures: list[str]) -> None:
     import numpy as np
 
-    from ibwire.scan.program import SCAN_KIND_NAMES, slot_bit
+    from ibwire.scan.program import PACKET_ENCAPSULATIONS, SCAN_KIND_NAMES, slot_bit
     from ibwire.tables import opcodes
 
     ops = opcodes()
@@ -63,7 +59,7 @@ def _scanned(args: argparse.Namespace, tables: dict[str, Counter[str]],
         totals["icrc_bad"] += int(np.count_nonzero(c["icrc_ok"] == 0))
         totals["vcrc_bad"] += int(np.count_nonzero(c["vcrc_ok"] == 0))
         _count(tables["encapsulation"], c["encapsulation"][ib],
-               lambda k: ENCAPSULATIONS[SCAN_KIND_NAMES[k]])
+               lambda k: PACKET_ENCAPSULATIONS[SCAN_KIND_NAMES[k]])
         bth = ib & (c["headers"] & slot_bit("bth") != 0)
         opcode = c["bth.opcode"][bth]
         _count(tables["opcode"], opcode, lambda v: ops[v].name if v in ops else f"0x{v:02x}")

@@ -59,7 +59,9 @@ def _fields_of(declaration: cs.Construct, formats: Mapping[str, str]) -> tuple[F
     return tuple(fields)
 
 
-def _show(value: int, field: Field) -> Any:
+def display(value: int, field: Field) -> Any:
+    """A field's value as ``Packet.fields()`` gives it: a number, or MAC and IP addresses as
+    text, other byte fields as bytes."""
     if field.fmt is None:
         return value
     raw = value.to_bytes(field.bits // 8, "big")
@@ -132,7 +134,7 @@ class Header:
                 f"{self.title} needs {self.size} bytes, {max(len(data) - offset, 0)} left",
                 header=self.name, offset=offset)
         word = int.from_bytes(data[offset:end], "big")
-        return {f.name: _show((word >> f.shift) & f.mask, f) for f in self.fields}
+        return {f.name: display((word >> f.shift) & f.mask, f) for f in self.fields}
 
     def build(self, values: Mapping[str, Any]) -> bytes:
         """Bytes of the header; missing fields are 0, unknown names raise :class:`BuildError`."""

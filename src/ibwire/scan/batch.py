@@ -15,6 +15,7 @@ from ibwire.errors import (
     TruncatedError,
     UnsupportedError,
 )
+from ibwire.headers.layout import display
 from ibwire.pcap.index import CaptureIndex
 from ibwire.pcap.records import LINK_NAMES
 from ibwire.scan import program
@@ -47,6 +48,24 @@ class ScanBatch:
     @property
     def names(self) -> list[str]:
         return list(self.columns)
+
+    def values(self, name: str) -> list[Any]:
+        """Header-field column ``name`` as Python values shown as ``Packet.fields()`` shows
+        them (addresses as text; 0 where the header is absent, see ``headers``)."""
+        column = program.column(name)
+        field = program.SLOTS[column.slot].by_name[column.field]
+        data = self.columns[name]
+        if column.width != 16:
+            raw = data.tolist()
+            if field.fmt is None:
+                return raw
+            shown: dict[Any, Any] = {}  # addresses repeat: show each once
+            return [shown[v] if v in shown else shown.setdefault(v, display(v, field))
+                    for v in raw]
+        shown = {}
+        return [shown[v] if v in shown
+                else shown.setdefault(v, display(int.from_bytes(v, "big"), field))
+                for v in np.ascontiguousarray(data).view("V16").ravel().tolist()]
 
     def frame(self, row: int) -> memoryview:
         off, n = int(self.columns["frame.offset"][row]), int(self.columns["frame.len"][row])

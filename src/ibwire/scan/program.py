@@ -66,6 +66,10 @@ FIXED: tuple[tuple[str, str, str], ...] = (
 
 #: Encapsulations (the ``encapsulation`` column): the CRC walker's kinds.
 SCAN_KIND_NAMES = KIND_NAMES
+#: Each kind as ``ibwire.parse`` names a packet's encapsulation (``Packet.encapsulation``).
+PACKET_ENCAPSULATIONS: dict[str, str] = {
+    "ib_lrh": "ib_local", "ib_grh": "ib_global", "ib_raw": "ib_raw", "ib_ip": "ib_raw",
+    "rocev1": "rocev1", "rocev2_ipv4": "rocev2_ipv4", "rocev2_ipv6": "rocev2_ipv6"}
 
 #: Errors: the CRC engine's codes, then a capture-level (record) error.
 ERROR_NAMES = ("ok", "not_ib", "truncated", "malformed", "unsupported", "capture")
@@ -129,6 +133,15 @@ def columns() -> tuple[Column, ...]:
             dtype, width = _width(f.bits)
             out.append(Column(header.key(f.name), slot, f.name, dtype, width))
     return tuple(out)
+
+
+@cache
+def column(name: str) -> Column:
+    """The header-field column called ``name`` (``"bth.psn"``)."""
+    for c in columns():
+        if c.name == name:
+            return c
+    raise KeyError(f"no scanner column {name!r}")
 
 
 def _instruction(index: int, column: Column) -> Instruction:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from ibwire.headers import ALL, EXTENDED
 from ibwire.scan import program
 from ibwire.tables import opcodes
@@ -46,3 +48,16 @@ def test_the_c_engine_assumes_the_specs_well_known_qps():
     from ibwire.tables import well_known_qps
 
     assert program.WELL_KNOWN_QPS == tuple(sorted(well_known_qps())) == (0, 1)
+
+
+@pytest.mark.parametrize("rows", [1 << 12, 1 << 16, 65_536 * 3])
+def test_columns_do_not_all_map_to_the_same_cache_sets(rows):
+    """Every column is written at each row: with sizes of n * 2**k bytes, columns packed back
+    to back would start in the same L1 set (64 sets of 64-byte lines) and evict each other.
+    Skewed, no set holds the start of more than a few columns, fewer than an L1's 8 ways."""
+    from collections import Counter
+
+    cols = program.empty_columns(rows, program.select(None))
+    sets = Counter((col.__array_interface__["data"][0] // 64) % 64 for col in cols.values())
+    assert max(sets.values()) <= 4, sets.most_common(3)
+    assert len(cols) > 64

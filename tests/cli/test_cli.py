@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -200,6 +201,34 @@ def test_show_from_the_scanner_on_every_opcode_and_encapsulation(tmp_path):
 def test_show_count_stops_both_ways():
     scanned, dissected = _show_both_ways(SAMPLES / "sample-rocev2.pcap", count=5)
     assert scanned == dissected and len(scanned) == 5
+
+
+def _fields_both_ways(path: Path) -> tuple[list[list[tuple[str, Any]]], list[list[tuple[str, Any]]]]:
+    """``show --json``'s objects (as ordered items) from the scanner, and from the dissector."""
+    from ibwire.cli.common import inspections
+    from ibwire.cli.show import scanned_fields
+
+    args = argparse.Namespace(count=None, where=None, no_progress=True)
+    scanned = [list((f if isinstance(f, dict) else f.fields()).items())
+               for f in scanned_fields(str(path), args, None)]
+    dissected = [list(found.fields().items()) for found in inspections(str(path), args)]
+    return scanned, dissected
+
+
+@pytest.mark.parametrize("path", [*sorted(CAPTURES.glob("*.pcap*")), *sorted(SAMPLES.glob("*.pcap"))],
+                         ids=lambda p: p.name)
+def test_json_from_the_scanner_is_the_dissectors(path):
+    """Every key, value and key order of ``show --json`` is the same from scanner columns."""
+    scanned, dissected = _fields_both_ways(path)
+    assert scanned == dissected
+
+
+def test_json_from_the_scanner_on_every_opcode_and_encapsulation(tmp_path):
+    from tests.diff.generate import all_packets, write_captures
+
+    for path in write_captures(all_packets(), tmp_path).values():
+        scanned, dissected = _fields_both_ways(path)
+        assert scanned == dissected, path.name
 
 
 HEAVY = ("numpy", "construct", "dataclasses", "pathlib", "json", "shutil", "bz2", "lzma",

@@ -138,3 +138,17 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, tuple):
         return [jsonable(v) for v in value]
     return value
+
+
+def json_line(fields: dict[str, Any]) -> str:
+    """One JSON object per line; values as :func:`jsonable` has them (json itself writes
+    tuples as lists and asks :func:`_hex` for bytes, so plain values cost no Python call)."""
+    import json
+
+    return json.dumps(fields, default=_hex) + "\n"
+
+
+def _hex(value: Any) -> str:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")

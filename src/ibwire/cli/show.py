@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ibwire.cli.common import add_input_arguments, inspections, jsonable, scanned
+from ibwire.cli.common import add_input_arguments, inspections, json_line, jsonable, scanned
 
 if TYPE_CHECKING:
     from ibwire.inspect import Inspection
@@ -149,67 +149,119 @@ def _verdict(code: int) -> bool | None:
     return None if code < 0 else code == 1
 
 
-def scanned_lines(path: str, args: argparse.Namespace) -> Iterator[str]:
-    """Summary lines from the scanner, dissecting only the rows it cannot write (see the
-    module)."""
+def _present(headers: int, opcode: int, wanted: tuple[str, ...]) -> tuple[tuple[str, bool], ...]:
+    """The keys of ``wanted`` that a row with the ``headers`` bitmap and ``opcode`` has, in
+    wire order (the extended headers in the opcode's order), each with whether its header
+    stacks."""
+    from ibwire.scan.program import SLOT, STACKED_SLOTS, column, opcode_chains
+
+    chain, length, _flags = opcode_chains()
+    after_bth = {int(slot): i for i, slot in enumerate(chain[opcode][:length[opcode]])}
+    bth = SLOT["bth"]
+
+    def place(key: str) -> tuple[int, int]:
+        slot = column(key).slot
+        return (bth, after_bth[slot]) if slot in after_bth else (slot, -1)
+
+    keys = sorted((k for k in wanted if headers >> column(k).slot & 1), key=place)
+    return tuple((k, column(k).slot in STACKED_SLOTS) for k in keys)
+
+
+def scanned_fields(path: str, args: argparse.Namespace, keys: tuple[str, ...] | None
+                   ) -> Iterator[dict[str, Any] | Inspection]:
+    """Record by record: the fields ``Inspection.fields()`` would give, in its order, from the
+    scanner's columns (only the header fields ``keys``; None: all); or, for a row the columns
+    cannot tell whole (see the module; also stacked VLAN tags and IPv4 options), the row
+    dissected."""
     from ibwire.headers.aeth import decode_syndrome
     from ibwire.inspect import inspect
+    from ibwire.pcap.records import LINK_NAMES
     from ibwire.scan.program import (
-        CAPTURE_ERROR,
         PACKET_ENCAPSULATIONS,
         SCAN_KIND_NAMES,
         column,
+        columns,
     )
     from ibwire.tables import opcodes
 
     names = {code: op.name for code, op in opcodes().items()}
     kinds = [PACKET_ENCAPSULATIONS.get(kind) for kind in SCAN_KIND_NAMES]
-    bits = {key: 1 << column(key).slot for key in _COLUMNS}  # its header's bit in 'headers'
-    present: dict[int, tuple[str, ...]] = {}  # headers bitmap -> the keys it has
+    wanted = tuple(c.name for c in columns()) if keys is None else keys
+    scan_keys = tuple({*wanted, "bth.opcode", "ip.hdr_len", "aeth.syndrome"})
+    ipv4 = 1 << column("ip.hdr_len").slot
+    present: dict[tuple[int, int], tuple[tuple[str, bool], ...]] = {}
     syndromes: dict[int, dict[str, Any]] = {}
-    start_ns: int | None = None
-    for batch, c, _failed in scanned(path, args, fields=_COLUMNS):
-        rows = len(c["record"])
-        values = {key: batch.values(key) for key in _COLUMNS}
-        number, stamp, headers, kind, error, payload, icrc_ok, vcrc_ok = (
-            c[k].tolist() for k in ("record", "timestamp_ns", "headers", "encapsulation",
-                                    "error", "payload.length", "icrc_ok", "vcrc_ok"))
-        for r in range(rows):
-            if start_ns is None and error[r] != CAPTURE_ERROR:
-                start_ns = stamp[r]
+    for batch, c, _failed in scanned(path, args, fields=scan_keys):
+        values = {key: batch.values(key) for key in scan_keys}
+        number, stamp, link, headers, vlans, kind, error, payload, icrc, vcrc, icrc_ok, \
+            vcrc_ok = (c[k].tolist() for k in (
+                "record", "timestamp_ns", "link", "headers", "vlan.count", "encapsulation",
+                "error", "payload.length", "icrc", "vcrc", "icrc_ok", "vcrc_ok"))
+        for r in range(len(number)):
             encapsulation = kinds[kind[r]]
             opcode = values["bth.opcode"][r]
-            if error[r] or encapsulation in (None, "ib_raw") or opcode not in names:
-                yield summary(inspect(_record(batch, r)), start_ns or 0)
+            if (error[r] or encapsulation in (None, "ib_raw") or opcode not in names
+                    or vlans[r] > 1 or headers[r] & ipv4 and values["ip.hdr_len"][r] != 5):
+                yield inspect(_record(batch, r))
                 continue
-            keys = present.get(headers[r])
-            if keys is None:
-                keys = present[headers[r]] = tuple(k for k in _COLUMNS if bits[k] & headers[r])
-            fields = {key: values[key][r] for key in keys}
+            has = present.get((headers[r], opcode))
+            if has is None:
+                has = present[(headers[r], opcode)] = _present(headers[r], opcode, wanted)
+            fields: dict[str, Any] = {"frame": number[r] + 1, "timestamp_ns": stamp[r],
+                                      "link": LINK_NAMES[link[r]],
+                                      "encapsulation": encapsulation}
+            for key, stacked in has:
+                fields[key] = (values[key][r],) if stacked else values[key][r]
             if "aeth.syndrome" in fields:
                 syndrome = fields["aeth.syndrome"]
                 if syndrome not in syndromes:
                     syndromes[syndrome] = decode_syndrome(syndrome)
                 fields.update(syndromes[syndrome])
-            yield (_head(number[r] + 1, stamp[r], start_ns or 0, fields)
-                   + _transport(encapsulation, names[opcode], fields, payload[r],
-                                _verdict(icrc_ok[r]), _verdict(vcrc_ok[r])))
+            fields["icrc"] = icrc[r]
+            if vcrc_ok[r] >= 0:
+                fields["vcrc"] = vcrc[r]
+            fields["bth.opcode.name"] = names[opcode]
+            fields["payload.length"] = payload[r]
+            fields["icrc_ok"] = _verdict(icrc_ok[r])
+            fields["vcrc_ok"] = _verdict(vcrc_ok[r])
+            fields["error"] = None
+            yield fields
+
+
+def scanned_lines(path: str, args: argparse.Namespace) -> Iterator[str]:
+    """Summary lines, from the scanner where it can tell them (see :func:`scanned_fields`)."""
+    start_ns: int | None = None
+    for found in scanned_fields(path, args, _COLUMNS):
+        if not isinstance(found, dict):
+            if start_ns is None and found.record.error is None:
+                start_ns = found.record.timestamp_ns
+            yield summary(found, start_ns or 0)
+            continue
+        if start_ns is None:
+            start_ns = found["timestamp_ns"]
+        yield (_head(found["frame"], found["timestamp_ns"], start_ns, found)
+               + _transport(found["encapsulation"], found["bth.opcode.name"], found,
+                            found["payload.length"], found["icrc_ok"], found["vcrc_ok"]))
 
 
 def run(args: argparse.Namespace) -> int:
     out = sys.stdout
-    if not (args.json or args.verbose or args.where):
+    if args.json and not args.where:
+        for found in scanned_fields(args.file, args, None):
+            fields = found if isinstance(found, dict) else found.fields()
+            out.write(json_line(fields))
+        return 0
+    if not (args.verbose or args.where):
         for line in scanned_lines(args.file, args):
             out.write(line + "\n")
         return 0
-    import json  # only when run: the start of every verb stays light
 
     start_ns = None
     for found in inspections(args.file, args):
         if start_ns is None and found.record.error is None:
             start_ns = found.record.timestamp_ns
         if args.json:
-            out.write(json.dumps({k: jsonable(v) for k, v in found.fields().items()}) + "\n")
+            out.write(json_line(found.fields()))
         elif args.verbose:
             out.write(tree(found) + "\n\n")
         else:

@@ -25,11 +25,14 @@ import numpy as np
 from ibwire.crc._common import KIND_NAMES, SITES
 from ibwire.headers import BTH, ETHERNET, EXTENDED, GRH, IPV4, IPV6, LRH, MAD, RMPP, UDP, VLAN
 from ibwire.headers.layout import Header
+from ibwire.packet import STACKED
 from ibwire.tables import mad_classes, opcodes, well_known_qps
 
 SLOTS: tuple[Header, ...] = (ETHERNET, VLAN, IPV4, IPV6, UDP, LRH, GRH, BTH,
                              *EXTENDED.values(), MAD, RMPP)
 SLOT: dict[str, int] = {h.name: i for i, h in enumerate(SLOTS)}
+STACKED_SLOTS = frozenset(SLOT[name] for name in STACKED)
+"""Headers a frame can carry more than once; their columns hold the outermost."""
 MAX_CHAIN = 4
 WELL_KNOWN_QPS: tuple[int, ...] = tuple(sorted(well_known_qps()))
 """QPs whose UD traffic carries MADs (scan.c assumes QP0 and QP1)."""

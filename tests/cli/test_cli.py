@@ -178,57 +178,49 @@ def _show_both_ways(path: Path, count: int | None = None) -> tuple[list[str], li
     return scanned, dissected
 
 
-@pytest.mark.parametrize("path", [*sorted(CAPTURES.glob("*.pcap*")), *sorted(SAMPLES.glob("*.pcap"))],
-                         ids=lambda p: p.name)
-def test_show_from_the_scanner_says_what_the_dissector_says(path):
-    """A summary line written from scanner columns is the dissector's line, byte for byte."""
-    scanned, dissected = _show_both_ways(path)
-    assert scanned == dissected
-    assert len(scanned) > 1
-
-
-def test_show_from_the_scanner_on_every_opcode_and_encapsulation(tmp_path):
-    """Generated frames of every opcode in every encapsulation (VLAN tags, raw IP, native IB
-    as 247 and as ERF), with random field values: the same lines both ways."""
-    from tests.diff.generate import all_packets, write_captures
-
-    for path in write_captures(all_packets(), tmp_path).values():
-        scanned, dissected = _show_both_ways(path)
-        assert scanned == dissected, path.name
-        assert len(scanned) >= 20
-
-
-def test_show_count_stops_both_ways():
-    scanned, dissected = _show_both_ways(SAMPLES / "sample-rocev2.pcap", count=5)
-    assert scanned == dissected and len(scanned) == 5
-
-
-def _fields_both_ways(path: Path) -> tuple[list[list[tuple[str, Any]]], list[list[tuple[str, Any]]]]:
+def _fields_both_ways(path: Path, count: int | None = None
+                      ) -> tuple[list[list[tuple[str, Any]]], list[list[tuple[str, Any]]]]:
     """``show --json``'s objects (as ordered items) from the scanner, and from the dissector."""
     from ibwire.cli.common import inspections
     from ibwire.cli.show import scanned_fields
 
-    args = argparse.Namespace(count=None, where=None, no_progress=True)
+    args = argparse.Namespace(count=count, where=None, no_progress=True)
     scanned = [list((f if isinstance(f, dict) else f.fields()).items())
                for f in scanned_fields(str(path), args, None)]
     dissected = [list(found.fields().items()) for found in inspections(str(path), args)]
     return scanned, dissected
 
 
+#: show's summary lines and its --json objects (every key, value and key order).
+BOTH_WAYS = [pytest.param(_show_both_ways, id="lines"), pytest.param(_fields_both_ways, id="json")]
+
+
+@pytest.mark.parametrize("both_ways", BOTH_WAYS)
 @pytest.mark.parametrize("path", [*sorted(CAPTURES.glob("*.pcap*")), *sorted(SAMPLES.glob("*.pcap"))],
                          ids=lambda p: p.name)
-def test_json_from_the_scanner_is_the_dissectors(path):
-    """Every key, value and key order of ``show --json`` is the same from scanner columns."""
-    scanned, dissected = _fields_both_ways(path)
+def test_show_from_the_scanner_says_what_the_dissector_says(path, both_ways):
+    """What show writes from scanner columns is what the dissector gives, byte for byte."""
+    scanned, dissected = both_ways(path)
     assert scanned == dissected
+    assert len(scanned) > 1
 
 
-def test_json_from_the_scanner_on_every_opcode_and_encapsulation(tmp_path):
+@pytest.mark.parametrize("both_ways", BOTH_WAYS)
+def test_show_from_the_scanner_on_every_opcode_and_encapsulation(tmp_path, both_ways):
+    """Generated frames of every opcode in every encapsulation (VLAN tags, raw IP, native IB
+    as 247 and as ERF), with random field values: the same both ways."""
     from tests.diff.generate import all_packets, write_captures
 
     for path in write_captures(all_packets(), tmp_path).values():
-        scanned, dissected = _fields_both_ways(path)
+        scanned, dissected = both_ways(path)
         assert scanned == dissected, path.name
+        assert len(scanned) >= 20
+
+
+@pytest.mark.parametrize("both_ways", BOTH_WAYS)
+def test_show_count_stops_both_ways(both_ways):
+    scanned, dissected = both_ways(SAMPLES / "sample-rocev2.pcap", count=5)
+    assert scanned == dissected and len(scanned) == 5
 
 
 HEAVY = ("numpy", "construct", "dataclasses", "pathlib", "json", "shutil", "bz2", "lzma",

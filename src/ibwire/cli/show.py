@@ -1,10 +1,11 @@
 """``ibwire show FILE``: one line per packet, the header tree (-V), or JSON (--json).
 
-The one-line summary comes from the batch scanner (``ibwire.scan``): an InfiniBand/RoCE
-packet that verified or failed only its CRC is written from the scanner's columns, with no
-Python dissection; anything else (other traffic, errors, unknown opcodes, raw IB) is dissected
-like -V and --json do, so that its line says what the dissector says. ``--where`` dissects
-every packet, to test any field.
+The summary lines and the JSON objects come from the batch scanner (``ibwire.scan``): an
+InfiniBand/RoCE packet that verified or failed only its CRC is written from the scanner's
+columns, with no Python dissection; anything else (other traffic, errors, unknown opcodes,
+raw IB, stacked VLAN tags, IPv4 options) is dissected, so that what is written is what the
+dissector says (tests compare both ways on every capture they have). -V and ``--where``
+dissect every packet, to show the tree or test any field.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@
 #      malloc'd to their exact size, through locate/verify/icrc/vcrc/fix and the batch, for
 #      every CRC-32 code path the CPU has;
 #   3. a Python fuzz loop through icrc/vcrc/verify/fix/verify_batch, the scanner's
-#      scan_frames (every column) and the counting scan's check_pcap and pcap_sync, with
-#      exact-size numpy buffers.
+#      scan_frames (every column), its pcapng EPB walk, and the counting scan's check_pcap and
+#      pcap_sync, with exact-size numpy buffers.
 # Bounded (FUZZ_CASES, default 300000 per loop); exits non-zero on any sanitizer report or
 # test failure. Usage: tools/asan_crc.sh [pytest args...]
 set -euo pipefail
@@ -226,6 +226,19 @@ for i in range(cases):
     at = rng.randrange(len(arr) + 1)
     tally.check_pcap(arr, at, len(arr), swapped, 1 << 18, 0, 255 if i % 5 == 0 else 0, 1)
     tally.pcap_sync(arr, at, len(arr), swapped, 1 << 18, 10**6, rng.randrange(1, 9), 300)
+    # the pcapng EPB walk: the frame as an EPB (lengths sometimes lying), then raw bytes
+    faces = [(rng.randrange(3), rng.choice([0, 1, 1000, 10**19, 93, 127]),
+              rng.choice([0, -1, 1 << 62, -(1 << 63)]), rng.choice([0, 64]), 1)]
+    body = struct.pack("<IIIII", 0, 7, 9, max(caplen, 0), len(frame)) + bytes(frame)
+    body += bytes(-len(body) % 4)
+    size = 12 + len(body) + rng.choice([0, 0, 0, 4, -4, 1000])
+    block = np.frombuffer(struct.pack("<II", 6, max(size, 0)) + body
+                          + struct.pack("<I", max(size, 0)), np.uint8).copy()
+    for buf, start in ((block, 0), (arr, at)):
+        try:
+            scan.pcapng_epbs(buf, start, len(buf), swapped, 1 << 18, faces, 4)
+        except ValueError:  # a clock the walker never makes (kind 1 with param 0 ...)
+            errors += 1
     if i % 64 == 0:
         crc.verify_batch(arr, [0, 0], [len(arr), len(arr) // 2], np.array([0, 1], np.uint8))
 print(f"python fuzz: {cases} cases, {errors} ibwire errors, no crash")

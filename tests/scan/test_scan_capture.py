@@ -48,7 +48,9 @@ def assert_scan_agrees(source: object, records: list, window: int) -> None:
             else:
                 assert bytes(batch.frame(row)) == bytes(record.frame)
                 assert batch["link"][row] == LINK_CODES[record.link]
-                assert batch["timestamp_ns"][row] == record.timestamp_ns
+                # the reader's nanoseconds are Python ints; columns hold them clamped to int64
+                assert batch["timestamp_ns"][row] == min(max(record.timestamp_ns, -(1 << 63)),
+                                                         (1 << 63) - 1)
                 assert batch["frame.orig_len"][row] == record.orig_len
                 assert batch["linktype"][row] == record.linktype
             rows += 1
@@ -174,3 +176,118 @@ def test_arrow_table_has_every_column():
     assert table.column("bth.psn").to_pylist() == batch["bth.psn"].tolist()
     assert table.schema.field("ipv6.src").type == pa.binary(16)
     assert table.column("icrc_ok").to_pylist() == [1, 1, 1]
+
+
+# --- pcapng: runs of plain EPBs take the C walk (_Columns.epb_hook), the rest the walker ---
+
+#: if_tsresol values: micro/nano, coarse, binary, and beyond any uint64 (Python's walk only).
+TSRESOLS = [None, 6, 9, 0, 3, 12, 28, 29, 100, 0x80 | 10, 0x80 | 30, 0x80 | 127]
+
+
+@st.composite
+def pcapng_captures(draw: st.DrawFn) -> bytes:
+    """Sections of either byte order, interfaces of direct, cooked and unknown link types with
+    any clock, and blocks plain or not: EPBs over snaplen or orig_len, past their block, on an
+    undeclared interface, with lying lengths; SPBs, PBs, unknown blocks, a cut tail."""
+    from tests.pcap.capture_synth import block, epb, idb, packet_block, shb, spb
+
+    out = b""
+    frames = st.sampled_from(FRAMES[:6])
+    for _section in range(draw(st.integers(1, 2))):
+        order = draw(st.sampled_from("<>"))
+        out += shb(order)
+        faces = []
+        for _face in range(draw(st.integers(1, 3))):
+            linktype = draw(st.sampled_from([1, 1, 101, 113, 247, 999]))
+            snaplen = draw(st.sampled_from([0, 65535, 80]))
+            faces.append(linktype)
+            out += idb(linktype, snaplen, order=order, tsresol=draw(st.sampled_from(TSRESOLS)),
+                       tsoffset=draw(st.sampled_from([None, 0, 1_700_000_000, -5, 1 << 62])))
+        for _ in range(draw(st.integers(0, 12))):
+            frame = draw(frames)
+            if faces[0] == 113:
+                frame = sll_header(0x0800) + frame[14:]
+            kind = draw(st.sampled_from(["plain"] * 6 + ["cut", "caplen", "orig", "iface",
+                                                          "spb", "pb", "unknown", "length"]))
+            units = draw(st.sampled_from([0, 1, T0 // 1000, (1 << 64) - 1, 1 << 40]))
+            iface = draw(st.integers(0, len(faces) - 1))
+            if kind == "plain":
+                out += epb(iface, units, frame, order=order)
+            elif kind == "cut":
+                out += epb(iface, units, frame[:30], orig_len=len(frame), order=order)
+            elif kind == "caplen":
+                out += epb(iface, units, frame, caplen=len(frame) + 8, order=order)
+            elif kind == "orig":
+                out += epb(iface, units, frame, orig_len=len(frame) - 4, order=order)
+            elif kind == "iface":
+                out += epb(len(faces) + 2, units, frame, order=order)
+            elif kind == "spb":
+                out += spb(frame, order=order)
+            elif kind == "pb":
+                out += packet_block(iface, units, frame, order=order)
+            elif kind == "unknown":
+                out += block(0x0BAD, b"ignored", order=order)
+            else:
+                out += epb(iface, units, frame, order=order)[:-4] + bytes(4)
+                break  # a lying trailing length ends the walk
+    return out + draw(st.sampled_from([b"", b"\0" * 6, shb()[:20]]))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(pcapng_captures(), st.sampled_from([64, 200, 4096, 1 << 20]))
+def test_pcapng_through_the_c_epb_walk_agrees_with_the_reader(tmp_path_factory, data, window):
+    path = tmp_path_factory.mktemp("ng") / "capture.pcapng"
+    path.write_bytes(data)
+    records = list(read_capture(path))
+    assert_scan_agrees(path, records, window)
+    assert_scan_agrees(io.BytesIO(data), records, window)
+    assert_index_agrees(data, records)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(pcapng_captures(), st.integers(0, 400), st.integers(1, 9),
+       st.lists(st.tuples(st.sampled_from([0, 1, 2]), st.integers(0, 1 << 63),
+                          st.integers(-(1 << 62), 1 << 62), st.sampled_from([0, 80, 65535]),
+                          st.sampled_from([0, 1, 1])), min_size=0, max_size=3),
+       st.booleans())
+def test_pcapng_epb_walk_twins_agree(scan_engine, data, pos, cap, faces, swapped):
+    from ibwire.scan import _python
+
+    faces = [(kind, param % 128 if kind == 2 else max(param, 1), off, snap, direct)
+             for kind, param, off, snap, direct in faces]
+    epb = (6).to_bytes(4, "big" if swapped == (np.little_endian) else "little")
+    found = data.find(epb, min(pos, len(data)))  # a block start, most of the time
+    pos = found if found >= 0 else min(pos, len(data))
+    got = scan_engine.pcapng_epbs(data, pos, len(data), swapped, 1 << 20, faces, cap)
+    want = _python.pcapng_epbs(data, pos, len(data), swapped, 1 << 20, faces, cap)
+    assert [np.asarray(x).tolist() for x in got] == [np.asarray(x).tolist() for x in want]
+
+
+def test_a_plain_pcapng_run_is_walked_in_c(tmp_path, monkeypatch):
+    """Every plain EPB of a window goes through the C walk (one call takes them all), and the
+    rows are still the reader's."""
+    import ibwire.scan
+
+    data = pcapng_file(FRAMES)
+    path = tmp_path / "plain.pcapng"
+    path.write_bytes(data)
+    taken = []
+    walk = ibwire.scan.pcapng_epbs
+
+    def counted(*args):
+        found = walk(*args)
+        taken.append(len(found[0]))
+        return found
+
+    monkeypatch.setattr(ibwire.scan, "pcapng_epbs", counted)
+    records = list(read_capture(path))
+    assert taken == []  # the reader walks in Python
+    assert_scan_agrees(path, records, 1 << 20)
+    assert taken == [len(FRAMES)]
+
+
+@pytest.mark.parametrize("kind, param", [(1, 0), (3, 1), (0, 1 << 64), (2, -1)])
+def test_a_clock_the_walker_never_makes_is_refused(scan_engine, kind, param):
+    data = pcapng_file(FRAMES[:2])
+    with pytest.raises((ValueError, OverflowError)):
+        scan_engine.pcapng_epbs(data, 0, len(data), False, 1 << 20, [(kind, param, 0, 0, 1)], 4)

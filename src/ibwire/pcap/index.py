@@ -19,8 +19,10 @@ import mmap
 import os
 import stat
 import struct
+import sys
 import tempfile
 from array import array
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -30,12 +32,14 @@ from ibwire.pcap.index_links import locate_block
 from ibwire.pcap.linktypes import direct_link_codes, header_kind
 from ibwire.pcap.locators import locator_for
 from ibwire.pcap.pcap import RECORD_HEADER_LEN, PcapWalker, caplen_warnings
+from ibwire.pcap.pcapng import PcapngWalker, timestamp_rule
 from ibwire.pcap.records import LINK_OTHER, MAX_CAPLEN, Buffer, RawRecord
 from ibwire.pcap.source import Source, detect_format, make_walker, open_capture
 
 _INT64_MAX = (1 << 63) - 1
 _INT64_MIN = -(1 << 63)
 _GATHER_ROWS = 1 << 13
+_NATIVE = "<" if sys.byteorder == "little" else ">"
 
 
 class CaptureIndex(NamedTuple):
@@ -130,6 +134,45 @@ class _Columns:
             self.add_warning(warning or link_warning)
             self.add(start, end - start, timestamp_ns if erf_ts is None else erf_ts, code,
                      linktype, wire_len)
+
+    def epb_hook(self, walker: PcapngWalker) -> Callable[[Buffer, int, int], int]:
+        """A ``PcapngWalker.bulk`` hook that adds runs of common-case EPBs to these columns
+        from the scanner's C walk (``ibwire.scan.pcapng_epbs``), so that the walker yields only
+        the other blocks. The rows are the ones ``add_raw`` would add."""
+        from ibwire.scan import pcapng_epbs
+
+        rules: dict[tuple[int, int, str | None], tuple[list[tuple[int, int, int, int, int]],
+                                                      np.ndarray, np.ndarray]] = {}
+
+        def interfaces() -> tuple[list[tuple[int, int, int, int, int]], np.ndarray, np.ndarray]:
+            key = (id(walker.interfaces), len(walker.interfaces), walker.order)
+            if key not in rules:
+                rows, codes = [], []
+                for face in walker.interfaces:
+                    kind, param = timestamp_rule(face.tsresol)
+                    direct = header_kind(face.linktype) is None and param < 1 << 64
+                    rows.append((kind, param if direct else 1, face.tsoffset_s, face.snaplen,
+                                 int(direct)))
+                    codes.append(self.direct.get(face.linktype, LINK_OTHER))
+                rules[key] = (rows, np.array(codes, np.uint8),
+                              np.array([f.linktype & 0xFFFF for f in walker.interfaces],
+                                       np.uint16))
+            return rules[key]
+
+        def take(view: Buffer, pos: int, end: int) -> int:
+            faces, codes, linktypes = interfaces()
+            offs, caplen, orig, ts, iface, stop = pcapng_epbs(
+                view, pos, end, walker.order != _NATIVE, MAX_CAPLEN, faces, 1 << 62)
+            if len(offs):
+                self.offsets.frombytes(offs.tobytes())
+                self.lengths.frombytes(caplen.astype(np.uint32).tobytes())
+                self.timestamps.frombytes(ts.tobytes())
+                self.codes.frombytes(codes[iface].tobytes())
+                self.linktypes.frombytes(linktypes[iface].tobytes())
+                self.orig_lengths.frombytes(orig.tobytes())
+            return stop
+
+        return take
 
     def finish(self, buffer: Buffer | mmap.mmap) -> CaptureIndex:
         """The columns as numpy arrays over the arrays' memory (no copy)."""
@@ -287,6 +330,8 @@ def index_buffer(buffer: Buffer | mmap.mmap, name: str = "<buffer>", *,
     add_offset, add_length = columns.offsets.append, columns.lengths.append
     add_timestamp, add_code = columns.timestamps.append, columns.codes.append
     add_linktype, add_orig = columns.linktypes.append, columns.orig_lengths.append
+    if isinstance(walker, PcapngWalker):
+        walker.bulk = columns.epb_hook(walker)
     for raw in walker.walk(view, start, len(view), cut_short is None, 0):
         _offset, data, data_end, timestamp_ns, orig_len, linktype = raw[:6]
         code = direct.get(linktype)

@@ -36,16 +36,25 @@ _FIXED_LEN = {BLOCK_IDB: 20, BLOCK_EPB: 32, BLOCK_PB: 32, BLOCK_SPB: 16}
 _NS_PER_S = 1_000_000_000
 
 
-def timestamp_converter(tsresol: int) -> Callable[[int], int]:
-    """if_tsresol byte -> function from timestamp units to nanoseconds (floor)."""
+def timestamp_rule(tsresol: int) -> tuple[int, int]:
+    """if_tsresol byte -> (kind, param): nanoseconds are units times param (kind 0), units
+    divided by param, floor (1), or units times 10**9 shifted right by param (2, binary)."""
     exponent = tsresol & 0x7F
     if tsresol & 0x80:
-        return lambda units: (units * _NS_PER_S) >> exponent
+        return 2, exponent
     if exponent <= 9:
-        factor = 10 ** (9 - exponent)
-        return lambda units: units * factor
-    divisor = 10 ** (exponent - 9)
-    return lambda units: units // divisor
+        return 0, 10 ** (9 - exponent)
+    return 1, 10 ** (exponent - 9)
+
+
+def timestamp_converter(tsresol: int) -> Callable[[int], int]:
+    """if_tsresol byte -> function from timestamp units to nanoseconds (floor)."""
+    kind, param = timestamp_rule(tsresol)
+    if kind == 2:
+        return lambda units: (units * _NS_PER_S) >> param
+    if kind == 0:
+        return lambda units: units * param
+    return lambda units: units // param
 
 
 class Interface(NamedTuple):
@@ -141,6 +150,10 @@ class PcapngWalker:
         # per interface of the section: (linktype, snaplen, units -> ns, offset ns)
         self._clocks: list[tuple[int, int, Callable[[int], int], int]] = []
         self._set_order("<")
+        self.bulk: Callable[[Buffer, int, int], int] | None = None
+        """A hook given (view, pos, end) at an Enhanced Packet Block: it may take the run of
+        common-case EPBs from there itself and return where the run ends (the scanner's C
+        walk, :meth:`ibwire.pcap.index._Columns.epb_hook`)."""
         self.resume = 0
         self.want = 0
         self.finished = False
@@ -205,6 +218,11 @@ class PcapngWalker:
                     field="length", offset=base + pos + length - 4))
                 break
             if block_type == BLOCK_EPB and length >= 32:  # the common case, checked inline
+                if self.bulk is not None:
+                    moved = self.bulk(view, pos, end)
+                    if moved != pos:
+                        pos = moved
+                        continue
                 iface_id, ts_high, ts_low, caplen, orig_len = self._epb_fields.unpack_from(
                     view, pos + 8)
                 if iface_id < len(self._clocks) and caplen <= length - 32 and caplen <= orig_len:

@@ -251,3 +251,41 @@ def scan_pcap(buffer: Buffer, pos: int, end: int, swapped: bool, fraction_ns: in
                                                         fraction_ns, max_caplen, cap)
     cols = scan_frames(buffer, offs, caplen, np.full(len(offs), link, np.uint8), fields)
     return offs, caplen, orig, ts, stop, status, cols
+
+
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def pcapng_epbs(buffer: Buffer, pos: int, end: int, swapped: bool, max_len: int,
+                interfaces: list[tuple[int, int, int, int, int]], cap: int
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """The run of common-case pcapng EPBs at ``buffer[pos:end]`` (see the C twin)."""
+    for kind, param, *_rest in interfaces:
+        if kind not in (0, 1, 2) or not (kind == 1) <= param < 1 << 64:
+            raise ValueError(f"bad pcapng clock: kind {kind}, param {param}")
+    data = _view(buffer)
+    if not 0 <= pos <= end <= len(data):
+        raise ValueError(f"EPB window {pos}..{end} outside the {len(data)}-byte buffer")
+    order = "<" if bool(np.little_endian) != swapped else ">"
+    u32 = np.dtype(order + "u4")
+    rows: list[tuple[int, int, int, int, int]] = []
+    while len(rows) < cap and end - pos >= 32:
+        kind_, length, iface, high, low, caplen, orig = np.frombuffer(
+            data[pos:pos + 28], u32).tolist()
+        if (kind_ != 6 or length < 32 or length & 3 or length > max_len or length > end - pos
+                or np.frombuffer(data[pos + length - 4:pos + length], u32)[0] != length):
+            break
+        if iface >= len(interfaces):
+            break
+        kind, param, offset_s, snaplen, direct = interfaces[iface]
+        if not direct or caplen > length - 32 or caplen > orig or (snaplen and caplen > snaplen):
+            break
+        units = high << 32 | low
+        ns = (units * param if kind == 0 else units // param if kind == 1
+              else (units * 1_000_000_000) >> param) + offset_s * 1_000_000_000
+        rows.append((pos + 28, caplen, orig, min(max(ns, _INT64_MIN), _INT64_MAX), iface))
+        pos += length
+    cols = list(zip(*rows, strict=True)) or [(), (), (), (), ()]
+    return (np.array(cols[0], np.int64), np.array(cols[1], np.int64),
+            np.array(cols[2], np.uint32), np.array(cols[3], np.int64),
+            np.array(cols[4], np.uint32), pos)

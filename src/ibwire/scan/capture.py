@@ -2,8 +2,9 @@
 
 A capture is read one window at a time (16 MiB by default, more when one record needs it)
 through ``ibwire.scan.feed``. The format's sans-IO walker (``ibwire.pcap``) finds the records of each
-window; classic pcap takes a C fast path (``pcap_records``). Each window's frames are then
-scanned in one call and come out as a :class:`~ibwire.scan.batch.ScanBatch`.
+window; classic pcap takes a C fast path (``pcap_records``), and so do runs of plain pcapng
+Enhanced Packet Blocks (``pcapng_epbs``, through the walker's ``bulk`` hook). Each window's
+frames are then scanned in one call and come out as a :class:`~ibwire.scan.batch.ScanBatch`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ibwire.errors import CaptureError
 from ibwire.pcap.index import CaptureIndex, _Columns, error_index, locate_frames
 from ibwire.pcap.linktypes import direct_link_codes, header_kind
 from ibwire.pcap.pcap import PcapWalker, caplen_warnings, pcap_stop
+from ibwire.pcap.pcapng import PcapngWalker
 from ibwire.pcap.records import LINK_OTHER, MAX_CAPLEN, Walker
 from ibwire.pcap.source import (
     HEAD_LEN,
@@ -112,10 +114,17 @@ def _pcap_rows(walker: PcapWalker, buf: memoryview, start: int, final: bool, bas
 def _walker_rows(walker: Walker, buf: memoryview, start: int, final: bool, base: int,
                  record: int, fields: object, guess: _RowGuess
                  ) -> tuple[list[Item], int, int, bool]:
-    """Records of one window through the format's walker (pcapng, ERF)."""
+    """Records of one window through the format's walker (pcapng, ERF); runs of plain pcapng
+    EPBs through the C walk (``_Columns.epb_hook``)."""
     columns = _Columns()
-    for raw in walker.walk(buf, start, len(buf), final, base):
-        columns.add_raw(raw, buf)
+    if isinstance(walker, PcapngWalker):
+        walker.bulk = columns.epb_hook(walker)
+    try:
+        for raw in walker.walk(buf, start, len(buf), final, base):
+            columns.add_raw(raw, buf)
+    finally:
+        if isinstance(walker, PcapngWalker):
+            walker.bulk = None
     index = columns.finish(buf)
     return [index] if len(index.offsets) else [], walker.resume, walker.want, walker.finished
 

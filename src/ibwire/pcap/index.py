@@ -32,7 +32,7 @@ from ibwire.pcap.index_links import locate_block
 from ibwire.pcap.linktypes import direct_link_codes, header_kind
 from ibwire.pcap.locators import locator_for
 from ibwire.pcap.pcap import RECORD_HEADER_LEN, PcapWalker, caplen_warnings
-from ibwire.pcap.pcapng import PcapngWalker, timestamp_rule
+from ibwire.pcap.pcapng import Interface, PcapngWalker, timestamp_rule
 from ibwire.pcap.records import LINK_OTHER, MAX_CAPLEN, Buffer, RawRecord
 from ibwire.pcap.source import Source, detect_format, make_walker, open_capture
 
@@ -141,11 +141,11 @@ class _Columns:
         the other blocks. The rows are the ones ``add_raw`` would add."""
         from ibwire.scan import pcapng_epbs
 
-        rules: dict[tuple[int, int, str | None], tuple[list[tuple[int, int, int, int, int]],
-                                                      np.ndarray, np.ndarray]] = {}
+        rules: dict[tuple[tuple[Interface, ...], str | None],
+                    tuple[list[tuple[int, int, int, int, int]], np.ndarray, np.ndarray]] = {}
 
         def interfaces() -> tuple[list[tuple[int, int, int, int, int]], np.ndarray, np.ndarray]:
-            key = (id(walker.interfaces), len(walker.interfaces), walker.order)
+            key = (tuple(walker.interfaces), walker.order)  # the section's, by value
             if key not in rules:
                 rows, codes = [], []
                 for face in walker.interfaces:

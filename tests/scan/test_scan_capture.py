@@ -291,3 +291,20 @@ def test_a_clock_the_walker_never_makes_is_refused(scan_engine, kind, param):
     data = pcapng_file(FRAMES[:2])
     with pytest.raises((ValueError, OverflowError)):
         scan_engine.pcapng_epbs(data, 0, len(data), False, 1 << 20, [(kind, param, 0, 0, 1)], 4)
+
+
+def test_sections_with_their_own_clocks(tmp_path):
+    """Each section's interfaces keep their own clock and link type in the C walk, however
+    many sections come and go (a section's rules are not those of an earlier one)."""
+    from tests.pcap.capture_synth import epb, idb, shb
+
+    data = b""
+    for k, (tsresol, linktype) in enumerate([(6, 1), (9, 1), (3, 999), (6, 1), (0x80 | 20, 1)]):
+        data += shb() + idb(linktype, tsresol=tsresol, tsoffset=k)
+        data += b"".join(epb(0, T0 // 1000 + j, frame) for j, frame in enumerate(FRAMES[:3]))
+    path = tmp_path / "sections.pcapng"
+    path.write_bytes(data)
+    records = list(read_capture(path))
+    assert len({r.timestamp_ns for r in records}) == len(records) == 15
+    assert_scan_agrees(path, records, 1 << 20)
+    assert_index_agrees(data, records)

@@ -203,17 +203,19 @@ def main() -> None:
           f"{os.cpu_count()} cores; one process each, page cache warm (best of {args.repeat})")
     print(f"{'capture':>22} {'packets':>9} {'GB':>5} | {'ibwire check':>12} | "
           f"{'tshark fields':>13} {'ratio':>7} | {'scapy':>9} {'ratio':>7}")
-    for count in (int(x) for x in args.packets.split(",")):
-        path = ensure(args.dir / f"mixed-{count}.pcap", count)
+    def check_row(label: str, count: int, path: Path) -> tuple[str, float]:
+        """The table's row of ``ibwire check`` against the tshark command, and our time."""
         ours, _ = wall([ibwire_cmd, "check", "-q", str(path)], args.repeat, path)
-        row = f"{'ACK + 1-4 KiB WRITE':>22} {count:>9} {path.stat().st_size / 1e9:>5.2f} | " \
-              f"{ours:>10.3f} s | "
+        row = f"{label:>22} {count:>9} {path.stat().st_size / 1e9:>5.2f} | {ours:>10.3f} s | "
         if tshark:
             theirs, _ = wall([tshark, "-r", str(path), "-T", "fields", "-e",
                               "infiniband.bth.psn"], args.repeat, path)
-            row += f"{theirs:>11.2f} s {theirs / ours:>6.0f}x | "
-        else:
-            row += f"{'(no tshark)':>13} {'':>7} | "
+            return row + f"{theirs:>11.2f} s {theirs / ours:>6.0f}x | ", ours
+        return row + f"{'(no tshark)':>13} {'':>7} | ", ours
+
+    for count in (int(x) for x in args.packets.split(",")):
+        path = ensure(args.dir / f"mixed-{count}.pcap", count)
+        row, ours = check_row("ACK + 1-4 KiB WRITE", count, path)
         if count <= args.scapy_max:
             out = subprocess.run([sys.executable, "-c", SCAPY_JOB, str(path)],
                                  capture_output=True, text=True, check=True).stdout.split()
@@ -223,14 +225,7 @@ def main() -> None:
         print(row, flush=True)
     first = int(args.packets.split(",")[0])  # the same packets as pcapng (dumpcap's format)
     path = ensure_pcapng(args.dir / f"mixed-{first}.pcapng", args.dir / f"mixed-{first}.pcap")
-    ours, _ = wall([ibwire_cmd, "check", "-q", str(path)], args.repeat, path)
-    row = f"{'same, as pcapng':>22} {first:>9} {path.stat().st_size / 1e9:>5.2f} | " \
-          f"{ours:>10.3f} s | "
-    if tshark:
-        theirs, _ = wall([tshark, "-r", str(path), "-T", "fields", "-e",
-                          "infiniband.bth.psn"], args.repeat, path)
-        row += f"{theirs:>11.2f} s {theirs / ours:>6.0f}x |"
-    print(row, flush=True)
+    print(check_row("same, as pcapng", first, path)[0], flush=True)
     if tshark:  # one line per packet, both: the job of ``ibwire show`` without -V
         path = ensure(args.dir / "mixed-100000.pcap", 100_000)
         ours, _ = wall([ibwire_cmd, "show", str(path)], args.repeat, path)

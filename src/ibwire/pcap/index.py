@@ -33,11 +33,9 @@ from ibwire.pcap.linktypes import direct_link_codes, header_kind
 from ibwire.pcap.locators import locator_for
 from ibwire.pcap.pcap import RECORD_HEADER_LEN, PcapWalker, caplen_warnings
 from ibwire.pcap.pcapng import Interface, PcapngWalker, timestamp_rule
-from ibwire.pcap.records import LINK_OTHER, MAX_CAPLEN, Buffer, RawRecord
+from ibwire.pcap.records import INT64_MAX, INT64_MIN, LINK_OTHER, MAX_CAPLEN, Buffer, RawRecord
 from ibwire.pcap.source import Source, detect_format, make_walker, open_capture
 
-_INT64_MAX = (1 << 63) - 1
-_INT64_MIN = -(1 << 63)
 _GATHER_ROWS = 1 << 13
 _NATIVE = "<" if sys.byteorder == "little" else ">"
 
@@ -101,7 +99,7 @@ class _Columns:
             orig_len: int) -> None:
         self.offsets.append(offset)
         self.lengths.append(length)
-        self.timestamps.append(min(max(timestamp_ns, _INT64_MIN), _INT64_MAX))
+        self.timestamps.append(min(max(timestamp_ns, INT64_MIN), INT64_MAX))
         self.codes.append(code)
         self.linktypes.append(linktype & 0xFFFF)
         self.orig_lengths.append(min(orig_len, 0xFFFFFFFF))
@@ -335,7 +333,7 @@ def index_buffer(buffer: Buffer | mmap.mmap, name: str = "<buffer>", *,
     for raw in walker.walk(view, start, len(view), cut_short is None, 0):
         _offset, data, data_end, timestamp_ns, orig_len, linktype = raw[:6]
         code = direct.get(linktype)
-        if code is None or raw[9] is not None or not _INT64_MIN <= timestamp_ns <= _INT64_MAX:
+        if code is None or raw[9] is not None or not INT64_MIN <= timestamp_ns <= INT64_MAX:
             columns.add_raw(raw, view)
             continue
         columns.add_warning(raw[8])

@@ -47,14 +47,25 @@ def timestamp_rule(tsresol: int) -> tuple[int, int]:
     return 1, 10 ** (exponent - 9)
 
 
-def timestamp_converter(tsresol: int) -> Callable[[int], int]:
-    """if_tsresol byte -> function from timestamp units to nanoseconds (floor)."""
-    kind, param = timestamp_rule(tsresol)
+def check_clock(kind: int, param: int) -> None:
+    """Refuse a (kind, param) that :func:`timestamp_rule` never gives (the C walk takes param
+    as a uint64 and divides by it for kind 1)."""
+    if kind not in (0, 1, 2) or not (kind == 1) <= param < 1 << 64:
+        raise ValueError(f"bad pcapng clock: kind {kind}, param {param}")
+
+
+def clock(kind: int, param: int) -> Callable[[int], int]:
+    """(kind, param) of :func:`timestamp_rule` -> function from units to nanoseconds."""
     if kind == 2:
         return lambda units: (units * _NS_PER_S) >> param
     if kind == 0:
         return lambda units: units * param
     return lambda units: units // param
+
+
+def timestamp_converter(tsresol: int) -> Callable[[int], int]:
+    """if_tsresol byte -> function from timestamp units to nanoseconds (floor)."""
+    return clock(*timestamp_rule(tsresol))
 
 
 class Interface(NamedTuple):

@@ -26,6 +26,8 @@ LINK_CODES: dict[str, int] = {"ethernet": 0, "infiniband": 1, "ip": 2, "grh": 3,
 LINK_NAMES: dict[int, str] = {code: name for name, code in LINK_CODES.items()}
 LINK_OTHER = LINK_CODES["other"]
 
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+"""The range of timestamp columns (a reader's nanoseconds are Python ints, columns clamp)."""
 MAX_CAPLEN = 256 * 1024 * 1024
 """A record (or pcapng block) longer than this is taken as a lying length, not a packet."""
 

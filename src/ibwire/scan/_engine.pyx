@@ -15,6 +15,7 @@ import numpy as np
 cnp.import_array()
 
 from ibwire.scan import program as _program
+from ibwire.pcap.pcapng import check_clock
 from ibwire.scan._frames import frame_arrays
 
 __all__ = ["pcap_records", "pcapng_epbs", "scan_frames", "scan_pcap"]
@@ -225,11 +226,6 @@ def _walk(buffer, Py_ssize_t pos, Py_ssize_t end, bint swapped, int64_t fraction
     return offs[:rows], caplen[:rows], orig[:rows], ts[:rows], next_pos, status, cols
 
 
-def _check_clock(kind, param):
-    if kind not in (0, 1, 2) or not (kind == 1) <= param < 1 << 64:
-        raise ValueError(f"bad pcapng clock: kind {kind}, param {param}")
-
-
 def pcapng_epbs(buffer, Py_ssize_t pos, Py_ssize_t end, bint swapped, uint32_t max_len,
                 interfaces, Py_ssize_t cap):
     """The run of common-case pcapng EPBs at ``buffer[pos:end]`` (see scan.h): frame offsets
@@ -251,7 +247,7 @@ def pcapng_epbs(buffer, Py_ssize_t pos, Py_ssize_t end, bint swapped, uint32_t m
     try:
         for i in range(n):
             kind, param, offset_s, snaplen, direct = interfaces[i]
-            _check_clock(kind, param)
+            check_clock(kind, param)
             ifaces[i].kind, ifaces[i].param, ifaces[i].offset_s = kind, param, offset_s
             ifaces[i].snaplen, ifaces[i].direct = snaplen, direct
         PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)

@@ -13,7 +13,8 @@ from ibwire.crc._common import KIND_NAMES, MALFORMED, NOT_IB, TRUNCATED, Buffer
 from ibwire.crc._python import _Fault, _verdict, _view, _walk
 from ibwire.headers.layout import Header
 from ibwire.headers.mad import carries_mad
-from ibwire.pcap.records import MAX_CAPLEN
+from ibwire.pcap.pcapng import check_clock, clock
+from ibwire.pcap.records import INT64_MAX, INT64_MIN, MAX_CAPLEN
 from ibwire.scan import program
 from ibwire.scan._frames import frame_arrays
 
@@ -253,16 +254,13 @@ def scan_pcap(buffer: Buffer, pos: int, end: int, swapped: bool, fraction_ns: in
     return offs, caplen, orig, ts, stop, status, cols
 
 
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
-
 
 def pcapng_epbs(buffer: Buffer, pos: int, end: int, swapped: bool, max_len: int,
                 interfaces: list[tuple[int, int, int, int, int]], cap: int
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """The run of common-case pcapng EPBs at ``buffer[pos:end]`` (see the C twin)."""
     for kind, param, *_rest in interfaces:
-        if kind not in (0, 1, 2) or not (kind == 1) <= param < 1 << 64:
-            raise ValueError(f"bad pcapng clock: kind {kind}, param {param}")
+        check_clock(kind, param)
     data = _view(buffer)
     if not 0 <= pos <= end <= len(data):
         raise ValueError(f"EPB window {pos}..{end} outside the {len(data)}-byte buffer")
@@ -280,10 +278,8 @@ def pcapng_epbs(buffer: Buffer, pos: int, end: int, swapped: bool, max_len: int,
         kind, param, offset_s, snaplen, direct = interfaces[iface]
         if not direct or caplen > length - 32 or caplen > orig or (snaplen and caplen > snaplen):
             break
-        units = high << 32 | low
-        ns = (units * param if kind == 0 else units // param if kind == 1
-              else (units * 1_000_000_000) >> param) + offset_s * 1_000_000_000
-        rows.append((pos + 28, caplen, orig, min(max(ns, _INT64_MIN), _INT64_MAX), iface))
+        ns = clock(kind, param)(high << 32 | low) + offset_s * 1_000_000_000
+        rows.append((pos + 28, caplen, orig, min(max(ns, INT64_MIN), INT64_MAX), iface))
         pos += length
     cols = list(zip(*rows, strict=True)) or [(), (), (), (), ()]
     return (np.array(cols[0], np.int64), np.array(cols[1], np.int64),

@@ -51,7 +51,8 @@ class RequesterConfig:
     """A requester QP's attributes (``ibv_qp_attr`` names where there are some).
 
     ``timeout`` is the local ACK timeout exponent t (0: no timer); ``window`` caps the PSNs
-    in flight (None: no cap); ``max_rd_atomic`` the READs and atomics in flight."""
+    in flight (None: no cap; the packet that fills it asks for an ACK); ``max_rd_atomic``
+    the READs and atomics in flight."""
 
     transport: str = "RC"
     pmtu: int = 1024
@@ -181,8 +182,13 @@ class Requester:
         now (all sent, window full, waiting for an RNR timer, error)."""
         if self._failed or self._rnr_until is not None or self._tx >= self._post:
             return None
+        una = self._una
+        if self._tx < una:  # went back, then ACKs covered what was to be resent
+            self._tx = una
+            if self._tx >= self._post:
+                return None
         window = self.config.window
-        if self._reliable and window is not None and self._tx - self._una >= window:
+        if self._reliable and window is not None and self._tx - una >= window:
             return None
         wqes = self._wqes
         w = wqes[self._txpos]
@@ -196,16 +202,17 @@ class Requester:
                 return None
             self._rd_out += 1
         k = self._tx - w.index
-        packet = self.segmenter.request(w.wr, k, self._psn(self._tx), self._tx, retransmission)
+        fills = window is not None and self._tx + 1 - una >= window
+        packet = self.segmenter.request(w.wr, k, self._psn(self._tx), self._tx, retransmission,
+                                        fills)
         self._tx = w.index + w.npsn if w.wr.is_read else self._tx + 1
         if self._tx > self._high:
             self._high = self._tx
         if self._reliable:
             if self._ack_deadline is None and self._timeout_ns is not None:
                 self._ack_deadline = now_ns + self._timeout_ns
-        elif self._tx == w.index + w.npsn:  # UC/UD: done once sent
+        elif self._tx == w.index + w.npsn:  # UC/UD: done once sent; w is the head
             wqes.popleft()
-            self._txpos -= 1
             self._events.append(self._completed(w, now_ns))
         return packet
 

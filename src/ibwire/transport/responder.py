@@ -10,8 +10,10 @@ RC (IBA Vol. 1 9.7.5; the behaviour of Linux ``rxe_resp.c``):
   draws a NAK "PSN sequence error" naming the expected PSN; no other NAK follows until the
   expected PSN arrives (one NAK outstanding). An RNR NAK counts as that NAK too.
 - A request with an earlier PSN is a duplicate: a SEND/WRITE packet with AckReq is ACKed
-  again with the latest accepted PSN (coalesced), a READ is answered again from its PSN with
-  the MSN it had, an atomic gets its saved ATOMIC ACK (9.7.5.1.2).
+  again with its own PSN, a READ is answered again from its PSN with the MSN it had, an
+  atomic gets its saved ATOMIC ACK (9.7.5.1.2). (Acking a duplicate with the latest accepted
+  PSN instead, as rxe does, would cover READs whose repeated responses are still queued
+  behind it, and the requester would take them for lost.)
 - A packet with a bad ICRC is dropped silently, never NAKed (rxe drops it in ``rxe_rcv()``
   when ``rxe_icrc_check()`` fails, before the responder sees it).
 UC: no answers at all; a lost packet loses the rest of its message, and the responder takes
@@ -243,7 +245,7 @@ class Responder:
             elif answer.original is not None:
                 self._out.append(self.segmenter.atomic_ack(psn, answer.msn, answer.original))
         elif packet.ackreq:
-            self._queue_ack(self.segmenter.ack(psn_add(self.expected_psn, -1), self.msn))
+            self._queue_ack(self.segmenter.ack(psn, self.msn))
         return [Duplicate(psn, now)]
 
     def _receive_uc(self, packet: Packet, kind: RequestKind, now: int) -> list[Event]:

@@ -12,7 +12,8 @@ Rules (IBA Vol. 1 ch. 9; the same in Linux ``drivers/infiniband/sw/rxe/rxe_req.c
   LAST and ONLY, not MIDDLE (Table 35).
 - An atomic is one packet, one PSN, answered by an ATOMIC ACKNOWLEDGE with the same PSN.
 - AckReq is set on the last packet of every RC message, and on every N-th PSN of the QP for
-  an ``ack_every`` policy (rxe: ``RXE_MAX_PKT_PER_ACK``). UC and UD are never acknowledged.
+  an ``ack_every`` policy (rxe: ``RXE_MAX_PKT_PER_ACK``); a requester with a window also
+  sets it on the packet that fills the window. UC and UD are never acknowledged.
 Which ETHs an opcode carries is read from specs/opcodes.tsv, not listed here.
 """
 
@@ -68,15 +69,17 @@ class Segmenter:
         return packets_for(wr.length, self.pmtu)
 
     def request(self, wr: WorkRequest, k: int, psn: int, index: int,
-                retransmission: bool = False) -> Packet:
+                retransmission: bool = False, ackreq: bool = False) -> Packet:
         """The request packet sent for the ``k``-th PSN of ``wr`` (PSN ``psn``, the ``index``-th
         PSN of the QP, counted for ``ack_every``). For a READ, the request for the rest of the
-        message from response ``k`` on."""
+        message from response ``k`` on. ``ackreq`` forces AckReq (RC), as a requester does
+        on the packet that fills its window."""
         ops = verb_opcodes(self.transport, wr.verb)
         n = self.psn_count(wr)
         last = k == n - 1
         ackreq = self.transport == "RC" and (
-            last or wr.is_read or (self.ack_every is not None and (index + 1) % self.ack_every == 0))
+            ackreq or last or wr.is_read
+            or (self.ack_every is not None and (index + 1) % self.ack_every == 0))
         dest_qp = wr.dest_qp if wr.dest_qp is not None and self.transport == "UD" else self.dest_qp
         deth = None
         if self.transport == "UD":

@@ -1,0 +1,24 @@
+"""Generate RDMA conversations: scenario in, time-ordered frames and a ground-truth manifest out.
+
+Drives the sans-IO transport model (:mod:`ibwire.transport`) forward over a simulated link,
+with faults (drops, bad ICRCs, lost ACKs, RNR NAKs), ECN marks and the CNPs they draw.
+Connections are set up out of band (no CM exchange yet).
+"""
+
+from __future__ import annotations
+
+from ibwire.gen.run import MANIFEST_VERSION, Generation, generate
+from ibwire.gen.scenario import (
+    ENCAPSULATIONS,
+    FAULT_KINDS,
+    TAPS,
+    Endpoint,
+    Fault,
+    Link,
+    QpSpec,
+    Scenario,
+    ScenarioError,
+)
+
+__all__ = ["ENCAPSULATIONS", "FAULT_KINDS", "MANIFEST_VERSION", "TAPS", "Endpoint", "Fault",
+           "Generation", "Link", "QpSpec", "Scenario", "ScenarioError", "generate"]

@@ -1,0 +1,278 @@
+"""Run a scenario through the transport model: frames in time order, and the manifest.
+
+One link joins the requester host and the responder host; each direction sends one frame at
+a time at ``Link.gbps`` (Ethernet frames cost 24 more bytes: preamble, FCS, inter-frame gap)
+and delivers it ``Link.delay_ns`` after it is sent whole. Queue pairs share each direction
+round-robin; CNPs go first. The tap decides what the capture holds and when:
+
+- ``requester``: at the requester's port: what it sends, at once; what reaches it, on arrival;
+- ``responder``: the same at the responder's port;
+- ``switch``: half way, everything in both directions before any loss (CE marks included).
+
+Faults happen in the network, after the sender's port: a dropped request is seen only by the
+requester's and the switch's taps, a lost answer only by the responder's and the switch's.
+A corrupted frame carries a bad ICRC from its sender on (every tap sees it so); an ECN mark
+is set on the way, so the requester's tap sees the request unmarked.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+from ibwire.gen.counts import QpCounts
+from ibwire.gen.frames import Framer
+from ibwire.gen.scenario import Fault, Scenario
+from ibwire.transport import (
+    CnpPacer,
+    Completed,
+    Failed,
+    Packet,
+    Requester,
+    Responder,
+    ResponderConfig,
+    cnp_packet,
+    psn_add,
+)
+from ibwire.transport.cnp import CNP_OPCODE
+
+MANIFEST_VERSION = 1
+
+
+class _Conn:
+    def __init__(self, k: int, scenario: Scenario) -> None:
+        self.k = k
+        self.spec = scenario.qps[k]
+        self.start_psn = scenario.start_psn(k)
+        self.requester_qpn, self.responder_qpn = scenario.qpns(k)
+        self.req = Requester(scenario.requester_config(k))
+        self.resp = Responder(ResponderConfig(
+            transport=self.spec.transport, pmtu=self.spec.mtu, start_psn=self.start_psn,
+            dest_qp=self.requester_qpn, q_key=self.spec.q_key))
+        for wr in scenario.work(k):
+            self.req.post(wr)
+        self.counts = QpCounts(self.start_psn, self.spec.mtu)
+        self.udp_sport = 0xC000 | (self.requester_qpn & 0x3FFF)
+        self.completed = 0
+        self.failed: str | None = None
+        self.rnr_faults: dict[int, dict[str, Any]] = {}
+
+
+class Generation:
+    """Iterate for ``(timestamp_ns, frame)`` in time order; :attr:`manifest` is complete once
+    the iteration ends. :attr:`linktype` is the pcap link type of the frames."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario.check()
+        self.framer = Framer(scenario)
+        self.linktype = self.framer.linktype
+        self.manifest: dict[str, Any] = {}
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        return self._run()
+
+    # --- the simulation -----------------------------------------------------------------------
+
+    def _run(self) -> Iterator[tuple[int, bytes]]:
+        s = self.scenario
+        rng = random.Random(s.seed)
+        conns = [_Conn(k, s) for k in range(len(s.qps))]
+        faults: list[dict[str, Any]] = []
+        targeted: dict[tuple[str, int, int], dict[str, Any]] = {}
+        rates: dict[str, float] = {}
+        for fault in s.faults:
+            self._arm(fault, conns, faults, targeted, rates)
+        pacer = CnpPacer(round(s.cnp_interval_us * 1000), s.cnp_scope)
+        cnps: deque[tuple[int, Packet]] = deque()
+        arrivals: list[tuple[int, int, str, int, Packet, bool, bool]] = []
+        taps: list[tuple[int, int, bytes, list[dict[str, Any]]]] = []
+        seq = 0
+        free = {"fwd": 0, "rev": 0}
+        ready = {c.k for c in conns}
+        turn = {"fwd": 0, "rev": 0}
+        delay, tap = s.link.delay_ns, s.tap
+        written = 0
+        t = 0
+        while True:
+            # 1. each free direction sends one frame
+            if free["fwd"] <= t and ready:
+                for i in range(len(conns)):
+                    c = conns[(turn["fwd"] + i) % len(conns)]
+                    if c.k not in ready:
+                        continue
+                    packet = c.req.next_packet(t)
+                    if packet is None:
+                        ready.discard(c.k)
+                        continue
+                    turn["fwd"] = c.k + 1
+                    first = not packet.retransmission
+                    hits = self._hits(("drop", "corrupt", "ecn"), c, packet, first, targeted,
+                                      rates, rng, faults)
+                    lost, bad, ce = "drop" in hits, "corrupt" in hits, "ecn" in hits
+                    frame = self.framer.frame(packet, "fwd", c.udp_sport, bad_icrc=bad)
+                    free["fwd"] = t + self._wire_ns(frame)
+                    arrive = free["fwd"] + delay
+                    seen = {"requester": (t, False), "switch": (t + delay // 2, ce),
+                            "responder": (arrive, ce)}[tap]
+                    if tap != "responder" or not lost:
+                        if seen[1]:
+                            frame = self.framer.frame(packet, "fwd", c.udp_sport, ce=True,
+                                                      bad_icrc=bad)
+                        c.counts.see(packet, seen[1])
+                        heapq.heappush(taps, (seen[0], seq, frame, list(hits.values())))
+                        seq += 1
+                    if not lost:
+                        heapq.heappush(arrivals, (arrive, seq, "fwd", c.k, packet, not bad, ce))
+                        seq += 1
+                    break
+            if free["rev"] <= t:
+                sent = self._send_answer(t, conns, cnps, turn, targeted, rates, rng, faults)
+                if sent is not None:
+                    c, packet, frame, hits, lost = sent
+                    free["rev"] = t + self._wire_ns(frame)
+                    arrive = free["rev"] + delay
+                    when = {"responder": t, "switch": t + delay // 2, "requester": arrive}[tap]
+                    if tap != "requester" or not lost:
+                        c.counts.see(packet, False)
+                        heapq.heappush(taps, (when, seq, frame, hits))
+                        seq += 1
+                    if not lost:
+                        heapq.heappush(arrivals, (arrive, seq, "rev", c.k, packet, True, False))
+                        seq += 1
+            # 2. the next moment something happens
+            times = [arrivals[0][0]] if arrivals else []
+            if ready:
+                times.append(max(free["fwd"], t))
+            if cnps or any(c.resp.has_output for c in conns):
+                times.append(max(free["rev"], t))
+            deadlines = [d for c in conns if (d := c.req.next_deadline()) is not None]
+            times += deadlines
+            if not times:
+                break
+            t = max(t, min(times))
+            # 3. deliver, fire timers, hand out what the tap saw by then
+            while arrivals and arrivals[0][0] <= t:
+                _, _, direction, k, packet, icrc_ok, ce = heapq.heappop(arrivals)
+                c = conns[k]
+                if direction == "fwd":
+                    c.resp.receive(packet, t, icrc_ok)
+                    if ce and icrc_ok and s.encapsulation.startswith("rocev2"):
+                        src, dst = self.framer.address("fwd")
+                        if pacer.on_marked(src, dst, c.responder_qpn, t):
+                            cnps.append((k, cnp_packet(c.requester_qpn)))
+                elif packet.opcode != CNP_OPCODE:
+                    self._note(c, c.req.receive(packet, t, icrc_ok))
+                    ready.add(k)
+            for c in conns:
+                d = c.req.next_deadline()
+                if d is not None and d <= t:
+                    self._note(c, c.req.timeout(t))
+                    ready.add(c.k)
+                self._note(c, c.req.pop_events())
+            while taps and taps[0][0] <= t:
+                written = yield from self._flush(taps, written)
+        while taps:
+            written = yield from self._flush(taps, written)
+        self._finish(conns, faults, written)
+
+    def _flush(self, taps: list, written: int) -> Iterator[tuple[int, bytes]]:
+        when, _, frame, hits = heapq.heappop(taps)
+        for entry in hits:
+            entry["record"] = written
+        yield when, frame
+        return written + 1
+
+    def _wire_ns(self, frame: bytes) -> int:
+        return -(-self.framer.wire_bytes(frame) * 8 * 1000 // round(self.scenario.link.gbps * 1000))
+
+    def _send_answer(self, t: int, conns: list[_Conn], cnps: deque, turn: dict, targeted: dict,
+                     rates: dict, rng: random.Random, faults: list) -> tuple | None:
+        s = self.scenario
+        if cnps:
+            k, packet = cnps.popleft()
+            c = conns[k]
+            frame = self.framer.frame(packet, "rev", c.udp_sport, dscp=s.cnp_dscp)
+            return c, packet, frame, [], False
+        for i in range(len(conns)):
+            c = conns[(turn["rev"] + i) % len(conns)]
+            packet = c.resp.next_packet(t)
+            if packet is None:
+                continue
+            turn["rev"] = c.k + 1
+            hits = list(self._hits(("lose_ack",), c, packet, True, targeted, rates, rng,
+                                   faults).values())
+            if packet.aeth is not None and packet.aeth.syndrome >> 5 == 1:
+                entry = c.rnr_faults.pop(packet.psn, None)
+                if entry is not None:
+                    hits.append(entry)
+            frame = self.framer.frame(packet, "rev", c.udp_sport)
+            return c, packet, frame, hits, any(h["kind"] == "lose_ack" for h in hits)
+        return None
+
+    # --- faults and the manifest --------------------------------------------------------------
+
+    def _arm(self, fault: Fault, conns: list[_Conn], faults: list, targeted: dict,
+             rates: dict) -> None:
+        if fault.rate is not None:
+            rates[fault.kind] = fault.rate
+            return
+        assert fault.qp is not None and fault.psn is not None
+        c = conns[fault.qp]
+        psn = psn_add(c.start_psn, fault.psn)
+        entry = {"kind": fault.kind, "qp": fault.qp, "psn": psn, "record": None}
+        faults.append(entry)
+        if fault.kind == "rnr":
+            c.resp.inject_rnr(psn, fault.timer)
+            entry["timer"] = fault.timer
+            c.rnr_faults[psn] = entry
+        else:
+            targeted[(fault.kind, fault.qp, psn)] = entry
+
+    def _hits(self, kinds: tuple[str, ...], c: _Conn, packet: Packet, first: bool,
+              targeted: dict, rates: dict, rng: random.Random, faults: list) -> dict:
+        hits: dict[str, dict[str, Any]] = {}
+        for kind in kinds:
+            entry = targeted.pop((kind, c.k, packet.psn), None) if first else None
+            if entry is None and kind in rates and first and rng.random() < rates[kind]:
+                entry = {"kind": kind, "qp": c.k, "psn": packet.psn, "record": None}
+                faults.append(entry)
+            if entry is not None:
+                hits[kind] = entry
+        return hits
+
+    def _note(self, c: _Conn, events: list) -> None:
+        for e in events:
+            if isinstance(e, Completed):
+                c.completed += 1
+            elif isinstance(e, Failed):
+                c.failed = e.reason
+
+    def _finish(self, conns: list[_Conn], faults: list, written: int) -> None:
+        s = self.scenario
+        src, dst = self.framer.address("fwd")
+        qps = []
+        for c in conns:
+            qps.append({
+                "requester": {"address": src, "qpn": c.requester_qpn},
+                "responder": {"address": dst, "qpn": c.responder_qpn},
+                "transport": c.spec.transport, "verb": c.spec.verb, "mtu": c.spec.mtu,
+                "start_psn": c.start_psn, "message_bytes": c.spec.size if c.spec.verb not in
+                ("fetch_add", "cmp_swap") else 8, "posted": c.spec.iters,
+                "completed": c.completed, "error": c.failed, "cm_packets": 0,
+                **c.counts.as_dict()})
+        self.manifest = {
+            "version": MANIFEST_VERSION, "seed": s.seed, "encapsulation": s.encapsulation,
+            "tap": s.tap, "linktype": self.linktype, "records": written,
+            "faults": sorted(faults, key=lambda f: (f["record"] is None, f["record"] or 0)),
+            "qps": qps,
+        }
+
+
+def generate(scenario: Scenario) -> tuple[list[tuple[int, bytes]], dict[str, Any]]:
+    """All frames of ``scenario`` as ``(timestamp_ns, frame)`` in time order, and its manifest."""
+    generation = Generation(scenario)
+    records = list(generation)
+    return records, generation.manifest

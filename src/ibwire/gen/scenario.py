@@ -1,0 +1,167 @@
+"""What to generate: two endpoints, their queue pairs and operations, faults, the link.
+
+A :class:`Scenario` is plain data; :func:`ibwire.gen.generate` runs it through the transport
+model. Faults name a queue pair by its position (0 = the first created) and a PSN by its
+offset from that QP's starting PSN, or ask for a seeded fraction of packets (``rate``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ibwire.errors import IbwireError
+from ibwire.transport import PSN_MASK, Requester, RequesterConfig, WorkRequest
+from ibwire.transport.cnp import SCOPES
+from ibwire.transport.verbs import check_pmtu
+
+ENCAPSULATIONS = ("rocev2_ipv4", "rocev2_ipv6", "rocev1", "ib_local", "ib_global")
+TAPS = ("requester", "responder", "switch")
+#: drop: a request packet lost in the network; corrupt: a request packet with a bad ICRC;
+#: lose_ack: an ACK, NAK, READ response or atomic ACK lost; rnr: the responder answers the
+#: request with an RNR NAK (``timer``); ecn: a request packet marked CE on its way.
+FAULT_KINDS = ("drop", "corrupt", "lose_ack", "rnr", "ecn")
+
+
+class ScenarioError(IbwireError):
+    """Settings that cannot be generated (a fault past the last PSN, an unknown tap ...)."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One host: MAC, IP (v4 or v6 text), GID (IPv6 text, for GRH encapsulations), LID."""
+
+    mac: str
+    ip: str
+    ip6: str
+    lid: int
+
+
+REQUESTER = Endpoint("02:00:00:00:00:01", "192.0.2.1", "fe80::1", 1)
+RESPONDER = Endpoint("02:00:00:00:00:02", "192.0.2.2", "fe80::2", 2)
+
+
+@dataclass(frozen=True)
+class QpSpec:
+    """One connection: ``iters`` messages of ``verb`` and ``size`` bytes, requester to
+    responder. QPNs and the starting PSN default from the QP's position when None."""
+
+    verb: str = "write"
+    size: int = 1024
+    iters: int = 1
+    transport: str = "RC"
+    mtu: int = 1024
+    start_psn: int | None = None
+    requester_qpn: int | None = None
+    responder_qpn: int | None = None
+    ack_every: int | None = None
+    timeout: int = 14
+    retry_cnt: int = 7
+    rnr_retry: int = 7
+    window: int | None = None
+    q_key: int = 0x11111111
+
+
+@dataclass(frozen=True)
+class Fault:
+    """``kind`` at QP ``qp`` PSN offset ``psn``, or on a ``rate`` fraction of the packets it
+    applies to (seeded). ``timer`` is the RNR timer code of an ``rnr`` fault."""
+
+    kind: str
+    qp: int | None = None
+    psn: int | None = None
+    rate: float | None = None
+    timer: int = 1
+
+
+@dataclass(frozen=True)
+class Link:
+    """The wire between the endpoints: ``gbps`` for serialisation, ``delay_ns`` one way."""
+
+    gbps: float = 100.0
+    delay_ns: int = 1_000
+
+
+@dataclass(frozen=True)
+class Scenario:
+    qps: tuple[QpSpec, ...] = (QpSpec(),)
+    faults: tuple[Fault, ...] = ()
+    encapsulation: str = "rocev2_ipv4"
+    link: Link = Link()
+    tap: str = "requester"
+    seed: int = 0
+    requester: Endpoint = REQUESTER
+    responder: Endpoint = RESPONDER
+    dscp: int = 26
+    ecn: int = 2                  # ECT(0) on RoCEv2 packets; CE (3) is what marking sets
+    cnp_interval_us: float = 4.0
+    cnp_scope: str = "qp"
+    cnp_dscp: int = 48
+    pkey: int = 0xFFFF
+
+    def start_psn(self, k: int) -> int:
+        spec = self.qps[k]
+        return spec.start_psn if spec.start_psn is not None else (0x1000 * (k + 1)) & PSN_MASK
+
+    def qpns(self, k: int) -> tuple[int, int]:
+        spec = self.qps[k]
+        return (spec.requester_qpn if spec.requester_qpn is not None else 0x100 + 2 * k,
+                spec.responder_qpn if spec.responder_qpn is not None else 0x101 + 2 * k)
+
+    def work(self, k: int) -> list[WorkRequest]:
+        spec = self.qps[k]
+        size = 8 if spec.verb in ("fetch_add", "cmp_swap") else spec.size
+        _, responder_qpn = self.qpns(k)
+        return [WorkRequest(spec.verb, size, wr_id=i, remote_va=0x10000 + i * max(size, 8),
+                            rkey=0x1000 + k, imm=i, invalidate_rkey=0x2000 + k, swap_add=1,
+                            dest_qp=responder_qpn, q_key=spec.q_key) for i in range(spec.iters)]
+
+    def requester_config(self, k: int) -> RequesterConfig:
+        spec = self.qps[k]
+        requester_qpn, responder_qpn = self.qpns(k)
+        return RequesterConfig(
+            transport=spec.transport, pmtu=spec.mtu, start_psn=self.start_psn(k),
+            dest_qp=responder_qpn, src_qp=requester_qpn, q_key=spec.q_key,
+            ack_every=spec.ack_every, timeout=spec.timeout, retry_cnt=spec.retry_cnt,
+            rnr_retry=spec.rnr_retry, window=spec.window)
+
+    def check(self) -> Scenario:
+        """This scenario, or ScenarioError/TransportError saying what cannot be generated."""
+        if self.encapsulation not in ENCAPSULATIONS:
+            raise ScenarioError(f"encapsulation {self.encapsulation!r} is not one of "
+                                f"{', '.join(ENCAPSULATIONS)}")
+        if self.tap not in TAPS:
+            raise ScenarioError(f"tap {self.tap!r} is not one of {', '.join(TAPS)}")
+        if self.cnp_scope not in SCOPES:
+            raise ScenarioError(f"CNP scope {self.cnp_scope!r} is not one of {', '.join(SCOPES)}")
+        if not self.qps:
+            raise ScenarioError("a scenario needs at least one queue pair")
+        if self.link.gbps <= 0 or self.link.delay_ns < 0:
+            raise ScenarioError("the link needs a positive speed and a delay of 0 or more")
+        psn_counts = []
+        for k, spec in enumerate(self.qps):
+            check_pmtu(spec.mtu)
+            if spec.iters < 0:
+                raise ScenarioError(f"QP {k}: iters must not be negative")
+            config = self.requester_config(k)
+            requester = Requester(config)
+            for wr in self.work(k):
+                requester.post(wr)
+            psn_counts.append((requester.next_psn - config.start_psn) & PSN_MASK)
+        for fault in self.faults:
+            if fault.kind not in FAULT_KINDS:
+                raise ScenarioError(f"fault {fault.kind!r} is not one of {', '.join(FAULT_KINDS)}")
+            if fault.rate is not None:
+                if not 0 <= fault.rate <= 1 or fault.qp is not None or fault.psn is not None:
+                    raise ScenarioError(f"{fault.kind}: rate must be 0..1 and stand alone")
+                if fault.kind == "rnr":
+                    raise ScenarioError("rnr faults name a qp and a psn, not a rate")
+                continue
+            if fault.qp is None or fault.psn is None or not 0 <= fault.qp < len(self.qps):
+                raise ScenarioError(f"{fault.kind}: qp must be 0..{len(self.qps) - 1} and a "
+                                    f"psn given, not qp={fault.qp} psn={fault.psn}")
+            if not 0 <= fault.psn < psn_counts[fault.qp]:
+                raise ScenarioError(f"{fault.kind}: psn offset {fault.psn} is past QP "
+                                    f"{fault.qp}'s last PSN (it uses {psn_counts[fault.qp]})")
+            if fault.kind == "rnr" and self.qps[fault.qp].transport != "RC":
+                raise ScenarioError("RNR NAKs exist only on RC")
+        return self

@@ -7,7 +7,7 @@ Connections are set up out of band (no CM exchange yet).
 
 from __future__ import annotations
 
-from ibwire.gen.run import MANIFEST_VERSION, Generation, generate
+from ibwire.gen.run import MANIFEST_VERSION, Generation, generate, write_pcap
 from ibwire.gen.scenario import (
     ENCAPSULATIONS,
     FAULT_KINDS,
@@ -21,4 +21,5 @@ from ibwire.gen.scenario import (
 )
 
 __all__ = ["ENCAPSULATIONS", "FAULT_KINDS", "MANIFEST_VERSION", "TAPS", "Endpoint", "Fault",
-           "Generation", "Link", "QpSpec", "Scenario", "ScenarioError", "generate"]
+           "Generation", "Link", "QpSpec", "Scenario", "ScenarioError", "generate",
+           "write_pcap"]

@@ -276,3 +276,15 @@ def generate(scenario: Scenario) -> tuple[list[tuple[int, bytes]], dict[str, Any
     generation = Generation(scenario)
     records = list(generation)
     return records, generation.manifest
+
+
+def write_pcap(path: str, scenario: Scenario) -> dict[str, Any]:
+    """Write the frames of ``scenario`` to a nanosecond pcap at ``path`` (atomically, through
+    :class:`ibwire.pcap.writer.PcapWriter`); returns the manifest."""
+    from ibwire.pcap.writer import PcapWriter
+
+    generation = Generation(scenario)
+    with PcapWriter(path, generation.linktype, nanoseconds=True) as writer:
+        for when, frame in generation:
+            writer.write(frame, when)
+    return generation.manifest

@@ -25,6 +25,7 @@ EXTENSIONS = [
                              "src/ibwire/crc/kernel.c"]),
     ("ibwire.scan._tally", ["src/ibwire/scan/_tally.pyx", "src/ibwire/scan/scan.c",
                             "src/ibwire/crc/kernel.c"]),
+    ("ibwire.pcap._engine", ["src/ibwire/pcap/_engine.pyx", "src/ibwire/pcap/pcapng_walk.c"]),
 ]
 
 
@@ -72,8 +73,10 @@ def extensions() -> list[Extension]:
         exts.append(Extension(
             name, sources,
             depends=[*(f"src/ibwire/crc/{h}" for h in ("kernel.h", "crc_simd.h", "crc_tables.h")),
-                     "src/ibwire/scan/scan.h", "src/ibwire/scan/_layout.pxi"],
-            include_dirs=[numpy.get_include(), "src/ibwire/crc", "src/ibwire/scan"],
+                     "src/ibwire/scan/scan.h", "src/ibwire/scan/_layout.pxi",
+                     "src/ibwire/pcap/pcapng_walk.h"],
+            include_dirs=[numpy.get_include(), "src/ibwire/crc", "src/ibwire/scan",
+                          "src/ibwire/pcap"],
             extra_compile_args=os.environ.get("IBWIRE_CFLAGS", "-O3").split(),
             extra_link_args=os.environ.get("IBWIRE_LDFLAGS", "").split(),
         ))

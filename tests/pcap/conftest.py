@@ -4,10 +4,27 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
+from tests.crc.conftest import built_or_skip
 from tests.pcap.capture_synth import SHARED_CAPTURES
+
+try:
+    from ibwire.pcap import _engine
+except ImportError:
+    _engine = None
+
+
+def pcap_engine_or_skip() -> ModuleType:
+    """The pcap layer's C walk (``ibwire.pcap._engine``), as ``built_or_skip`` has it."""
+    return built_or_skip(_engine, "ibwire.pcap._engine")
+
+
+@pytest.fixture(scope="session")
+def pcap_engine() -> ModuleType:
+    return pcap_engine_or_skip()
 
 
 def shared_capture_rows() -> list[dict[str, str]]:

@@ -250,15 +250,15 @@ def test_pcapng_through_the_c_epb_walk_agrees_with_the_reader(tmp_path_factory, 
                           st.integers(-(1 << 62), 1 << 62), st.sampled_from([0, 80, 65535]),
                           st.sampled_from([0, 1, 1])), min_size=0, max_size=3),
        st.booleans())
-def test_pcapng_epb_walk_twins_agree(scan_engine, data, pos, cap, faces, swapped):
-    from ibwire.scan import _python
+def test_pcapng_epb_walk_twins_agree(pcap_engine, data, pos, cap, faces, swapped):
+    from ibwire.pcap import _python
 
     faces = [(kind, param % 128 if kind == 2 else max(param, 1), off, snap, direct)
              for kind, param, off, snap, direct in faces]
     epb = (6).to_bytes(4, "big" if swapped == (np.little_endian) else "little")
     found = data.find(epb, min(pos, len(data)))  # a block start, most of the time
     pos = found if found >= 0 else min(pos, len(data))
-    got = scan_engine.pcapng_epbs(data, pos, len(data), swapped, 1 << 20, faces, cap)
+    got = pcap_engine.pcapng_epbs(data, pos, len(data), swapped, 1 << 20, faces, cap)
     want = _python.pcapng_epbs(data, pos, len(data), swapped, 1 << 20, faces, cap)
     assert [np.asarray(x).tolist() for x in got] == [np.asarray(x).tolist() for x in want]
 
@@ -266,20 +266,20 @@ def test_pcapng_epb_walk_twins_agree(scan_engine, data, pos, cap, faces, swapped
 def test_a_plain_pcapng_run_is_walked_in_c(tmp_path, monkeypatch):
     """Every plain EPB of a window goes through the C walk (one call takes them all), and the
     rows are still the reader's."""
-    import ibwire.scan
+    import ibwire.pcap
 
     data = pcapng_file(FRAMES)
     path = tmp_path / "plain.pcapng"
     path.write_bytes(data)
     taken = []
-    walk = ibwire.scan.pcapng_epbs
+    walk = ibwire.pcap.pcapng_epbs
 
     def counted(*args):
         found = walk(*args)
         taken.append(len(found[0]))
         return found
 
-    monkeypatch.setattr(ibwire.scan, "pcapng_epbs", counted)
+    monkeypatch.setattr(ibwire.pcap, "pcapng_epbs", counted)
     records = list(read_capture(path))
     assert taken == []  # the reader walks in Python
     assert_scan_agrees(path, records, 1 << 20)
@@ -287,10 +287,10 @@ def test_a_plain_pcapng_run_is_walked_in_c(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("kind, param", [(1, 0), (3, 1), (0, 1 << 64), (2, -1)])
-def test_a_clock_the_walker_never_makes_is_refused(scan_engine, kind, param):
+def test_a_clock_the_walker_never_makes_is_refused(pcap_engine, kind, param):
     data = pcapng_file(FRAMES[:2])
     with pytest.raises((ValueError, OverflowError)):
-        scan_engine.pcapng_epbs(data, 0, len(data), False, 1 << 20, [(kind, param, 0, 0, 1)], 4)
+        pcap_engine.pcapng_epbs(data, 0, len(data), False, 1 << 20, [(kind, param, 0, 0, 1)], 4)
 
 
 def test_sections_with_their_own_clocks(tmp_path):

@@ -34,15 +34,23 @@ Per module: ``pcap``, ``pcapng``, ``erf`` (sans-IO walkers over buffers), ``link
 SLL2, ERF -> link + frame), ``source`` (files, mmap, gzip, stdin), ``index`` (numpy columns
 for the batch scanner), ``writer`` (atomic pcap/pcapng writers), ``convert``. The names
 below are loaded on first use.
+
+The walk of runs of pcapng Enhanced Packet Blocks (``pcapng_epbs``, used by ``index`` and by
+the scanner's windows) has twins, as the CRC engine and the scanner do: the C engine
+(``_engine``, over ``pcapng_walk.c``) and the pure-Python ``_python``; ``implementation``
+says which is active, ``IBWIRE_NO_EXTENSIONS=1`` forces the twin. This package imports
+nothing above it (not ``ibwire.scan``): readers sit below the scanner.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ibwire._lazy import lazy_exports
+from ibwire._twins import load_twin
 
 if TYPE_CHECKING:
+    from ibwire.pcap._python import pcapng_epbs
     from ibwire.pcap.convert import (
         ConversionReport,
         erf_to_infiniband,
@@ -54,6 +62,8 @@ if TYPE_CHECKING:
     from ibwire.pcap.source import CaptureReader, iter_capture_bytes, open_capture, read_capture
     from ibwire.pcap.writer import PcapngWriter, PcapWriter
 
+    implementation: str
+
 _WHERE = {
     **dict.fromkeys(("ConversionReport", "erf_to_infiniband", "infiniband_to_erf",
                      "pcapng_to_pcap"), "ibwire.pcap.convert"),
@@ -63,7 +73,17 @@ _WHERE = {
                     "ibwire.pcap.source"),
     **dict.fromkeys(("PcapngWriter", "PcapWriter"), "ibwire.pcap.writer"),
 }
-__getattr__ = lazy_exports(__name__, globals(), _WHERE)
+_ENGINE = ("pcapng_epbs",)
+_exports = lazy_exports(__name__, globals(), _WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ENGINE or name == "implementation":
+        impl, kind = load_twin("ibwire.pcap._engine", "ibwire.pcap._python")
+        globals().update({n: getattr(impl, n) for n in _ENGINE}, implementation=kind)
+        return globals()[name]
+    return _exports(name)
+
 
 __all__ = [
     "LINK_CODES",
@@ -77,9 +97,11 @@ __all__ = [
     "erf_to_infiniband",
     "index_buffer",
     "index_capture",
+    "implementation",
     "infiniband_to_erf",
     "iter_capture_bytes",
     "open_capture",
+    "pcapng_epbs",
     "pcapng_to_pcap",
     "read_capture",
 ]

@@ -135,9 +135,9 @@ class _Columns:
 
     def epb_hook(self, walker: PcapngWalker) -> Callable[[Buffer, int, int], int]:
         """A ``PcapngWalker.bulk`` hook that adds runs of common-case EPBs to these columns
-        from the scanner's C walk (``ibwire.scan.pcapng_epbs``), so that the walker yields only
+        from this layer's C walk (``ibwire.pcap.pcapng_epbs``), so that the walker yields only
         the other blocks. The rows are the ones ``add_raw`` would add."""
-        from ibwire.scan import pcapng_epbs
+        from ibwire.pcap import pcapng_epbs
 
         rules: dict[tuple[tuple[Interface, ...], str | None],
                     tuple[list[tuple[int, int, int, int, int]], np.ndarray, np.ndarray]] = {}

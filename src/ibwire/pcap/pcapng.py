@@ -163,8 +163,8 @@ class PcapngWalker:
         self._set_order("<")
         self.bulk: Callable[[Buffer, int, int], int] | None = None
         """A hook given (view, pos, end) at an Enhanced Packet Block: it may take the run of
-        common-case EPBs from there itself and return where the run ends (the scanner's C
-        walk, :meth:`ibwire.pcap.index._Columns.epb_hook`)."""
+        common-case EPBs from there itself and return where the run ends (the C walk
+        ``ibwire.pcap.pcapng_epbs``, :meth:`ibwire.pcap.index._Columns.epb_hook`)."""
         self.resume = 0
         self.want = 0
         self.finished = False

@@ -22,18 +22,18 @@ from ibwire._lazy import lazy_exports
 from ibwire._twins import load_twin
 
 if TYPE_CHECKING:
-    from ibwire.scan._python import pcap_records, pcapng_epbs, scan_frames, scan_pcap
+    from ibwire.scan._python import pcap_records, scan_frames, scan_pcap
     from ibwire.scan.batch import ScanBatch, scan_index
     from ibwire.scan.capture import scan_capture
 
     implementation: str
 
-_ENGINE = ("scan_frames", "pcap_records", "pcapng_epbs", "scan_pcap")
+_ENGINE = ("scan_frames", "pcap_records", "scan_pcap")
 _MODULES = {"ScanBatch": "ibwire.scan.batch", "scan_index": "ibwire.scan.batch",
             "scan_capture": "ibwire.scan.capture"}
 
-__all__ = ["ScanBatch", "implementation", "pcap_records", "pcapng_epbs", "scan_capture",
-           "scan_frames", "scan_index", "scan_pcap"]
+__all__ = ["ScanBatch", "implementation", "pcap_records", "scan_capture", "scan_frames",
+           "scan_index", "scan_pcap"]
 
 
 _exports = lazy_exports(__name__, globals(), _MODULES)

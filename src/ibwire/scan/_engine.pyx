@@ -15,26 +15,15 @@ import numpy as np
 cnp.import_array()
 
 from ibwire.scan import program as _program
-from ibwire.pcap.pcapng import check_clock
 from ibwire.scan._frames import frame_arrays
 
-__all__ = ["pcap_records", "pcapng_epbs", "scan_frames", "scan_pcap"]
+__all__ = ["pcap_records", "scan_frames", "scan_pcap"]
 
 
 include "_layout.pxi"
 
 
 cdef extern from "scan.h" nogil:
-    ctypedef struct ibw_pcapng_iface:
-        uint64_t param
-        int64_t offset_s
-        uint32_t snaplen
-        uint8_t kind
-        uint8_t direct
-    int64_t ibw_pcapng_epbs(const uint8_t *buf, int64_t pos, int64_t end, int swapped,
-                            uint32_t max_len, const ibw_pcapng_iface *ifaces, int64_t n_iface,
-                            int64_t cap, int64_t *offs, int64_t *caplen, uint32_t *orig_len,
-                            int64_t *ts, uint32_t *iface, int64_t *next)
     void ibw_scan(const uint8_t *buf, int64_t buflen, const int64_t *offs, const int64_t *lens,
                   const uint8_t *links, int64_t count, const ibw_scan_prog *prog,
                   const ibw_scan_out *out)
@@ -224,51 +213,3 @@ def _walk(buffer, Py_ssize_t pos, Py_ssize_t end, bint swapped, int64_t fraction
     cols["frame.len"][:] = caplen[:rows]
     cols["link"][:] = link
     return offs[:rows], caplen[:rows], orig[:rows], ts[:rows], next_pos, status, cols
-
-
-def pcapng_epbs(buffer, Py_ssize_t pos, Py_ssize_t end, bint swapped, uint32_t max_len,
-                interfaces, Py_ssize_t cap):
-    """The run of common-case pcapng EPBs at ``buffer[pos:end]`` (see scan.h): frame offsets
-    int64, caplens int64, orig lengths uint32, timestamps int64 ns, interface ids uint32, and
-    where the run stopped. ``interfaces``: per interface (kind, param, offset_s, snaplen,
-    direct), as ``ibwire.pcap.pcapng.timestamp_rule`` and the link table give them."""
-    cdef Py_buffer view
-    cdef Py_ssize_t n = len(interfaces), i
-    cdef int64_t next_pos = pos, rows = 0
-    cdef int64_t *p_offs
-    cdef int64_t *p_caplen
-    cdef uint32_t *p_orig
-    cdef int64_t *p_ts
-    cdef uint32_t *p_iface
-    cdef ibw_pcapng_iface *ifaces = <ibw_pcapng_iface *>malloc(
-        sizeof(ibw_pcapng_iface) * max(1, n))
-    if ifaces == NULL:
-        raise MemoryError()
-    try:
-        for i in range(n):
-            kind, param, offset_s, snaplen, direct = interfaces[i]
-            check_clock(kind, param)
-            ifaces[i].kind, ifaces[i].param, ifaces[i].offset_s = kind, param, offset_s
-            ifaces[i].snaplen, ifaces[i].direct = snaplen, direct
-        PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
-        try:
-            if not 0 <= pos <= end <= view.len:
-                raise ValueError(f"EPB window {pos}..{end} outside the {view.len}-byte buffer")
-            cap = max(0, min(cap, (end - pos) // 32))
-            offs, caplen, orig, ts, iface = (np.empty(cap, np.int64), np.empty(cap, np.int64),
-                                             np.empty(cap, np.uint32), np.empty(cap, np.int64),
-                                             np.empty(cap, np.uint32))
-            p_offs = <int64_t *>cnp.PyArray_DATA(offs)
-            p_caplen = <int64_t *>cnp.PyArray_DATA(caplen)
-            p_orig = <uint32_t *>cnp.PyArray_DATA(orig)
-            p_ts = <int64_t *>cnp.PyArray_DATA(ts)
-            p_iface = <uint32_t *>cnp.PyArray_DATA(iface)
-            with nogil:
-                rows = ibw_pcapng_epbs(<const uint8_t *>view.buf, pos, end, swapped, max_len,
-                                       ifaces, n, cap, p_offs, p_caplen, p_orig, p_ts, p_iface,
-                                       &next_pos)
-        finally:
-            PyBuffer_Release(&view)
-    finally:
-        free(ifaces)
-    return offs[:rows], caplen[:rows], orig[:rows], ts[:rows], iface[:rows], next_pos

@@ -26,6 +26,7 @@ EXTENSIONS = [
     ("ibwire.scan._tally", ["src/ibwire/scan/_tally.pyx", "src/ibwire/scan/scan.c",
                             "src/ibwire/crc/kernel.c"]),
     ("ibwire.pcap._engine", ["src/ibwire/pcap/_engine.pyx", "src/ibwire/pcap/pcapng_walk.c"]),
+    ("ibwire.pcap._filemap", ["src/ibwire/pcap/_filemap.pyx", "src/ibwire/pcap/filemap.c"]),
 ]
 
 
@@ -74,7 +75,7 @@ def extensions() -> list[Extension]:
             name, sources,
             depends=[*(f"src/ibwire/crc/{h}" for h in ("kernel.h", "crc_simd.h", "crc_tables.h")),
                      "src/ibwire/scan/scan.h", "src/ibwire/scan/_layout.pxi",
-                     "src/ibwire/pcap/pcapng_walk.h"],
+                     "src/ibwire/pcap/pcapng_walk.h", "src/ibwire/pcap/filemap.h"],
             include_dirs=[numpy.get_include(), "src/ibwire/crc", "src/ibwire/scan",
                           "src/ibwire/pcap"],
             extra_compile_args=os.environ.get("IBWIRE_CFLAGS", "-O3").split(),

@@ -61,6 +61,11 @@ class TruncatedError(IbwireError):
     """The bytes end before the structure does: more data would be needed."""
 
 
+class ShrunkError(TruncatedError):
+    """The capture file got shorter while it was being read (log rotation, another process
+    truncating it): the data ends early, as in a capture cut short."""
+
+
 class MalformedError(IbwireError):
     """The bytes are all there but contradict the protocol (a lying length, bad PadCnt, ...)."""
 

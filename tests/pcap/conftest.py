@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from ibwire.pcap import _filemap_python, filemap
 from tests.crc.conftest import built_or_skip
 from tests.pcap.capture_synth import SHARED_CAPTURES
 
@@ -15,6 +17,11 @@ try:
     from ibwire.pcap import _engine
 except ImportError:
     _engine = None
+
+try:
+    from ibwire.pcap import _filemap
+except ImportError:
+    _filemap = None
 
 
 def pcap_engine_or_skip() -> ModuleType:
@@ -25,6 +32,20 @@ def pcap_engine_or_skip() -> ModuleType:
 @pytest.fixture(scope="session")
 def pcap_engine() -> ModuleType:
     return pcap_engine_or_skip()
+
+
+@pytest.fixture(params=["python", "c"])
+def filemap_twin(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every reader in the test takes its file windows from one twin of
+    ``ibwire.pcap.filemap``: maps guarded in C, or reads in Python."""
+    engine = _filemap_python if request.param == "python" else built_or_skip(
+        _filemap, "ibwire.pcap._filemap")
+    saved = filemap._engine, filemap.implementation
+    filemap._engine, filemap.implementation = engine, request.param
+    try:
+        yield request.param
+    finally:
+        filemap._engine, filemap.implementation = saved
 
 
 def shared_capture_rows() -> list[dict[str, str]]:

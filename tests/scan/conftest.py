@@ -11,7 +11,7 @@ import pytest
 
 from ibwire.scan import _python
 from tests.crc.conftest import built_or_skip
-from tests.pcap.conftest import pcap_engine  # noqa: F401 - a fixture used here
+from tests.pcap.conftest import filemap_twin, pcap_engine  # noqa: F401 - fixtures used here
 
 try:
     from ibwire.scan import _engine

@@ -66,6 +66,7 @@ def inspections(path: str, args: argparse.Namespace) -> Iterator[Inspection]:
                 if args.count is not None and seen >= args.count:
                     break
                 seen += 1
+                _note_shrink(args, record.error)
                 progress.update(record.offset)
                 found = inspect(record)
                 if keep is not None and not keep(found.fields()):
@@ -119,6 +120,8 @@ def scanned(path: str, args: argparse.Namespace, fields: object
     try:
         for batch in scan_capture(path, fields=fields):
             rows = len(batch) if left is None else min(len(batch), left)
+            for error in batch.errors.values():
+                _note_shrink(args, error)
             columns = {name: col[:rows] for name, col in batch.columns.items()}
             yield batch, columns, np.flatnonzero(batch.failed()[:rows])
             if rows:
@@ -129,6 +132,25 @@ def scanned(path: str, args: argparse.Namespace, fields: object
                     break
     finally:
         progress.close()
+
+
+def _note_shrink(args: argparse.Namespace, error: object) -> None:
+    """Remember the error that ended a capture whose file shrank while it was read."""
+    from ibwire.errors import ShrunkError
+
+    if isinstance(error, ShrunkError):  # its record (from 0) now: printing may change it
+        args.shrunk = ("" if error.record is None else f"record {error.record + 1}: ") \
+            + error.in_record()
+
+
+def shrink_status(args: argparse.Namespace, verb: str, path: str) -> int:
+    """1, with a line on stderr, if the capture's file shrank while it was read (its records
+    up to there were shown): never 0 as if nothing happened; else 0."""
+    line = getattr(args, "shrunk", None)
+    if line is None:
+        return 0
+    print(f"ibwire {verb}: {path}: {line}", file=sys.stderr)
+    return 1
 
 
 def jsonable(value: Any) -> Any:

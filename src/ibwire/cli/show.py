@@ -15,7 +15,14 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ibwire.cli.common import add_input_arguments, inspections, json_line, jsonable, scanned
+from ibwire.cli.common import (
+    add_input_arguments,
+    inspections,
+    json_line,
+    jsonable,
+    scanned,
+    shrink_status,
+)
 
 if TYPE_CHECKING:
     from ibwire.inspect import Inspection
@@ -251,11 +258,11 @@ def run(args: argparse.Namespace) -> int:
         for found in scanned_fields(args.file, args, None):
             fields = found if isinstance(found, dict) else found.fields()
             out.write(json_line(fields))
-        return 0
+        return shrink_status(args, "show", args.file)
     if not (args.verbose or args.where):
         for line in scanned_lines(args.file, args):
             out.write(line + "\n")
-        return 0
+        return shrink_status(args, "show", args.file)
 
     start_ns = None
     for found in inspections(args.file, args):
@@ -267,4 +274,4 @@ def run(args: argparse.Namespace) -> int:
             out.write(tree(found) + "\n\n")
         else:
             out.write(summary(found, start_ns or 0) + "\n")
-    return 0
+    return shrink_status(args, "show", args.file)

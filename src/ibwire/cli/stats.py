@@ -12,7 +12,13 @@ import argparse
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from ibwire.cli.common import add_input_arguments, failure_reason, inspections, scanned
+from ibwire.cli.common import (
+    add_input_arguments,
+    failure_reason,
+    inspections,
+    scanned,
+    shrink_status,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -114,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({**{name: dict(table) for name, table in tables.items()},
                           "failures": failures}))
-        return 0
+        return shrink_status(args, "stats", args.file)
     for name, table in tables.items():
         print(f"{name}:")
         rows = table.items() if name == "totals" else table.most_common(args.top)
@@ -128,4 +134,4 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {line}")
         if tables["totals"]["failed"] > len(failures):
             print(f"  ... {tables['totals']['failed'] - len(failures)} more")
-    return 0
+    return shrink_status(args, "stats", args.file)

@@ -23,11 +23,12 @@ import sys
 import tempfile
 from array import array
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import BinaryIO, NamedTuple
 
 import numpy as np
 
 from ibwire.errors import CaptureError, IbwireError
+from ibwire.pcap.filemap import faulted, map_window, shrunk_error, vanished_error
 from ibwire.pcap.index_links import locate_block
 from ibwire.pcap.linktypes import direct_link_codes, header_kind
 from ibwire.pcap.locators import locator_for
@@ -351,15 +352,19 @@ def index_buffer(buffer: Buffer | mmap.mmap, name: str = "<buffer>", *,
 
 
 def index_capture(source: Source) -> CaptureIndex:
-    """Index a capture file. An uncompressed regular file is mapped and ``buffer`` is the map;
-    gzip data and standard input are first decompressed into an unlinked temporary file."""
+    """Index a capture file. An uncompressed regular file is mapped and ``buffer`` is the map
+    (``ibwire.pcap.filemap``; read into memory where its C engine is not there); gzip data and
+    standard input are first decompressed into an unlinked temporary file.
+
+    A file found shorter than when it was opened is indexed as cut short (a last error row
+    says it shrank); bytes that vanished under the map while it was indexed raise
+    CaptureError naming the first record past the file's new end."""
     if isinstance(source, (str, os.PathLike)) and source != "-":
         try:
             with open(source, "rb") as handle:
                 info = os.fstat(handle.fileno())
                 if stat.S_ISREG(info.st_mode) and info.st_size and handle.read(2) != b"\x1f\x8b":
-                    buffer = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-                    return index_buffer(buffer, str(source))
+                    return _index_file(handle, info.st_size, str(source))
         except OSError as exc:
             raise CaptureError(f"{source}: cannot open ({exc.strerror})") from exc
     with open_capture(source) as reader, tempfile.TemporaryFile(prefix="ibwire-") as spool:
@@ -367,3 +372,15 @@ def index_capture(source: Source) -> CaptureIndex:
         spool.flush()
         buffer = mmap.mmap(spool.fileno(), 0, access=mmap.ACCESS_READ)
     return index_buffer(buffer, reader.name, cut_short=cut_short)
+
+
+def _index_file(handle: BinaryIO, size: int, name: str) -> CaptureIndex:
+    buffer = map_window(handle.fileno(), 0, size, name)
+    cut = None if len(buffer) == size else shrunk_error(size, len(buffer), len(buffer))
+    index = index_buffer(buffer, name, cut_short=cut)
+    now = os.fstat(handle.fileno()).st_size
+    if faulted(buffer) or now < len(buffer):  # caught faults; zeros past the new end
+        gone = np.flatnonzero(index.offsets + index.lengths > now)
+        record = int(gone[0]) if len(gone) else len(index.offsets)
+        raise vanished_error(name, now, record, now)
+    return index

@@ -1,10 +1,16 @@
 """Opening captures: files (through mmap), gzip-compressed files, standard input, file objects
 and in-memory bytes; format detection; turning the walkers' RawRecords into CaptureRecords.
 
-A regular uncompressed file is mapped, and its records' frames are memoryviews into the map
-(no copies; they stay valid after ``close()``, which only drops the reader's reference).
-Gzip data, pipes and file objects are read in chunks through a window that holds one chunk
-plus at most one record; their frames are bytes. Either way memory does not grow with the file.
+A regular uncompressed file is mapped (``ibwire.pcap.filemap``), and its records' frames are
+memoryviews into the map (no copies; they stay valid after ``close()``, which only drops the
+reader's reference). Gzip data, pipes and file objects are read in chunks through a window that
+holds one chunk plus at most one record; their frames are bytes; so is a regular file where
+the map's C engine is not there (``IBWIRE_NO_EXTENSIONS=1``: it is read, not mapped). Either
+way memory does not grow with the file.
+
+A file that shrinks while it is read: read in chunks, the data ends early and a last
+TruncatedError record says the file shrank; mapped, the bytes that vanished under the map
+read as zeros (no SIGBUS) and the iteration raises CaptureError at the next record.
 
 File-level problems (cannot open, empty, bad magic, truncated or unknown header) raise
 :class:`CaptureError` when the capture is opened. After that iteration never raises: a
@@ -15,15 +21,15 @@ gzip data ends the iteration with one such record.
 from __future__ import annotations
 
 import io
-import mmap
 import os
 import stat
 import sys
 from collections.abc import Iterator
 from types import TracebackType
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from ibwire.errors import CaptureError, IbwireError
+from ibwire.pcap import filemap
 from ibwire.pcap.erf import ErfWalker, looks_like_erf
 from ibwire.pcap.gunzip import GZIP_MAGIC, GunzipStream, PrefixedStream, read_upto
 from ibwire.pcap.linktypes import direct_link_codes
@@ -160,7 +166,11 @@ class CaptureReader:
             self.name = name if isinstance(name, str) else repr(source)
         self.chunk_size = max(1, chunk_size)
         self.compressed = False
-        self._map: mmap.mmap | None = None
+        self._map: Any = None
+        self._size: int | None = None
+        """A regular file read in chunks: its size when opened (a shrink is then seen)."""
+        self._handle: BinaryIO | None = None
+        self._consumed = 0
         self._stream: BinaryIO | GunzipStream | None = None
         self._owned: list[BinaryIO] = []
         self._head = b""
@@ -187,18 +197,22 @@ class CaptureReader:
             if stat.S_ISREG(info.st_mode):
                 if info.st_size == 0:
                     raise CaptureError(f"{self.name}: empty file", offset=0)
-                if handle.read(2) != GZIP_MAGIC:
-                    self._map = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-                    if hasattr(self._map, "madvise") and hasattr(mmap, "MADV_SEQUENTIAL"):
-                        self._map.madvise(mmap.MADV_SEQUENTIAL)
-                    self._owned.pop().close()
+                gzipped = handle.read(2) == GZIP_MAGIC
+                if not gzipped and filemap.maps():
+                    self._map = filemap.map_window(handle.fileno(), 0, info.st_size, self.name)
+                    self._handle = handle  # kept open: its size is checked as records are read
                     self.format = detect_format(memoryview(self._map), True, self.name)
                     self._start(memoryview(self._map), True)
                     return
                 handle.seek(0)
+                if not gzipped:  # read in chunks: can be read again from the start
+                    self._size, self._handle = info.st_size, handle
             self._stream = handle
         else:
             self._stream = source
+        self._open_stream()
+
+    def _open_stream(self) -> None:
         self._head = self._read(HEAD_LEN)
         if detect_format(self._head, self._eof, self.name) == "gzip":
             self.compressed = True
@@ -231,6 +245,10 @@ class CaptureReader:
             return b""
         data, self._eof, error = read_upto(self._stream, size, self.compressed)
         self._stream_error = error or self._stream_error
+        self._consumed += len(data)
+        if self._eof and self._size is not None and self._consumed < self._size:
+            self._stream_error = self._stream_error or filemap.shrunk_error(
+                self._size, self._consumed, self._consumed)
         return data
 
     @property
@@ -243,17 +261,37 @@ class CaptureReader:
                 self._start(memoryview(self._map), True)
             self._iterated = True
             return self._iter_mapped()
-        if self._iterated:
+        if self._iterated and self._handle is not None and self._stream is not None:
+            self._handle.seek(0)  # a regular file read in chunks: from the start again
+            self._head, self._eof, self._stream_error, self._consumed = b"", False, None, 0
+            self._open_stream()
+        elif self._iterated:
             raise CaptureError(f"{self.name}: a stream can be read only once")
         self._iterated = True
         return self._iter_stream()
 
     def _iter_mapped(self) -> Iterator[CaptureRecord]:
         assert self._map is not None and self._walker is not None
-        view = memoryview(self._map)
+        mapped, handle = self._map, self._handle
+        assert handle is not None
+        view = memoryview(mapped)
         walker = self._walker
-        yield from RecordMaker(copy=False).records(
-            walker.walk(view, self._records_start, len(view), True, 0), view, 0)
+        index, checked = 0, 0
+        fstat, fileno = os.fstat, handle.fileno()
+        for record in RecordMaker(copy=False).records(
+                walker.walk(view, self._records_start, len(view), True, 0), view, 0):
+            end = record.offset + len(record.record_data) + 16
+            if end > checked:  # a page not checked yet: has the file shrunk under it?
+                now = fstat(fileno).st_size
+                if now < end or mapped.faulted:  # past its end: zeros, or a caught fault
+                    raise filemap.vanished_error(self.name, now, record.index, record.offset)
+                checked = min(end | 4095, now)
+            elif mapped.faulted:
+                raise filemap.vanished_error(self.name, None, record.index, record.offset)
+            index = record.index + 1
+            yield record
+        if mapped.faulted:
+            raise filemap.vanished_error(self.name, None, index, len(view))
 
     def _iter_stream(self) -> Iterator[CaptureRecord]:
         assert self._walker is not None
@@ -292,11 +330,9 @@ class CaptureReader:
     def close(self) -> None:
         """Release the file; frames already handed out stay valid."""
         if self._map is not None:
-            try:
-                self._map.close()
-            except BufferError:
-                pass  # records still hold views into the map: it goes when they do
+            self._map.close()  # at once, or when the last record holding a view of it goes
             self._map = None
+        self._handle = None
         while self._owned:
             self._owned.pop().close()
         self._stream = None

@@ -16,6 +16,7 @@ from ibwire.errors import (
     UnsupportedError,
 )
 from ibwire.headers.layout import display
+from ibwire.pcap.filemap import check_buffer
 from ibwire.pcap.index import CaptureIndex
 from ibwire.pcap.records import LINK_NAMES
 from ibwire.scan import program
@@ -153,9 +154,12 @@ def make_batch(cols: dict[str, np.ndarray], first_record: int, timestamps: np.nd
 
 def scan_index(index: CaptureIndex, first_record: int = 0, fields: object = None) -> ScanBatch:
     """Scan the frames of an index (``ibwire.pcap.index_capture`` or one window of a scan);
-    rows are records ``first_record`` onwards; ``fields`` as for ``scan_frames``."""
+    rows are records ``first_record`` onwards; ``fields`` as for ``scan_frames``. Raises
+    CaptureError if the file under a mapped index shrank while it was scanned (the frames
+    past its new end read as zeros: ``ibwire.pcap.filemap``)."""
     from ibwire.scan import scan_frames
 
     cols = scan_frames(index.buffer, index.offsets, index.lengths, index.link_codes, fields)
+    check_buffer(index.buffer, first_record)
     return make_batch(cols, first_record, index.timestamps_ns, index.linktypes,
                       index.orig_lengths, index.errors, index.warnings, index.buffer)

@@ -3,7 +3,7 @@
 A capture is read one window at a time (16 MiB by default, more when one record needs it)
 through ``ibwire.scan.feed``. The format's sans-IO walker (``ibwire.pcap``) finds the records of each
 window; classic pcap takes a C fast path (``pcap_records``), and so do runs of plain pcapng
-Enhanced Packet Blocks (``pcapng_epbs``, through the walker's ``bulk`` hook). Each window's
+Enhanced Packet Blocks (``ibwire.pcap.pcapng_epbs``, through the walker's ``bulk`` hook). Each window's
 frames are then scanned in one call and come out as a :class:`~ibwire.scan.batch.ScanBatch`.
 """
 
@@ -139,11 +139,16 @@ def scan_capture(source: Source, *, window: int = WINDOW, fields: object = None,
     cannot be read is a row with error ``capture``, as in ``ibwire.pcap``. A batch's
     ``buffer`` (its frames) is valid until the next batch is asked for. With ``threads`` 2
     the records of the next window are found while a second thread scans this one (both C
-    loops run without the GIL); 1 does everything in the calling thread."""
+    loops run without the GIL); 1 does everything in the calling thread.
+
+    A file that shrinks while it is scanned ends as a capture cut short (a last row whose
+    error says so) when the scan finds it shorter before reading on, or raises CaptureError
+    when bytes vanished under a window being read (``ibwire.pcap.filemap``)."""
     feed = open_feed(source, max(window, 1))
     pool = ThreadPoolExecutor(1, thread_name_prefix="ibwire-scan") if threads > 1 else None
     try:
         yield from _batches(feed, max(window, 1), fields, pool)
+        feed.check(feed.record)  # the last batch's frames, read by the caller
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
@@ -153,7 +158,7 @@ def scan_capture(source: Source, *, window: int = WINDOW, fields: object = None,
 def _scanned(items: Iterator[tuple[Item, int]], fields: object,
              pool: ThreadPoolExecutor | None) -> Iterator[ScanBatch]:
     """Scan each (index, first record) not scanned yet; with a pool, scan one while the next
-    is found."""
+    is found. ``scan_index`` raises if a window's bytes vanished while it was scanned."""
     pending: Future[ScanBatch] | ScanBatch | None = None
     for item, record in items:
         if isinstance(item, ScanBatch):
@@ -184,15 +189,18 @@ def _items(feed: Feed, window: int, fields: object) -> Iterator[tuple[Item, int]
     while (started := make_walker(fmt, buf, final, feed.name)) is None:
         need *= 2
         buf, base, final = feed.window(0, need)
+    feed.check(0)
     walker, pos, _header = started
     rows_of = _pcap_rows if isinstance(walker, PcapWalker) else _walker_rows
     record, need, finished = 0, 0, False
     guess = _RowGuess()
     while True:
+        feed.record = record
         buf, base, at_end = feed.window(pos, need)
         final = at_end and feed.error is None
         items, resume, want, finished = rows_of(walker, buf, pos - base, final, base,  # type: ignore[operator]
                                                 record, fields, guess)
+        feed.check(record)  # the walk read zeros where the file's bytes vanished
         for item in items:
             yield item, record
             record += len(item) if isinstance(item, ScanBatch) else len(item.offsets)

@@ -1,7 +1,12 @@
 """Reading a capture in windows: a fresh read-only map of each window of a regular file
 (unmapped when the next one is made, so resident memory stays near one window), a read
 buffer for a pipe, standard input or gzip data. Needs no numpy: ``ibwire check`` reads
-through it before anything else is loaded."""
+through it before anything else is loaded.
+
+A regular file's windows come from ``ibwire.pcap.filemap``, so a file that shrinks while it is
+read never kills the process with SIGBUS: a window found shorter ends the data with a
+TruncatedError (``error``, as corrupt gzip data does), and bytes that vanished under a window
+being read raise CaptureError (``check``)."""
 
 from __future__ import annotations
 
@@ -9,9 +14,11 @@ import mmap
 import os
 import stat
 import sys
-from typing import TYPE_CHECKING, BinaryIO, Protocol
+import weakref
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 from ibwire.errors import CaptureError, IbwireError
+from ibwire.pcap.filemap import faulted, map_window, shrunk_error, vanished_error
 from ibwire.pcap.gunzip import GZIP_MAGIC, GunzipStream, PrefixedStream, read_upto
 
 if TYPE_CHECKING:
@@ -21,6 +28,8 @@ if TYPE_CHECKING:
 class Feed(Protocol):
     name: str
     error: IbwireError | None
+    record: int
+    """The record the reader is at (it keeps it up to date), for the messages."""
 
     def window(self, pos: int, need: int) -> tuple[memoryview, int, bool]:
         """A buffer from absolute offset ``base`` <= ``pos`` holding at least ``need`` bytes
@@ -28,32 +37,65 @@ class Feed(Protocol):
         ``error`` is set, the data was cut short by it."""
         ...
 
+    def check(self, record: int) -> None:
+        """Raise CaptureError if bytes of a window handed out vanished (the file shrank under
+        it) while they were read; ``record``: the first record read from it."""
+        ...
+
     def close(self) -> None: ...
 
 
 class MappedFeed:
-    """Windows of a regular file, each its own read-only map."""
+    """Windows of a regular file, each its own read-only map (``ibwire.pcap.filemap``)."""
 
     def __init__(self, handle: BinaryIO, size: int, name: str, length: int) -> None:
         self.handle, self.size, self.name, self.length = handle, size, name, length
         self.error: IbwireError | None = None
-        self.map: mmap.mmap | None = None
+        self.record = 0
+        self.map: Any = None
+        self.maps: list[tuple[weakref.ref[Any], int]] = []
+        """The maps handed out that may still be read (a batch holds a view of one), with
+        where each ends in the file."""
 
     def window(self, pos: int, need: int) -> tuple[memoryview, int, bool]:
         self._unmap()
+        self.check(self.record)
+        now = os.fstat(self.handle.fileno()).st_size
+        if now < self.size:
+            self._shrank(now, pos)
         start = pos - pos % mmap.ALLOCATIONGRANULARITY
-        length = min(self.size - start, max(self.length, pos - start + need))
-        self.map = mmap.mmap(self.handle.fileno(), length, offset=start, access=mmap.ACCESS_READ)
-        if hasattr(self.map, "madvise"):
-            self.map.madvise(mmap.MADV_SEQUENTIAL)
-        return memoryview(self.map), start, start + length >= self.size
+        length = max(0, min(self.size - start, max(self.length, pos - start + need)))
+        self.map = map_window(self.handle.fileno(), start, length, self.name)
+        self.maps = [*((ref, end) for ref, end in self.maps if ref() is not None),
+                     (weakref.ref(self.map), start + len(self.map))]
+        if len(self.map) < length:  # the pure-Python twin reads: a shrink is a short read
+            self._shrank(start + len(self.map), pos)
+        return memoryview(self.map), start, start + len(self.map) >= self.size
+
+    def _shrank(self, now: int, pos: int) -> None:
+        """The file is now ``now`` bytes long: the data ends there (a TruncatedError in
+        ``error``), or, if that is before ``pos``, where the reader already is, it cannot be
+        read on."""
+        if now < pos:
+            raise vanished_error(self.name, now, self.record, pos)
+        if self.error is None:
+            self.error = shrunk_error(self.size, now, now)
+        self.size = now
+
+    def check(self, record: int) -> None:
+        """Bytes vanished from a live map if it faulted, or if the file now ends before the
+        map does (the last page of a file reads zeros past its end, with no fault)."""
+        if not self.maps or self.handle.closed:
+            return
+        now = os.fstat(self.handle.fileno()).st_size
+        for ref, end in self.maps:
+            found = ref()
+            if found is not None and (end > now or faulted(found)):
+                raise vanished_error(self.name, now, record, None)
 
     def _unmap(self) -> None:
         if self.map is not None:
-            try:
-                self.map.close()
-            except BufferError:
-                pass  # a batch still holds a view of it: it goes when that does
+            self.map.close()  # at once, or when the last batch holding a view of it goes
             self.map = None
 
     def close(self) -> None:
@@ -70,6 +112,7 @@ class StreamFeed:
         self.compressed, self.owned = compressed, owned
         self.data, self.base, self.eof = b"", 0, False
         self.error: IbwireError | None = None
+        self.record = 0
 
     def window(self, pos: int, need: int) -> tuple[memoryview, int, bool]:
         self.data, self.base = self.data[pos - self.base:], pos
@@ -79,6 +122,9 @@ class StreamFeed:
             self.error = error or self.error
             self.data += more
         return memoryview(self.data), self.base, self.eof
+
+    def check(self, record: int) -> None:
+        """Nothing is mapped: a stream's bytes cannot vanish."""
 
     def close(self) -> None:
         if self.owned is not None:

@@ -12,7 +12,9 @@ What comes out, window by window, is the counts (``TALLY``) and the records to l
 (failed, or a caplen above the snaplen or orig_len), with their bytes; a record walk that ends
 in an error (an absurd caplen, a record cut by the end of the file) ends with that error, as
 in ``ibwire.pcap``. Anything else returns None from :func:`open_tally`: the full scanner
-(``scan_capture``) is then the way.
+(``scan_capture``) is then the way. A file that shrinks while it is counted ends as in
+``scan_capture``: with a TruncatedError when the data is found shorter, with CaptureError
+when bytes vanished under the window being counted (``ibwire.pcap.filemap``).
 """
 
 from __future__ import annotations
@@ -138,12 +140,18 @@ class Tally:
         pos, need, record = GLOBAL_HEADER_LEN, RECORD_HEADER_LEN, 0
         walker = PcapWalker(self.header)
         while True:
+            self.feed.record = record
             buf, base, at_end = self.feed.window(pos, need)
+            cut = self.feed.error if at_end else None  # the file shrank: the data ends here
             try:
                 counts, flagged, stop, status = self._scan(buf, pos - base, len(buf))
                 found = [self._flagged(buf, base, record + r, at) for r, at in flagged]
+                self.feed.check(record)  # both threads read zeros where bytes vanished
                 record += counts[0]
-                error, want, finished = pcap_stop(walker, buf, stop, status, at_end, base)
+                error, want, finished = pcap_stop(walker, buf, stop, status, cut is None and at_end,
+                                                  base)
+                if cut is not None and error is None and (status == 2 or stop == len(buf)):
+                    error, cut.offset = cut, base + stop
             finally:
                 buf.release()
             yield Window(counts, found, base + stop, error, record)

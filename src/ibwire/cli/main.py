@@ -37,6 +37,40 @@ def terminal_columns() -> int:
     return columns or 80
 
 
+ENGINES = {"crc": "crc/_engine", "scan": "scan/_engine", "pcap": "pcap/_engine",
+           "filemap": "pcap/_filemap"}
+"""Each engine that has a C build and a pure-Python twin, and where its extension is."""
+
+
+def version_line() -> str:
+    """``ibwire VERSION (crc c, scan c, ...)``: which engines would load, found without
+    importing them (they need numpy): an extension file beside its package, and
+    IBWIRE_NO_EXTENSIONS not 1, as ``ibwire._twins.load_twin`` chooses."""
+    from importlib.machinery import EXTENSION_SUFFIXES
+
+    import ibwire
+
+    package = os.path.dirname(ibwire.__file__)
+    off = os.environ.get("IBWIRE_NO_EXTENSIONS") == "1"
+    kinds = [f"{name} " + ("c" if not off and any(
+        os.path.isfile(os.path.join(package, where + suffix)) for suffix in EXTENSION_SUFFIXES)
+        else "python") for name, where in ENGINES.items()]
+    return f"ibwire {ibwire.__version__} ({', '.join(kinds)})"
+
+
+class VersionAction(argparse.Action):
+    """``--version``: print :func:`version_line` and exit (worked out only when asked)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=default, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        print(version_line())
+        parser.exit()
+
+
 class HelpFormatter(argparse.HelpFormatter):
     """argparse's own layout, fitted to the terminal as argparse fits it."""
 
@@ -49,6 +83,9 @@ def parser(verb: str | None = None) -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="ibwire", formatter_class=HelpFormatter,
                                   description="InfiniBand and RoCE captures: dissect, "
                                   "validate ICRC/VCRC, convert.")
+    top.add_argument("--version", action=VersionAction,
+                     help="print the version and which engines are compiled (c) or the "
+                     "pure-Python twins (python), and exit")
     verbs = top.add_subparsers(dest="verb", required=True)
     for name, (module, text) in VERBS.items():
         if verb in (None, name):

@@ -272,26 +272,28 @@ class CaptureReader:
 
     def _iter_mapped(self) -> Iterator[CaptureRecord]:
         assert self._map is not None and self._walker is not None
-        mapped, handle = self._map, self._handle
-        assert handle is not None
-        view = memoryview(mapped)
-        walker = self._walker
-        index, checked = 0, 0
-        fstat, fileno = os.fstat, handle.fileno()
-        for record in RecordMaker(copy=False).records(
-                walker.walk(view, self._records_start, len(view), True, 0), view, 0):
-            end = record.offset + len(record.record_data) + 16
-            if end > checked:  # a page not checked yet: has the file shrunk under it?
+        view = memoryview(self._map)
+        raws = self._walker.walk(view, self._records_start, len(view), True, 0)
+        yield from RecordMaker(copy=False).records(self._unshrunk(raws, self._map), view, 0)
+
+    def _unshrunk(self, raws: Iterator[RawRecord], mapped: Any) -> Iterator[RawRecord]:
+        """The walker's records of the map, each checked before it is made a record: raise
+        CaptureError if the file now ends before it does (its bytes past the end read as
+        zeros, with no fault in the file's last page) or a fault was caught in the map. The
+        size is looked up once per page of records."""
+        assert self._handle is not None
+        fstat, fileno = os.fstat, self._handle.fileno()
+        checked = 0
+        for index, raw in enumerate(raws):
+            end = max(raw[0] + 1, raw[2])  # the record's data end (its start for an error)
+            if end > checked:
                 now = fstat(fileno).st_size
-                if now < end or mapped.faulted:  # past its end: zeros, or a caught fault
-                    raise filemap.vanished_error(self.name, now, record.index, record.offset)
+                if now < end or mapped.faulted:
+                    raise filemap.vanished_error(self.name, now, index, raw[0])
                 checked = min(end | 4095, now)
             elif mapped.faulted:
-                raise filemap.vanished_error(self.name, None, record.index, record.offset)
-            index = record.index + 1
-            yield record
-        if mapped.faulted:
-            raise filemap.vanished_error(self.name, None, index, len(view))
+                raise filemap.vanished_error(self.name, None, index, raw[0])
+            yield raw
 
     def _iter_stream(self) -> Iterator[CaptureRecord]:
         assert self._walker is not None

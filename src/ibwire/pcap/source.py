@@ -5,6 +5,8 @@ A regular uncompressed file is mapped, and its records' frames are memoryviews i
 (no copies; they stay valid after ``close()``, which only drops the reader's reference).
 Gzip data, pipes and file objects are read in chunks through a window that holds one chunk
 plus at most one record; their frames are bytes. Either way memory does not grow with the file.
+A live capture (``ibwire.pcap.live``) is read as a pipe whose records are handed out as soon
+as they have arrived.
 
 File-level problems (cannot open, empty, bad magic, truncated or unknown header) raise
 :class:`CaptureError` when the capture is opened. After that iteration never raises: a
@@ -21,7 +23,7 @@ import stat
 import sys
 from collections.abc import Iterator
 from types import TracebackType
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, Union
 
 from ibwire.errors import CaptureError, IbwireError
 from ibwire.pcap.erf import ErfWalker, looks_like_erf
@@ -39,10 +41,13 @@ from ibwire.pcap.records import (
     error_record,
 )
 
+if TYPE_CHECKING:
+    from ibwire.pcap.live import LiveCapture
+
 PCAPNG_MAGIC = b"\n\r\r\n"
 HEAD_LEN = 128 * 1024
 CHUNK_LEN = 1024 * 1024
-Source = str | os.PathLike[str] | BinaryIO
+Source = Union[str, os.PathLike[str], BinaryIO, "LiveCapture"]
 
 
 def detect_format(head: Buffer, at_eof: bool, name: str) -> str:
@@ -160,6 +165,7 @@ class CaptureReader:
             self.name = name if isinstance(name, str) else repr(source)
         self.chunk_size = max(1, chunk_size)
         self.compressed = False
+        self._arrived = False  # a live capture: reads hand out what has arrived
         self._map: mmap.mmap | None = None
         self._stream: BinaryIO | GunzipStream | None = None
         self._owned: list[BinaryIO] = []
@@ -198,7 +204,12 @@ class CaptureReader:
                 handle.seek(0)
             self._stream = handle
         else:
-            self._stream = source
+            from ibwire.pcap.live import LiveCapture  # only a stream object can be one
+
+            if isinstance(source, LiveCapture):
+                self._stream, self._arrived = source.stream, True
+            else:
+                self._stream = source
         self._head = self._read(HEAD_LEN)
         if detect_format(self._head, self._eof, self.name) == "gzip":
             self.compressed = True
@@ -229,7 +240,7 @@ class CaptureReader:
             raise CaptureError(f"{self.name}: read after close")
         if self._eof:
             return b""
-        data, self._eof, error = read_upto(self._stream, size, self.compressed)
+        data, self._eof, error = read_upto(self._stream, size, self.compressed, self._arrived)
         self._stream_error = error or self._stream_error
         return data
 
@@ -311,7 +322,8 @@ class CaptureReader:
 
 def open_capture(source: Source, *, chunk_size: int = CHUNK_LEN, name: str | None = None
                  ) -> CaptureReader:
-    """Open a capture file (path, '-' for standard input, or a binary file object);
+    """Open a capture file (path, '-' for standard input, a binary file object, or a
+    :class:`~ibwire.pcap.live.LiveCapture`);
     ``name`` is what messages call it (default: the path)."""
     return CaptureReader(source, chunk_size=chunk_size, name=name)
 

@@ -1,6 +1,6 @@
 """Reading a capture in windows: a fresh read-only map of each window of a regular file
 (unmapped when the next one is made, so resident memory stays near one window), a read
-buffer for a pipe, standard input or gzip data. Needs no numpy: ``ibwire check`` reads
+buffer for a pipe, standard input, gzip data or a live capture. Needs no numpy: ``ibwire check`` reads
 through it before anything else is loaded."""
 
 from __future__ import annotations
@@ -62,20 +62,22 @@ class MappedFeed:
 
 
 class StreamFeed:
-    """Windows of a byte stream (a pipe, standard input, gzip data)."""
+    """Windows of a byte stream (a pipe, standard input, gzip data). ``arrived`` (a live
+    capture): a window is what has arrived, and is read only when it holds less than
+    ``need`` bytes, so that records are handed out as soon as they are whole."""
 
     def __init__(self, stream: BinaryIO | GunzipStream | PrefixedStream, name: str, length: int,
-                 compressed: bool, owned: BinaryIO | None) -> None:
+                 compressed: bool, owned: BinaryIO | None, arrived: bool = False) -> None:
         self.stream, self.name, self.length = stream, name, length
-        self.compressed, self.owned = compressed, owned
+        self.compressed, self.owned, self.arrived = compressed, owned, arrived
         self.data, self.base, self.eof = b"", 0, False
         self.error: IbwireError | None = None
 
     def window(self, pos: int, need: int) -> tuple[memoryview, int, bool]:
         self.data, self.base = self.data[pos - self.base:], pos
         want = max(self.length, need) - len(self.data)
-        if want > 0 and not self.eof:
-            more, self.eof, error = read_upto(self.stream, want, self.compressed)
+        if want > 0 and not self.eof and (not self.arrived or len(self.data) < need):
+            more, self.eof, error = read_upto(self.stream, want, self.compressed, self.arrived)
             self.error = error or self.error
             self.data += more
         return memoryview(self.data), self.base, self.eof
@@ -104,6 +106,10 @@ def open_feed(source: Source, length: int) -> Feed:
         handle.seek(0)
         stream, owned = handle, handle
     else:
+        from ibwire.pcap.live import LiveCapture  # only a stream object can be one
+
+        if isinstance(source, LiveCapture):
+            return StreamFeed(source.stream, source.name, length, False, None, arrived=True)
         stream, owned = source, None
         found = getattr(source, "name", None)
         name = found if isinstance(found, str) else repr(source)

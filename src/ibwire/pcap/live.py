@@ -8,8 +8,8 @@ that a read hands out what has arrived instead of waiting for a full window.
 
 The tool runs in its own session, so a terminal's Ctrl-C reaches ibwire only, which stops it
 (:meth:`LiveCapture.stop`: the tool writes its last packets and exits, and the stream ends).
-It is stopped on every way out of :meth:`LiveCapture.close`, and on Linux it is also sent
-SIGTERM when ibwire itself dies (``PR_SET_PDEATHSIG``, prctl(2)).
+It is stopped on every way out of :meth:`LiveCapture.close`, and on Linux it is also killed
+when ibwire itself dies, however it dies (``PR_SET_PDEATHSIG``, prctl(2)).
 """
 
 from __future__ import annotations
@@ -76,8 +76,9 @@ def capture_command(tool: str, path: str, interface: str, capture_filter: str) -
 
 
 def _parent_death_signal() -> Callable[[], None] | None:
-    """A function for the child to run before exec that has Linux send it SIGTERM when its
-    parent dies (prepared in the parent: the child of a fork must not import)."""
+    """A function for the child to run before exec that has Linux kill it when its parent
+    dies (nobody reads what it writes then; prepared in the parent: the child of a fork
+    must not import)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -89,7 +90,7 @@ def _parent_death_signal() -> Callable[[], None] | None:
     parent = os.getpid()
 
     def arm() -> None:
-        prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM))
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
         if os.getppid() != parent:  # the parent died before the request was made
             os.kill(os.getpid(), signal.SIGKILL)
     return arm

@@ -60,7 +60,9 @@ def live_capture(args: argparse.Namespace) -> Iterator[LiveCapture]:
         args.usage_error("--duration must not be negative")
     if args.count is not None and args.count < 1:
         args.usage_error("-c must be at least 1 with -i")
-    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # lines as they come
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(line_buffering=True)  # each line out as it comes
 
     def ready(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
@@ -77,7 +79,8 @@ def live_capture(args: argparse.Namespace) -> Iterator[LiveCapture]:
                 raise KeyboardInterrupt
             live.stop()
 
-        caught = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        caught = [getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+                  if hasattr(signal, name)]
         try:
             before = {signum: signal.signal(signum, stop) for signum in caught}
         except ValueError:  # not the main thread: signals stay as they are

@@ -39,6 +39,8 @@ _READY = {"dumpcap": re.compile(r"^File: "), "tcpdump": re.compile(r"^tcpdump: l
 #: The line of the tool's closing statistics that counts packets dropped.
 _DROPPED = {"dumpcap": re.compile(r"received/dropped on interface .*: \d+/(\d+)"),
             "tcpdump": re.compile(r"^(\d+) packets? dropped by kernel")}
+PIPE_SIZE = 1 << 20
+"""Bytes the pipe from the tool holds: Linux's default /proc/sys/fs/pipe-max-size."""
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
@@ -96,6 +98,18 @@ def _parent_death_signal() -> Callable[[], None] | None:
     return arm
 
 
+def _widen(pipe: BinaryIO) -> None:
+    """Let the pipe hold :data:`PIPE_SIZE` bytes where Linux allows (fcntl(2) F_SETPIPE_SZ):
+    the tool then does not wait (and the kernel drop packets) while ibwire is busy or not
+    scheduled for a few milliseconds; 64 KiB, the default, is under 1000 small packets."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, PIPE_SIZE)  # type: ignore[attr-defined]
+    except (ImportError, AttributeError, OSError):
+        pass  # another system, or a smaller limit: the default size works, only slower
+
+
 class LiveCapture:
     """Capturing on ``interface`` with ``capture_filter`` ("" for every packet) through
     ``tool`` (default: dumpcap, else tcpdump); ``duration`` (seconds) stops it by itself.
@@ -126,6 +140,7 @@ class LiveCapture:
             raise CaptureError(f"{interface}: cannot run {path} ({exc.strerror})") from exc
         assert self._process.stdout is not None and self._process.stderr is not None
         self.stream: BinaryIO = self._process.stdout  # unbuffered: a read gives what arrived
+        _widen(self.stream)
         self._reader = threading.Thread(target=self._read_messages, args=(self._process.stderr,),
                                         name="ibwire-live", daemon=True)
         self._reader.start()

@@ -18,6 +18,10 @@ if TYPE_CHECKING:
     from ibwire.pcap.source import Source
 
 
+PIPE_READ = 1 << 20
+"""The most a live capture's pipe holds (Linux's default /proc/sys/fs/pipe-max-size)."""
+
+
 class Feed(Protocol):
     name: str
     error: IbwireError | None
@@ -76,6 +80,8 @@ class StreamFeed:
     def window(self, pos: int, need: int) -> tuple[memoryview, int, bool]:
         self.data, self.base = self.data[pos - self.base:], pos
         want = max(self.length, need) - len(self.data)
+        if self.arrived:  # a pipe holds at most PIPE_READ bytes: no bigger buffer to read into
+            want = min(want, max(need - len(self.data), PIPE_READ))
         if want > 0 and not self.eof and (not self.arrived or len(self.data) < need):
             more, self.eof, error = read_upto(self.stream, want, self.compressed, self.arrived)
             self.error = error or self.error

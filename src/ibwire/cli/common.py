@@ -88,9 +88,11 @@ def live_capture(args: argparse.Namespace) -> Iterator[LiveCapture]:
         try:
             yield live
         finally:
-            for signum, handler in before.items():
-                signal.signal(signum, handler)
-            live.close()
+            try:
+                live.close()  # a Ctrl-C meanwhile only asks again
+            finally:
+                for signum, handler in before.items():
+                    signal.signal(signum, handler)
     if live.dropped:
         print(f"ibwire {args.verb}: warning: {live.tool} dropped {live.dropped} packets "
               f"(not seen here)", file=sys.stderr)
@@ -185,11 +187,11 @@ def inspections(source: Source, args: argparse.Namespace) -> Iterator[Inspection
 
     keep = compile_where(args.where) if getattr(args, "where", None) else None
     progress = Progress(_label(source), _size(source), not getattr(args, "no_progress", False))
-    if args.count is not None and args.count <= 0:
-        return
     seen = 0
     try:
         with open_capture(source) as reader:
+            if args.count is not None and args.count <= 0:
+                return
             for record in reader:
                 seen += 1
                 progress.update(record.offset)

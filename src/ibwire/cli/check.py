@@ -1,4 +1,5 @@
-"""``ibwire check FILE...``: verify ICRC, VCRC and structure of every InfiniBand/RoCE packet.
+"""``ibwire check FILE...`` or ``ibwire check -i IFACE``: verify ICRC, VCRC and structure of
+every InfiniBand/RoCE packet, in capture files or as they are captured.
 
 Exit status: 0 when everything verified, 1 when a packet (or a capture record) failed, 2 when
 a file could not be read at all. Frames of other protocols are counted, not failed; a record
@@ -10,6 +11,11 @@ both CRCs in C, no Python per packet. A classic pcap file (without ``-c``) is on
 two threads at once (``ibwire.scan.tally``), with neither numpy nor the header declarations
 loaded unless a packet fails. Only failing packets are looked at again, to say why. With
 ``--where`` each packet is dissected instead, so that any field can be tested.
+
+With ``-i`` the packets dumpcap (else tcpdump) captures are scanned as they arrive
+(``ibwire.pcap.live``) and each failure is printed when found; -c, --duration, Ctrl-C or
+SIGTERM stop the capture, and the summary and exit status follow as for a file (2 when the
+capture could not run).
 """
 
 from __future__ import annotations
@@ -21,12 +27,22 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from ibwire.cli.common import Progress, add_input_arguments, failure_reason, inspections, scanned
+from ibwire.cli.common import (
+    LiveStatus,
+    Progress,
+    add_input_arguments,
+    failure_reason,
+    file_only_options,
+    inspections,
+    live_capture,
+    scanned,
+)
 from ibwire.errors import IbwireError
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from ibwire.pcap.source import Source
     from ibwire.scan import ScanBatch
     from ibwire.scan.tally import Flagged, Tally
 
@@ -34,7 +50,7 @@ COUNTS = ("records", "ib", "other", "failed", "icrc_bad", "vcrc_bad", "errors")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_input_arguments(parser, many=True)
+    add_input_arguments(parser, many=True, live=True)
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("-q", "--quiet", action="store_true", help="only the summary")
 
@@ -65,9 +81,12 @@ def _report(path: str, batch: ScanBatch, c: dict[str, np.ndarray], failed: np.nd
                     for r in sorted(notes)]
 
 
-def _scanned(path: str, args: argparse.Namespace) -> Iterator[tuple[Counter[str], list[str]]]:
-    """Counts and failure lines, batch by batch, from the scanner."""
-    for batch, c, failed in scanned(path, args, fields=()):  # verdicts only
+def _scanned(path: str, args: argparse.Namespace, source: Source | None = None
+             ) -> Iterator[tuple[Counter[str], list[str]]]:
+    """Counts and failure lines, batch by batch, from the scanner (of ``source``, default
+    ``path``; ``path`` names it)."""
+    for batch, c, failed in scanned(path if source is None else source, args,
+                                    fields=()):  # verdicts only
         yield _report(path, batch, c, failed)
 
 
@@ -118,9 +137,10 @@ def _tallied(path: str, tally: Tally, args: argparse.Namespace
         progress.close()
 
 
-def _inspected(path: str, args: argparse.Namespace) -> Iterator[tuple[Counter[str], list[str]]]:
+def _inspected(path: str, args: argparse.Namespace, source: Source | None = None
+               ) -> Iterator[tuple[Counter[str], list[str]]]:
     """Counts and failure lines, packet by packet, from the dissector (for ``--where``)."""
-    for found in inspections(path, args):
+    for found in inspections(path if source is None else source, args):
         counts: Counter[str] = Counter(records=1)
         if found.is_ib or (found.packet is not None and found.packet.encapsulation == "ib_raw"):
             counts["ib"] += 1
@@ -139,23 +159,64 @@ def _inspected(path: str, args: argparse.Namespace) -> Iterator[tuple[Counter[st
         yield counts, lines
 
 
+def _parts(path: str, args: argparse.Namespace, source: Source | None = None
+           ) -> Iterator[tuple[Counter[str], list[str]]]:
+    """Counts and failure lines of ``path`` (or of ``source``, named ``path``), part by
+    part, from the fastest path that can give them."""
+    if args.where:
+        return _inspected(path, args, source)
+    if source is not None:
+        return _scanned(path, args, source)
+    from ibwire.scan.tally import open_tally
+
+    tally = open_tally(path) if args.count is None else None
+    return _scanned(path, args) if tally is None else _tallied(path, tally, args)
+
+
 def check_file(path: str, args: argparse.Namespace) -> tuple[Counter[str], list[str]]:
     counts: Counter[str] = Counter()
     failures: list[str] = []
-    if args.where:
-        parts = _inspected(path, args)
-    else:
-        from ibwire.scan.tally import open_tally
-
-        tally = open_tally(path) if args.count is None else None
-        parts = _scanned(path, args) if tally is None else _tallied(path, tally, args)
-    for found, lines in parts:
+    for found, lines in _parts(path, args):
         counts.update(found)
         failures += lines
     return counts, failures
 
 
+def _summary(path: str, counts: Counter[str], args: argparse.Namespace) -> str:
+    if args.json:
+        import json  # here: the start of a plain check stays light
+
+        return json.dumps({"file": path, **{k: counts[k] for k in COUNTS}})
+    verdict = "OK" if not counts["failed"] else "FAILED"
+    return (f"{path}: {verdict}: {counts['records']} records, {counts['ib']} InfiniBand/"
+            f"RoCE packets, "
+            f"{counts['other']} other; {counts['failed']} failed (ICRC "
+            f"{counts['icrc_bad']}, VCRC {counts['vcrc_bad']}, errors {counts['errors']})")
+
+
+def check_live(args: argparse.Namespace) -> int:
+    """``check -i IFACE``: each failure printed as it is found, a running count on a
+    terminal's stderr, the summary when the capture stops (-c, --duration, Ctrl-C)."""
+    counts: Counter[str] = Counter()
+    with live_capture(args) as live:
+        status = LiveStatus(live.name, not args.no_progress)
+        try:
+            for found, lines in _parts(live.name, args, live):
+                counts.update(found)
+                if lines and not args.quiet:
+                    status.clear()
+                    print("\n".join(lines))
+                status.update(counts)
+        finally:
+            status.clear()
+        print(_summary(live.name, counts, args))
+    return 1 if counts["failed"] else 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.interface is not None:
+        return check_live(args)
+    file_only_options(args)
     status = 0
     for path in args.files:
         try:
@@ -168,16 +229,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.quiet:
             for line in failures:
                 print(line)
-        if args.json:
-            import json  # here: the start of a plain check stays light
-
-            print(json.dumps({"file": path, **{k: counts[k] for k in COUNTS}}))
-        else:
-            verdict = "OK" if not counts["failed"] else "FAILED"
-            print(f"{path}: {verdict}: {counts['records']} records, {counts['ib']} InfiniBand/"
-                  f"RoCE packets, "
-                  f"{counts['other']} other; {counts['failed']} failed (ICRC "
-                  f"{counts['icrc_bad']}, VCRC {counts['vcrc_bad']}, errors {counts['errors']})")
+        print(_summary(path, counts, args))
         if counts["failed"]:
             status = max(status, 1) if status != 2 else 2
     sys.stdout.flush()

@@ -5,24 +5,141 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
 
     from ibwire.inspect import Inspection
+    from ibwire.pcap.live import LiveCapture
+    from ibwire.pcap.source import Source
     from ibwire.scan import ScanBatch
 
 
-def add_input_arguments(parser: argparse.ArgumentParser, many: bool = False) -> None:
-    parser.add_argument("files" if many else "file", nargs="+" if many else None,
-                        metavar="FILE", help="capture file (pcap, pcapng, ERF, gzip) or - for stdin")
+def add_input_arguments(parser: argparse.ArgumentParser, many: bool = False,
+                        live: bool = False) -> None:
+    """FILE (or FILE...), -c, --where, --no-progress; ``live``: -i IFACE instead of FILE,
+    with -f and --duration."""
+    name, help_text = ("files" if many else "file",
+                       "capture file (pcap, pcapng, ERF, gzip) or - for stdin")
+    if live:
+        either = parser.add_mutually_exclusive_group(required=True)
+        either.add_argument(name, nargs="*" if many else "?", default=[] if many else None,
+                            metavar="FILE", help=help_text)
+        either.add_argument("-i", "--interface", metavar="IFACE",
+                            help="capture on IFACE (dumpcap, else tcpdump) instead of reading "
+                            "a FILE; Ctrl-C stops")
+    else:
+        parser.add_argument(name, nargs="+" if many else None, metavar="FILE", help=help_text)
     parser.add_argument("-c", "--count", type=int, default=None, metavar="N",
                         help="stop after N records")
     parser.add_argument("--where", default=None, metavar="EXPR",
                         help='keep packets matching e.g. "bth.destqp == 0x12 and bth.opcode == 17"')
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    if live:
+        parser.add_argument("-f", "--filter", dest="capture_filter", default=None,
+                            metavar="FILTER", help='capture filter, pcap-filter(7) syntax (with '
+                            '-i; default "udp port 4791 or ether proto 0x8915", "" for all)')
+        parser.add_argument("--duration", type=float, default=None, metavar="S",
+                            help="stop capturing after S seconds (with -i)")
+        parser.set_defaults(usage_error=parser.error)
+
+
+@contextmanager
+def live_capture(args: argparse.Namespace) -> Iterator[LiveCapture]:
+    """The capture ``-i`` asks for, stopped by Ctrl-C (SIGINT), SIGTERM, SIGHUP or
+    ``--duration`` (the verb then ends as at the end of a file; a second Ctrl-C interrupts),
+    and stopped on every way out."""
+    import signal
+
+    from ibwire.pcap.live import ROCE_FILTER, LiveCapture
+
+    if args.duration is not None and args.duration < 0:
+        args.usage_error("--duration must not be negative")
+    if args.count is not None and args.count < 1:
+        args.usage_error("-c must be at least 1 with -i")
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(line_buffering=True)  # each line out as it comes
+
+    def ready(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    capture_filter = ROCE_FILTER if args.capture_filter is None else args.capture_filter
+    with LiveCapture(args.interface, capture_filter, duration=args.duration,
+                     on_ready=ready) as live:
+        stops = 0
+
+        def stop(signum: int, _frame: object) -> None:
+            nonlocal stops
+            stops += 1
+            if stops > 1 and signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            live.stop()
+
+        caught = [getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+                  if hasattr(signal, name)]
+        try:
+            before = {signum: signal.signal(signum, stop) for signum in caught}
+        except ValueError:  # not the main thread: signals stay as they are
+            before = {}
+        try:
+            yield live
+        finally:
+            try:
+                live.close()  # a Ctrl-C meanwhile only asks again
+            finally:
+                for signum, handler in before.items():
+                    signal.signal(signum, handler)
+    if live.dropped:
+        print(f"ibwire {args.verb}: warning: {live.tool} dropped {live.dropped} packets "
+              f"(not seen here)", file=sys.stderr)
+
+
+def file_only_options(args: argparse.Namespace) -> None:
+    """Refuse -f and --duration without -i."""
+    for given, option in ((args.capture_filter, "-f"), (args.duration, "--duration")):
+        if given is not None:
+            args.usage_error(f"{option} needs -i IFACE (a capture filter and a duration apply "
+                             f"to a live capture)")
+
+
+class LiveStatus:
+    """A status line on stderr while a live capture runs, drawn only when stderr is a
+    terminal: packets seen and how many failed; redrawn when a count of failures changes,
+    else at most ten times a second."""
+
+    def __init__(self, name: str, enabled: bool) -> None:
+        self.name = name
+        self.enabled = enabled and sys.stderr.isatty()
+        self.shown = False
+        self.drawn: tuple[int, ...] = ()
+        self.when = 0.0
+
+    def update(self, counts: Mapping[str, int]) -> None:
+        if not self.enabled:
+            return
+        import time
+
+        bad = (counts["failed"], counts["icrc_bad"], counts["vcrc_bad"], counts["errors"])
+        now = time.monotonic()
+        if bad == self.drawn[1:] and now - self.when < 0.1:
+            return
+        self.drawn, self.when = (counts["records"], *bad), now
+        sys.stderr.write(f"\r{self.name}: {counts['records']} packets, {bad[0]} failed (ICRC "
+                         f"{bad[1]}, VCRC {bad[2]}, errors {bad[3]})\x1b[K")
+        sys.stderr.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        """Take the line away (before other lines are written, and at the end)."""
+        if self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+            self.shown = False
+            self.drawn = ()
 
 
 class Progress:
@@ -50,28 +167,40 @@ class Progress:
             sys.stderr.flush()
 
 
-def inspections(path: str, args: argparse.Namespace) -> Iterator[Inspection]:
-    """Inspect the records of ``path``, honouring ``-c`` and ``--where``."""
+def _size(source: Source) -> int | None:
+    """The size of a capture file, for a progress bar; None for anything else."""
+    if isinstance(source, str) and source != "-" and os.path.isfile(source):
+        return os.path.getsize(source)
+    return None
+
+
+def _label(source: Source) -> str:
+    return source if isinstance(source, str) else str(getattr(source, "name", source))
+
+
+def inspections(source: Source, args: argparse.Namespace) -> Iterator[Inspection]:
+    """Inspect the records of ``source`` (a path or a live capture), honouring ``-c`` (ending
+    as soon as the last record is read) and ``--where``."""
     from ibwire.inspect import inspect
     from ibwire.pcap import open_capture
     from ibwire.where import compile_where
 
     keep = compile_where(args.where) if getattr(args, "where", None) else None
-    size = os.path.getsize(path) if path != "-" and os.path.isfile(path) else None
-    progress = Progress(path, size, not getattr(args, "no_progress", False))
+    progress = Progress(_label(source), _size(source), not getattr(args, "no_progress", False))
     seen = 0
     try:
-        with open_capture(path) as reader:
+        with open_capture(source) as reader:
+            if args.count is not None and args.count <= 0:
+                return
             for record in reader:
-                if args.count is not None and seen >= args.count:
-                    break
                 seen += 1
                 _note_shrink(args, record.error)
                 progress.update(record.offset)
                 found = inspect(record)
-                if keep is not None and not keep(found.fields()):
-                    continue
-                yield found
+                if keep is None or keep(found.fields()):
+                    yield found
+                if args.count is not None and seen >= args.count:
+                    break
     finally:
         progress.close()
 
@@ -106,19 +235,18 @@ def failure_reason(batch: ScanBatch, row: int) -> str:
     return ", ".join(bad)
 
 
-def scanned(path: str, args: argparse.Namespace, fields: object
+def scanned(source: Source, args: argparse.Namespace, fields: object
             ) -> Iterator[tuple[ScanBatch, dict[str, np.ndarray], np.ndarray]]:
-    """The scanner's batches of ``path`` honouring ``-c``, with a progress bar: (batch, its
-    columns cut to the rows kept, the kept rows that failed)."""
+    """The scanner's batches of ``source`` (a path or a live capture) honouring ``-c``, with a
+    progress bar: (batch, its columns cut to the rows kept, the kept rows that failed)."""
     import numpy as np
 
     from ibwire.scan import scan_capture
 
-    size = os.path.getsize(path) if path != "-" and os.path.isfile(path) else None
-    progress = Progress(path, size, not getattr(args, "no_progress", False))
+    progress = Progress(_label(source), _size(source), not getattr(args, "no_progress", False))
     left = args.count
     try:
-        for batch in scan_capture(path, fields=fields):
+        for batch in scan_capture(source, fields=fields):
             rows = len(batch) if left is None else min(len(batch), left)
             for error in batch.errors.values():
                 _note_shrink(args, error)

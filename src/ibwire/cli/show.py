@@ -1,4 +1,5 @@
-"""``ibwire show FILE``: one line per packet, the header tree (-V), or JSON (--json).
+"""``ibwire show FILE`` or ``ibwire show -i IFACE``: one line per packet, the header tree
+(-V), or JSON (--json); with ``-i`` each packet as it is captured (``ibwire.pcap.live``).
 
 The summary lines and the JSON objects come from the batch scanner (``ibwire.scan``): an
 InfiniBand/RoCE packet that verified or failed only its CRC is written from the scanner's
@@ -17,9 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from ibwire.cli.common import (
     add_input_arguments,
+    file_only_options,
     inspections,
     json_line,
     jsonable,
+    live_capture,
     scanned,
     shrink_status,
 )
@@ -27,6 +30,7 @@ from ibwire.cli.common import (
 if TYPE_CHECKING:
     from ibwire.inspect import Inspection
     from ibwire.pcap.records import CaptureRecord
+    from ibwire.pcap.source import Source
     from ibwire.scan import ScanBatch
 
 _NAMES = {"rocev2_ipv4": "RoCEv2", "rocev2_ipv6": "RoCEv2/6", "rocev1": "RoCEv1",
@@ -41,7 +45,7 @@ _KEY_FIELDS = (("reth.va", "va", "0x{:x}"), ("reth.r_key", "rkey", "0x{:x}"),
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_input_arguments(parser)
+    add_input_arguments(parser, live=True)
     parser.add_argument("-V", "--verbose", action="store_true", help="print the header tree")
     parser.add_argument("--json", action="store_true", help="one JSON object per packet")
 
@@ -175,7 +179,7 @@ def _present(headers: int, opcode: int, wanted: tuple[str, ...]) -> tuple[tuple[
     return tuple((k, column(k).slot in STACKED_SLOTS) for k in keys)
 
 
-def scanned_fields(path: str, args: argparse.Namespace, keys: tuple[str, ...] | None
+def scanned_fields(source: Source, args: argparse.Namespace, keys: tuple[str, ...] | None
                    ) -> Iterator[dict[str, Any] | Inspection]:
     """Record by record: the fields ``Inspection.fields()`` would give, in its order, from the
     scanner's columns (only the header fields ``keys``; None: all); or, for a row the columns
@@ -199,7 +203,7 @@ def scanned_fields(path: str, args: argparse.Namespace, keys: tuple[str, ...] | 
     ipv4 = 1 << column("ip.hdr_len").slot
     present: dict[tuple[int, int], tuple[tuple[str, bool], ...]] = {}
     syndromes: dict[int, dict[str, Any]] = {}
-    for batch, c, _failed in scanned(path, args, fields=scan_keys):
+    for batch, c, _failed in scanned(source, args, fields=scan_keys):
         values = {key: batch.values(key) for key in scan_keys}
         number, stamp, link, headers, vlans, kind, error, payload, icrc, vcrc, icrc_ok, \
             vcrc_ok = (c[k].tolist() for k in (
@@ -236,10 +240,10 @@ def scanned_fields(path: str, args: argparse.Namespace, keys: tuple[str, ...] | 
             yield fields
 
 
-def scanned_lines(path: str, args: argparse.Namespace) -> Iterator[str]:
+def scanned_lines(source: Source, args: argparse.Namespace) -> Iterator[str]:
     """Summary lines, from the scanner where it can tell them (see :func:`scanned_fields`)."""
     start_ns: int | None = None
-    for found in scanned_fields(path, args, _COLUMNS):
+    for found in scanned_fields(source, args, _COLUMNS):
         if not isinstance(found, dict):
             if start_ns is None and found.record.error is None:
                 start_ns = found.record.timestamp_ns
@@ -253,19 +257,28 @@ def scanned_lines(path: str, args: argparse.Namespace) -> Iterator[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.interface is not None:
+        with live_capture(args) as live:
+            return show(live, args)
+    file_only_options(args)
+    return show(args.file, args)
+
+
+def show(source: Source, args: argparse.Namespace) -> int:
+    """Write what ``args`` asks for about ``source`` (a path or a live capture)."""
     out = sys.stdout
     if args.json and not args.where:
-        for found in scanned_fields(args.file, args, None):
+        for found in scanned_fields(source, args, None):
             fields = found if isinstance(found, dict) else found.fields()
             out.write(json_line(fields))
         return shrink_status(args, "show", args.file)
     if not (args.verbose or args.where):
-        for line in scanned_lines(args.file, args):
+        for line in scanned_lines(source, args):
             out.write(line + "\n")
         return shrink_status(args, "show", args.file)
 
     start_ns = None
-    for found in inspections(args.file, args):
+    for found in inspections(source, args):
         if start_ns is None and found.record.error is None:
             start_ns = found.record.timestamp_ns
         if args.json:

@@ -31,7 +31,8 @@ Error policy:
   over snaplen, caplen over orig_len, an ERF record cut by its pcap record inside the frame.
 
 Per module: ``pcap``, ``pcapng``, ``erf`` (sans-IO walkers over buffers), ``linktypes`` (SLL,
-SLL2, ERF -> link + frame), ``source`` (files, mmap, gzip, stdin), ``index`` (numpy columns
+SLL2, ERF -> link + frame), ``source`` (files, mmap, gzip, stdin), ``live`` (capturing on
+an interface through dumpcap or tcpdump), ``index`` (numpy columns
 for the batch scanner), ``writer`` (atomic pcap/pcapng writers), ``convert``. The names
 below are loaded on first use.
 
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
         pcapng_to_pcap,
     )
     from ibwire.pcap.index import CaptureIndex, index_buffer, index_capture
+    from ibwire.pcap.live import LiveCapture
     from ibwire.pcap.records import LINK_CODES, LINK_NAMES, CaptureRecord
     from ibwire.pcap.source import CaptureReader, iter_capture_bytes, open_capture, read_capture
     from ibwire.pcap.writer import PcapngWriter, PcapWriter
@@ -68,6 +70,7 @@ _WHERE = {
     **dict.fromkeys(("ConversionReport", "erf_to_infiniband", "infiniband_to_erf",
                      "pcapng_to_pcap"), "ibwire.pcap.convert"),
     **dict.fromkeys(("CaptureIndex", "index_buffer", "index_capture"), "ibwire.pcap.index"),
+    "LiveCapture": "ibwire.pcap.live",
     **dict.fromkeys(("LINK_CODES", "LINK_NAMES", "CaptureRecord"), "ibwire.pcap.records"),
     **dict.fromkeys(("CaptureReader", "iter_capture_bytes", "open_capture", "read_capture"),
                     "ibwire.pcap.source"),
@@ -92,6 +95,7 @@ __all__ = [
     "CaptureReader",
     "CaptureRecord",
     "ConversionReport",
+    "LiveCapture",
     "PcapWriter",
     "PcapngWriter",
     "erf_to_infiniband",

@@ -88,10 +88,11 @@ class GunzipStream:
         self.error = error
 
 
-def read_upto(stream: BinaryIO | GunzipStream | PrefixedStream, size: int, compressed: bool
-              ) -> tuple[bytes, bool, TruncatedError | None]:
+def read_upto(stream: BinaryIO | GunzipStream | PrefixedStream, size: int, compressed: bool,
+              arrived: bool = False) -> tuple[bytes, bool, TruncatedError | None]:
     """Up to ``size`` bytes of a stream, fewer only at its end: (bytes, the data ended, the
-    error that ended it: corrupt or truncated gzip data, an unreadable input)."""
+    error that ended it: corrupt or truncated gzip data, an unreadable input). ``arrived``
+    (a live capture's pipe): what one read gives, as soon as anything has arrived."""
     parts: list[bytes] = []
     got = 0
     while got < size:
@@ -105,4 +106,6 @@ def read_upto(stream: BinaryIO | GunzipStream | PrefixedStream, size: int, compr
             return b"".join(parts), True, None
         parts.append(part)
         got += len(part)
+        if arrived:
+            break
     return b"".join(parts), False, None

@@ -12,6 +12,9 @@ A file that shrinks while it is read: read in chunks, the data ends early and a 
 TruncatedError record says the file shrank; mapped, the bytes that vanished under the map
 read as zeros (no SIGBUS) and the iteration raises CaptureError at the next record.
 
+A live capture (``ibwire.pcap.live``) is read as a pipe whose records are handed out as soon
+as they have arrived.
+
 File-level problems (cannot open, empty, bad magic, truncated or unknown header) raise
 :class:`CaptureError` when the capture is opened. After that iteration never raises: a
 packet-level problem is a record with ``error`` set (see ``records.py``); corrupt or truncated
@@ -26,7 +29,7 @@ import stat
 import sys
 from collections.abc import Iterator
 from types import TracebackType
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, Union
 
 from ibwire.errors import CaptureError, IbwireError
 from ibwire.pcap import filemap
@@ -45,10 +48,13 @@ from ibwire.pcap.records import (
     error_record,
 )
 
+if TYPE_CHECKING:
+    from ibwire.pcap.live import LiveCapture
+
 PCAPNG_MAGIC = b"\n\r\r\n"
 HEAD_LEN = 128 * 1024
 CHUNK_LEN = 1024 * 1024
-Source = str | os.PathLike[str] | BinaryIO
+Source = Union[str, os.PathLike[str], BinaryIO, "LiveCapture"]
 
 
 def detect_format(head: Buffer, at_eof: bool, name: str) -> str:
@@ -171,6 +177,7 @@ class CaptureReader:
         """A regular file read in chunks: its size when opened (a shrink is then seen)."""
         self._handle: BinaryIO | None = None
         self._consumed = 0
+        self._arrived = False  # a live capture: reads hand out what has arrived
         self._stream: BinaryIO | GunzipStream | None = None
         self._owned: list[BinaryIO] = []
         self._head = b""
@@ -209,7 +216,12 @@ class CaptureReader:
                     self._size, self._handle = info.st_size, handle
             self._stream = handle
         else:
-            self._stream = source
+            from ibwire.pcap.live import LiveCapture  # only a stream object can be one
+
+            if isinstance(source, LiveCapture):
+                self._stream, self._arrived = source.stream, True
+            else:
+                self._stream = source
         self._open_stream()
 
     def _open_stream(self) -> None:
@@ -243,7 +255,7 @@ class CaptureReader:
             raise CaptureError(f"{self.name}: read after close")
         if self._eof:
             return b""
-        data, self._eof, error = read_upto(self._stream, size, self.compressed)
+        data, self._eof, error = read_upto(self._stream, size, self.compressed, self._arrived)
         self._stream_error = error or self._stream_error
         self._consumed += len(data)
         if self._eof and self._size is not None and self._consumed < self._size:
@@ -349,7 +361,8 @@ class CaptureReader:
 
 def open_capture(source: Source, *, chunk_size: int = CHUNK_LEN, name: str | None = None
                  ) -> CaptureReader:
-    """Open a capture file (path, '-' for standard input, or a binary file object);
+    """Open a capture file (path, '-' for standard input, a binary file object, or a
+    :class:`~ibwire.pcap.live.LiveCapture`);
     ``name`` is what messages call it (default: the path)."""
     return CaptureReader(source, chunk_size=chunk_size, name=name)
 

@@ -28,7 +28,7 @@ from ibwire.pcap.source import (
     make_walker,
 )
 from ibwire.scan.batch import ScanBatch, make_batch, scan_index
-from ibwire.scan.feed import Feed, open_feed
+from ibwire.scan.feed import Feed, StreamFeed, open_feed
 
 Item = CaptureIndex | ScanBatch
 """A window's records: to be scanned, or scanned as they were walked."""
@@ -139,13 +139,16 @@ def scan_capture(source: Source, *, window: int = WINDOW, fields: object = None,
     cannot be read is a row with error ``capture``, as in ``ibwire.pcap``. A batch's
     ``buffer`` (its frames) is valid until the next batch is asked for. With ``threads`` 2
     the records of the next window are found while a second thread scans this one (both C
-    loops run without the GIL); 1 does everything in the calling thread.
+    loops run without the GIL); 1 does everything in the calling thread, as does a live
+    capture (``ibwire.pcap.live``: each batch is handed out as soon as its records arrived).
 
     A file that shrinks while it is scanned ends as a capture cut short (a last row whose
     error says so) when the scan finds it shorter before reading on, or raises CaptureError
     when bytes vanished under a window being read (``ibwire.pcap.filemap``)."""
     feed = open_feed(source, max(window, 1))
-    pool = ThreadPoolExecutor(1, thread_name_prefix="ibwire-scan") if threads > 1 else None
+    live = isinstance(feed, StreamFeed) and feed.arrived
+    pool = ThreadPoolExecutor(1, thread_name_prefix="ibwire-scan") \
+        if threads > 1 and not live else None
     try:
         yield from _batches(feed, max(window, 1), fields, pool)
         feed.check(feed.record)  # the last batch's frames, read by the caller
@@ -158,13 +161,16 @@ def scan_capture(source: Source, *, window: int = WINDOW, fields: object = None,
 def _scanned(items: Iterator[tuple[Item, int]], fields: object,
              pool: ThreadPoolExecutor | None) -> Iterator[ScanBatch]:
     """Scan each (index, first record) not scanned yet; with a pool, scan one while the next
-    is found. ``scan_index`` raises if a window's bytes vanished while it was scanned."""
+    is found; without, hand each out before the next is looked for. ``scan_index`` raises if
+    a window's bytes vanished while it was scanned."""
+    if pool is None:
+        for item, record in items:
+            yield item if isinstance(item, ScanBatch) else scan_index(item, record, fields)
+        return
     pending: Future[ScanBatch] | ScanBatch | None = None
     for item, record in items:
         if isinstance(item, ScanBatch):
             job: Future[ScanBatch] | ScanBatch = item
-        elif pool is None:
-            job = scan_index(item, record, fields)
         else:
             job = pool.submit(scan_index, item, record, fields)
         if pending is not None:

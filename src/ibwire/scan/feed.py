@@ -1,7 +1,7 @@
 """Reading a capture in windows: a fresh read-only map of each window of a regular file
 (unmapped when the next one is made, so resident memory stays near one window), a read
-buffer for a pipe, standard input or gzip data. Needs no numpy: ``ibwire check`` reads
-through it before anything else is loaded.
+buffer for a pipe, standard input, gzip data or a live capture. Needs no numpy: ``ibwire
+check`` reads through it before anything else is loaded.
 
 A regular file's windows come from ``ibwire.pcap.filemap``, so a file that shrinks while it is
 read never kills the process with SIGBUS: a window found shorter ends the data with a
@@ -23,6 +23,10 @@ from ibwire.pcap.gunzip import GZIP_MAGIC, GunzipStream, PrefixedStream, read_up
 
 if TYPE_CHECKING:
     from ibwire.pcap.source import Source
+
+
+PIPE_READ = 1 << 20
+"""The most a live capture's pipe holds (Linux's default /proc/sys/fs/pipe-max-size)."""
 
 
 class Feed(Protocol):
@@ -104,12 +108,14 @@ class MappedFeed:
 
 
 class StreamFeed:
-    """Windows of a byte stream (a pipe, standard input, gzip data)."""
+    """Windows of a byte stream (a pipe, standard input, gzip data). ``arrived`` (a live
+    capture): a window is what has arrived, and is read only when it holds less than
+    ``need`` bytes, so that records are handed out as soon as they are whole."""
 
     def __init__(self, stream: BinaryIO | GunzipStream | PrefixedStream, name: str, length: int,
-                 compressed: bool, owned: BinaryIO | None) -> None:
+                 compressed: bool, owned: BinaryIO | None, arrived: bool = False) -> None:
         self.stream, self.name, self.length = stream, name, length
-        self.compressed, self.owned = compressed, owned
+        self.compressed, self.owned, self.arrived = compressed, owned, arrived
         self.data, self.base, self.eof = b"", 0, False
         self.error: IbwireError | None = None
         self.record = 0
@@ -117,8 +123,10 @@ class StreamFeed:
     def window(self, pos: int, need: int) -> tuple[memoryview, int, bool]:
         self.data, self.base = self.data[pos - self.base:], pos
         want = max(self.length, need) - len(self.data)
-        if want > 0 and not self.eof:
-            more, self.eof, error = read_upto(self.stream, want, self.compressed)
+        if self.arrived:  # a pipe holds at most PIPE_READ bytes: no bigger buffer to read into
+            want = min(want, max(need - len(self.data), PIPE_READ))
+        if want > 0 and not self.eof and (not self.arrived or len(self.data) < need):
+            more, self.eof, error = read_upto(self.stream, want, self.compressed, self.arrived)
             self.error = error or self.error
             self.data += more
         return memoryview(self.data), self.base, self.eof
@@ -150,6 +158,10 @@ def open_feed(source: Source, length: int) -> Feed:
         handle.seek(0)
         stream, owned = handle, handle
     else:
+        from ibwire.pcap.live import LiveCapture  # only a stream object can be one
+
+        if isinstance(source, LiveCapture):
+            return StreamFeed(source.stream, source.name, length, False, None, arrived=True)
         stream, owned = source, None
         found = getattr(source, "name", None)
         name = found if isinstance(found, str) else repr(source)

@@ -1,0 +1,285 @@
+"""Live captures: the packets dumpcap (Wireshark's capture program) or tcpdump captures on an
+interface, read as they arrive.
+
+The tool writes a classic pcap stream to a pipe (``dumpcap -P -w -``, ``tcpdump -U -w -``: a
+packet is written as soon as it is captured); ibwire's readers take a :class:`LiveCapture` as
+they take standard input (``open_capture(live)``, ``ibwire.scan.scan_capture(live)``), except
+that a read hands out what has arrived instead of waiting for a full window.
+
+The tool runs in its own session, so a terminal's Ctrl-C reaches ibwire only, which stops it
+(:meth:`LiveCapture.stop`: the tool writes its last packets and exits, and the stream ends).
+It is stopped on every way out of :meth:`LiveCapture.close`, and on Linux it is also killed
+when ibwire itself dies, however it dies (``PR_SET_PDEATHSIG``, prctl(2)).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from types import TracebackType
+from typing import BinaryIO
+
+from ibwire.errors import CaptureError, IbwireError
+
+ROCE_FILTER = "udp port 4791 or ether proto 0x8915"
+"""The default capture filter: RoCEv2 (UDP destination port 4791, IBA Annex A17) and RoCEv1
+(EtherType 0x8915, IBA Annex A16), in pcap-filter(7) syntax."""
+TOOLS = ("dumpcap", "tcpdump")
+"""The capture programs, in order of preference."""
+GRACE = 5.0
+"""Seconds a tool asked to stop has to write its last packets and exit before it is killed."""
+
+#: The line that says the tool is capturing (dumpcap names its output file once its
+#: interface is open and its filter set; tcpdump says it is listening).
+_READY = {"dumpcap": re.compile(r"^File: "), "tcpdump": re.compile(r"^tcpdump: listening on ")}
+#: The line of the tool's closing statistics that counts packets dropped.
+_DROPPED = {"dumpcap": re.compile(r"received/dropped on interface .*: \d+/(\d+)"),
+            "tcpdump": re.compile(r"^(\d+) packets? dropped by kernel")}
+PIPE_SIZE = 1 << 20
+"""Bytes the pipe from the tool holds: Linux's default /proc/sys/fs/pipe-max-size."""
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def find_tool(tool: str | None = None) -> tuple[str, str]:
+    """(name, path) of the capture program to run: ``tool`` ("dumpcap" or "tcpdump"), else
+    the first of :data:`TOOLS` on PATH."""
+    for name in TOOLS if tool is None else (tool,):
+        if name not in TOOLS:
+            raise CaptureError(f"unknown capture program {name!r}; expected one of {TOOLS}")
+        path = _which(name)
+        if path is not None:
+            return name, path
+    wanted = " or ".join(TOOLS) if tool is None else tool
+    raise CaptureError(f"live capture needs {wanted} on PATH (dumpcap comes with Wireshark "
+                       f"and tshark); none was found")
+
+
+def _which(name: str) -> str | None:
+    """The program ``name`` on PATH, as ``shutil.which`` finds it (shutil is not imported:
+    it loads the bz2 and lzma modules)."""
+    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.join(folder or os.curdir, name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def capture_command(tool: str, path: str, interface: str, capture_filter: str) -> list[str]:
+    """The command line that captures on ``interface`` into a pcap stream on standard output,
+    one packet written at a time."""
+    if tool == "dumpcap":
+        command = [path, "-i", interface, "-P", "-w", "-", "-q"]
+        return command + ["-f", capture_filter] if capture_filter else command
+    return [path, "-i", interface, "-U", "-w", "-"] + ([capture_filter] if capture_filter else [])
+
+
+def _parent_death_signal() -> Callable[[], None] | None:
+    """A function for the child to run before exec that has Linux kill it when its parent
+    dies (nobody reads what it writes then; prepared in the parent: the child of a fork
+    must not import)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
+        if os.getppid() != parent:  # the parent died before the request was made
+            os.kill(os.getpid(), signal.SIGKILL)
+    return arm
+
+
+def _widen(pipe: BinaryIO) -> None:
+    """Let the pipe hold :data:`PIPE_SIZE` bytes where Linux allows (fcntl(2) F_SETPIPE_SZ):
+    the tool then does not wait (and the kernel drop packets) while ibwire is busy or not
+    scheduled for a few milliseconds; 64 KiB, the default, is under 1000 small packets."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, PIPE_SIZE)  # type: ignore[attr-defined]
+    except (ImportError, AttributeError, OSError):
+        pass  # another system, or a smaller limit: the default size works, only slower
+
+
+class LiveCapture:
+    """Capturing on ``interface`` with ``capture_filter`` ("" for every packet) through
+    ``tool`` (default: dumpcap, else tcpdump); ``duration`` (seconds) stops it by itself.
+    ``on_ready`` is called (from another thread) with a line to show once the tool is
+    capturing. Use it as a context manager, or call :meth:`close`."""
+
+    def __init__(self, interface: str, capture_filter: str = ROCE_FILTER, *,
+                 tool: str | None = None, duration: float | None = None,
+                 on_ready: Callable[[str], None] | None = None) -> None:
+        import subprocess
+
+        self.interface = interface
+        self.name = interface
+        self.capture_filter = capture_filter
+        self.tool, path = find_tool(tool)
+        self.command = capture_command(self.tool, path, interface, capture_filter)
+        self.ready = threading.Event()
+        self.stopped = False  # stop() was asked: how the tool ends is then no failure
+        self._on_ready = on_ready
+        self._messages: list[str] = []
+        self._timers: list[threading.Timer] = []
+        try:
+            self._process = subprocess.Popen(
+                self.command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, bufsize=0, start_new_session=True,
+                preexec_fn=_parent_death_signal())
+        except OSError as exc:
+            raise CaptureError(f"{interface}: cannot run {path} ({exc.strerror})") from exc
+        assert self._process.stdout is not None and self._process.stderr is not None
+        self.stream: BinaryIO = self._process.stdout  # unbuffered: a read gives what arrived
+        _widen(self.stream)
+        self._reader = threading.Thread(target=self._read_messages, args=(self._process.stderr,),
+                                        name="ibwire-live", daemon=True)
+        self._reader.start()
+        if duration is not None:
+            self._after(max(duration, 0.0), self.stop)
+
+    @property
+    def pid(self) -> int:
+        """The capture program's process id."""
+        return self._process.pid
+
+    def _after(self, seconds: float, action: Callable[[], None]) -> None:
+        timer = threading.Timer(seconds, action)
+        timer.daemon = True
+        self._timers.append(timer)
+        timer.start()
+
+    def _read_messages(self, stderr: BinaryIO) -> None:
+        """Keep the tool's messages (its errors, its closing statistics); say when it is
+        capturing."""
+        for raw in iter(stderr.readline, b""):
+            for line in raw.decode(errors="replace").split("\r"):
+                line = line.strip()
+                if not line:
+                    continue
+                self._messages.append(line)
+                if not self.ready.is_set() and _READY[self.tool].search(line):
+                    self.ready.set()
+                    if self._on_ready is not None:
+                        filtered = f"filter {self.capture_filter!r}" if self.capture_filter \
+                            else "no filter"
+                        self._on_ready(f"Capturing on {self.interface!r} with {self.tool} "
+                                       f"({filtered})")
+
+    def stop(self) -> None:
+        """Ask the tool to stop: it writes the packets it has, exits, and the stream ends.
+        Safe from a signal handler or another thread; a tool that does not exit within
+        :data:`GRACE` seconds is killed."""
+        if self.stopped:
+            return
+        self.stopped = True
+        try:
+            self._process.send_signal(signal.SIGTERM)
+        except OSError:
+            pass  # already gone
+        self._after(GRACE, self._kill)
+
+    def _kill(self) -> None:
+        try:
+            self._process.kill()
+        except OSError:
+            pass
+
+    @property
+    def dropped(self) -> int | None:
+        """Packets the tool says were dropped (known once it has exited)."""
+        for line in self._messages:
+            found = _DROPPED[self.tool].search(line)
+            if found:
+                return int(found.group(1))
+        return None
+
+    def failure(self) -> CaptureError | None:
+        """Why the tool failed, once it has exited by itself with an error; None when it did
+        not, or was stopped."""
+        code = self._process.returncode
+        if code is None or code == 0 or self.stopped:
+            return None
+        self._reader.join(GRACE)
+        return CaptureError(f"{self.interface}: {self.tool}: {self._reason(code)}")
+
+    def _reason(self, code: int) -> str:
+        """The tool's own words: its first error line and the line after it (dumpcap and
+        tcpdump say what failed, then why), as one line."""
+        lines = [line for line in self._messages if not _READY[self.tool].search(line)]
+        prefix = f"{self.tool}: "
+        for i, line in enumerate(lines):
+            if line.startswith(prefix):
+                reason = line[len(prefix):]
+                after = lines[i + 1] if i + 1 < len(lines) else prefix
+                if not after.startswith(prefix) and after.strip("()") not in reason:
+                    reason += " " + after
+                return reason
+        if lines:
+            return lines[-1]
+        if code < 0:
+            return f"killed by signal {-code}"
+        return f"exited with status {code}"
+
+    def close(self) -> None:
+        """Stop the tool if it still runs and wait for it, reading (and dropping) what it
+        writes meanwhile so that it is never stuck on a full pipe; kill it after
+        :data:`GRACE` seconds, or at once if the wait is interrupted."""
+        import subprocess
+
+        try:
+            if not self.stream.closed:
+                if self._process.poll() is None and not self._drain(0.0):
+                    self.stop()
+                self._drain(GRACE)
+                self.stream.close()
+            try:
+                self._process.wait(GRACE)
+            except subprocess.TimeoutExpired:
+                pass
+        finally:
+            if self._process.poll() is None:
+                self._kill()
+                self._process.wait()
+            for timer in self._timers:
+                timer.cancel()
+            self._reader.join(GRACE)
+            if self._process.stderr is not None:
+                self._process.stderr.close()
+
+    def _drain(self, seconds: float) -> bool:
+        """Read and drop what the tool writes for up to ``seconds``; whether its output
+        ended (it exits, or has exited by itself: then it is not asked to stop, and a
+        failure is its own)."""
+        import select
+        import time
+
+        fd = self.stream.fileno()
+        deadline = time.monotonic() + seconds
+        while True:
+            ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0.0))
+            if not ready:
+                return False
+            if not os.read(fd, 1 << 16):
+                return True
+
+    def __enter__(self) -> LiveCapture:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        """Close; when the tool failed, its reason is the error (it explains an empty or
+        cut stream better than the reader can)."""
+        self.close()
+        failure = self.failure()
+        if failure is not None and (exc is None or isinstance(exc, IbwireError)):
+            raise failure from exc

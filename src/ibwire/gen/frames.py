@@ -57,15 +57,15 @@ class Framer:
             out.update({"lrh.slid": src.lid, "lrh.dlid": dst.lid})
         return out
 
-    def address(self, direction: str) -> tuple[str, str]:
-        """(source, destination) address text of ``direction`` (``fwd``: requester to
-        responder), as the QP analysis reports addresses."""
+    def address(self, direction: str) -> tuple[str | int, str | int]:
+        """(source, destination) address of ``direction`` (``fwd``: requester to
+        responder), as the QP analysis reports addresses: IP or GID text, a LID as an int."""
         s = self.scenario
         a, b = ((s.requester, s.responder) if direction == "fwd" else (s.responder, s.requester))
         if self.encapsulation == "rocev2_ipv4":
             return a.ip, b.ip
         if self.encapsulation == "ib_local":
-            return str(a.lid), str(b.lid)
+            return a.lid, b.lid
         return a.ip6, b.ip6
 
     def frame(self, packet: Packet, direction: str, udp_sport: int, *, ce: bool = False,

@@ -23,7 +23,8 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
-from ibwire.gen.counts import QpCounts
+import numpy as np
+
 from ibwire.gen.frames import Framer
 from ibwire.gen.scenario import Fault, Scenario
 from ibwire.transport import (
@@ -38,6 +39,7 @@ from ibwire.transport import (
     psn_add,
 )
 from ibwire.transport.cnp import CNP_OPCODE
+from ibwire.transport.observed import ROW_FIELDS, Observed
 
 MANIFEST_VERSION = 1
 
@@ -54,7 +56,7 @@ class _Conn:
             dest_qp=self.requester_qpn, q_key=self.spec.q_key))
         for wr in scenario.work(k):
             self.req.post(wr)
-        self.counts = QpCounts(self.start_psn, self.spec.mtu)
+        self.rows: list[tuple[int, ...]] = []   # what the tap saw, by ROW_FIELDS
         self.udp_sport = 0xC000 | (self.requester_qpn & 0x3FFF)
         self.completed = 0
         self.failed: str | None = None
@@ -121,8 +123,8 @@ class Generation:
                         if seen[1]:
                             frame = self.framer.frame(packet, "fwd", c.udp_sport, ce=True,
                                                       bad_icrc=bad)
-                        c.counts.see(packet, seen[1])
-                        heapq.heappush(taps, (seen[0], seq, frame, list(hits.values())))
+                        heapq.heappush(taps, (seen[0], seq, frame, list(hits.values()),
+                                              (c, packet, seen[1], bad)))
                         seq += 1
                     if not lost:
                         heapq.heappush(arrivals, (arrive, seq, "fwd", c.k, packet, not bad, ce))
@@ -136,8 +138,7 @@ class Generation:
                     arrive = free["rev"] + delay
                     when = {"responder": t, "switch": t + delay // 2, "requester": arrive}[tap]
                     if tap != "requester" or not lost:
-                        c.counts.see(packet, False)
-                        heapq.heappush(taps, (when, seq, frame, hits))
+                        heapq.heappush(taps, (when, seq, frame, hits, (c, packet, False, False)))
                         seq += 1
                     if not lost:
                         heapq.heappush(arrivals, (arrive, seq, "rev", c.k, packet, True, False))
@@ -179,9 +180,12 @@ class Generation:
         self._finish(conns, faults, written)
 
     def _flush(self, taps: list, written: int) -> Iterator[tuple[int, bytes]]:
-        when, _, frame, hits = heapq.heappop(taps)
+        when, _, frame, hits, (c, packet, ce, bad) = heapq.heappop(taps)
         for entry in hits:
             entry["record"] = written
+        c.rows.append((written, when, packet.opcode, packet.psn, packet.ackreq,
+                       packet.aeth.syndrome if packet.aeth else 0,
+                       packet.reth.dmalen if packet.reth else 0, packet.payload_len, ce, bad))
         yield when, frame
         return written + 1
 
@@ -255,6 +259,11 @@ class Generation:
         src, dst = self.framer.address("fwd")
         qps = []
         for c in conns:
+            observed = Observed(c.spec.mtu)
+            if c.rows:
+                observed.feed({k: np.array(v, np.int64) for k, v in
+                               zip(ROW_FIELDS, zip(*c.rows, strict=True), strict=True)})
+            observed.finish()
             qps.append({
                 "requester": {"address": src, "qpn": c.requester_qpn},
                 "responder": {"address": dst, "qpn": c.responder_qpn},
@@ -262,7 +271,7 @@ class Generation:
                 "start_psn": c.start_psn, "message_bytes": c.spec.size if c.spec.verb not in
                 ("fetch_add", "cmp_swap") else 8, "posted": c.spec.iters,
                 "completed": c.completed, "error": c.failed, "cm_packets": 0,
-                **c.counts.as_dict()})
+                **observed.result()})
         self.manifest = {
             "version": MANIFEST_VERSION, "seed": s.seed, "encapsulation": s.encapsulation,
             "tap": s.tap, "linktype": self.linktype, "records": written,

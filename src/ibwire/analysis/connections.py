@@ -1,0 +1,203 @@
+"""Rows of scanned batches into connections, each with its observer, batch by batch.
+
+A *stream* is the packets of one kind going one way to one QP: requests from address A to
+address B for QP Y (UD: and from source QP S, DETH), or answers (ACK, NAK, READ response,
+atomic ACK, CNP) from B to A for QP X. A connection joins a request stream with the answer
+stream of the same queue pair, found from the traffic alone:
+
+1. an answer stream to QP X joins the connection from A to B whose requester QPN is known to
+   be X (UD's DETH source QPN, or learnt earlier);
+2. else the one whose request PSNs (seen so far or in this batch) hold a PSN the answers
+   echo (an ACK, NAK, READ response or atomic ACK carries the request's PSN, IBA 9.7.5.1);
+3. else the only connection from A to B that has no answers yet;
+4. else it stands alone (requester QPN X, responder QPN unknown) and is joined by the next
+   request stream from A to B that has none.
+
+QP0 and QP1 (subnet and general management, IBA 3.5.2.1) are not connections. Memory grows
+with streams and connections, never with packets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ibwire.analysis import bulk
+from ibwire.analysis.addresses import address_text, row_addresses
+from ibwire.scan.program import slot_bit
+from ibwire.transport.observed import CNP, KIND, OTHER, REQUEST, Observed
+
+TRANSPORT_NAMES = {0: "RC", 1: "UC", 3: "UD", 5: "XRC"}
+#: Scanner columns the analysis reads.
+FIELDS = ("bth.opcode", "bth.destqp", "bth.psn", "bth.a", "aeth.syndrome", "deth.srcqp",
+          "reth.dmalen")
+
+
+@dataclass
+class Connection:
+    """One requester -> responder direction of a queue pair, and its observer."""
+
+    index: int
+    requester: tuple[int, int]         # address words
+    responder: tuple[int, int]
+    requester_qpn: int | None
+    responder_qpn: int | None
+    transport: str
+    observed: Observed
+    answered: bool = False             # an answer stream has joined
+    trace: list[dict[str, np.ndarray]] | None = field(default=None)
+
+    def identity(self) -> dict[str, Any]:
+        return {"requester": {"address": address_text(*self.requester),
+                              "qpn": self.requester_qpn},
+                "responder": {"address": address_text(*self.responder),
+                              "qpn": self.responder_qpn},
+                "transport": self.transport}
+
+
+def _psn_in(psns: np.ndarray, observed: Observed, batch_psns: np.ndarray) -> bool:
+    """Some answer PSN is among a connection's request PSNs (this batch, or its range)."""
+    if len(batch_psns) and np.isin(psns, batch_psns).any():
+        return True
+    seen = observed.seen
+    if seen.low is None:
+        return False
+    low, span = seen.low & 0xFFFFFF, seen.high - seen.low
+    return bool((((psns - low) & 0xFFFFFF) <= span).any())
+
+
+class Connections:
+    """Connections of one capture, fed batch by batch."""
+
+    def __init__(self, pmtu: int | None = None, vectorise: bool = True,
+                 trace: bool = False) -> None:
+        self.pmtu = pmtu
+        self.vectorise = vectorise
+        self.trace = trace
+        self.list: list[Connection] = []
+        self._streams: dict[bytes, Connection] = {}
+        self._by_pair: dict[tuple[int, int, int, int], list[Connection]] = {}
+
+    def _new(self, requester: tuple[int, int], responder: tuple[int, int],
+             requester_qpn: int | None, responder_qpn: int | None, transport: str
+             ) -> Connection:
+        c = Connection(len(self.list), requester, responder, requester_qpn, responder_qpn,
+                       transport, Observed(self.pmtu), trace=[] if self.trace else None)
+        self.list.append(c)
+        self._by_pair.setdefault((*requester, *responder), []).append(c)
+        return c
+
+    def feed(self, cols: dict[str, np.ndarray]
+             ) -> list[tuple[Connection, dict[str, np.ndarray]]]:
+        """Take one scanned batch; returns each connection's rows of it (``ROW_FIELDS``
+        columns, capture order) after feeding them to its observer."""
+        has_bth = ((cols["headers"] & slot_bit("bth")) != 0) & (cols["error"] == 0)
+        opcode = cols["bth.opcode"]
+        kind = KIND[opcode]
+        qpn = cols["bth.destqp"]
+        rows = np.flatnonzero(has_bth & (kind != OTHER) & (qpn > 1))
+        if not len(rows):
+            return []
+        kind = kind[rows]
+        op = opcode[rows]
+        sh, sl, dh, dl = row_addresses(cols, rows)
+        answer = kind != REQUEST
+        ud = (op >> 5 == 3) & ~answer
+        key = np.stack([sh, sl, dh, dl, qpn[rows].astype(np.uint64), answer.astype(np.uint64),
+                        np.where(ud, cols["deth.srcqp"][rows], 0).astype(np.uint64)], axis=1)
+        keys, first, inverse = np.unique(np.ascontiguousarray(key).view(
+            np.dtype((np.void, 56))).ravel(), return_index=True, return_inverse=True)
+        order = np.argsort(inverse, kind="stable")
+        bounds = np.searchsorted(inverse[order], np.arange(len(keys) + 1))
+        psn = cols["bth.psn"][rows]
+        conn_of = np.empty(len(keys), np.int64)
+        # requests first, so that answers can find their PSNs in this batch
+        request_psns: dict[int, np.ndarray] = {}
+        todo = sorted(range(len(keys)), key=lambda s: (bool(answer[first[s]]), first[s]))
+        for s in todo:
+            members = order[bounds[s]:bounds[s + 1]]
+            c = self._streams.get(keys[s].tobytes())
+            if c is None:
+                c = self._stream(keys[s].tobytes(), key[first[s]], op[first[s]], psn[members],
+                                 kind[members], request_psns)
+            if not answer[first[s]]:
+                request_psns[c.index] = np.concatenate(
+                    (request_psns.get(c.index, np.zeros(0, psn.dtype)), psn[members]))
+            conn_of[s] = c.index
+        row_conn = conn_of[inverse]
+        by_conn = np.argsort(row_conn, kind="stable")
+        cuts = np.flatnonzero(np.diff(row_conn[by_conn])) + 1
+        out = []
+        fields = _row_columns(cols, rows)
+        for part in np.split(by_conn, cuts):
+            c = self.list[int(row_conn[part[0]])]
+            mine = {k: v[part] for k, v in fields.items()}
+            if self.vectorise:
+                bulk.feed(c.observed, mine)
+            else:
+                c.observed.feed(mine)
+            out.append((c, mine))
+        return out
+
+    def _stream(self, k: bytes, key: np.ndarray, opcode: int, psns: np.ndarray,
+                kinds: np.ndarray, request_psns: dict[int, np.ndarray]) -> Connection:
+        sh, sl, dh, dl, qpn, is_answer, srcqp = (int(v) for v in key)
+        transport = TRANSPORT_NAMES.get(opcode >> 5, "RC")
+        if not is_answer:
+            c = None
+            for cand in self._by_pair.get((sh, sl, dh, dl), []):
+                if cand.responder_qpn is None and cand.transport in (transport, "?"):
+                    c = cand
+                    break
+            if c is None:
+                c = self._new((sh, sl), (dh, dl), srcqp if transport == "UD" else None, qpn,
+                              transport)
+            else:
+                c.responder_qpn, c.transport = qpn, transport
+        else:
+            # answers from (sh, sl) to (dh, dl) for QP qpn: the requester is (dh, dl)
+            cands = [c for c in self._by_pair.get((dh, dl, sh, sl), [])
+                     if c.responder_qpn is not None and not c.answered]
+            echo = psns[kinds != CNP]
+            c = next((x for x in cands if x.requester_qpn == qpn), None)
+            if c is None and len(echo):
+                found = [x for x in cands if x.requester_qpn is None and _psn_in(
+                    echo, x.observed, request_psns.get(x.index, np.zeros(0)))]
+                c = found[0] if len(found) == 1 else None
+            if c is None:
+                free = [x for x in cands if x.requester_qpn is None]
+                c = free[0] if len(free) == 1 else None
+            if c is None:
+                c = self._new((dh, dl), (sh, sl), qpn, None,
+                              "RC" if (kinds != CNP).any() else "?")
+            c.requester_qpn = qpn
+            c.answered = True
+        self._streams[k] = c
+        return c
+
+    def finish(self) -> None:
+        """Settle what needs the whole capture; name requester QPNs of UC pairs that
+        answer nothing but send the other way (one stream each way of an address pair)."""
+        for c in self.list:
+            c.observed.finish()
+        for c in self.list:
+            if c.requester_qpn is None:
+                back = [x for x in self._by_pair.get((*c.responder, *c.requester), [])
+                        if x.transport == c.transport and x.responder_qpn is not None]
+                ours = [x for x in self._by_pair.get((*c.requester, *c.responder), [])
+                        if x.transport == c.transport]
+                if len(back) == 1 and len(ours) == 1:
+                    c.requester_qpn = back[0].responder_qpn
+
+
+def _row_columns(cols: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:
+    """The observer's row columns (``ROW_FIELDS``) of the batch rows ``rows``."""
+    return {
+        "record": cols["record"][rows], "time": cols["timestamp_ns"][rows],
+        "opcode": cols["bth.opcode"][rows], "psn": cols["bth.psn"][rows],
+        "ackreq": cols["bth.a"][rows], "syndrome": cols["aeth.syndrome"][rows],
+        "dmalen": cols["reth.dmalen"][rows], "payload": np.maximum(cols["payload.length"][rows], 0),
+        "ce": cols["ecn"][rows] == 3, "icrc_bad": cols["icrc_ok"][rows] == 0,
+    }

@@ -1,0 +1,467 @@
+"""What a tap sees of one connection, sorted by the QP analysis definitions.
+
+The one place where request packets, first transmissions, retransmission rounds, messages
+and the latencies are defined: the scenario runner (:mod:`ibwire.gen`) counts its manifest
+with it and the capture analysis (:mod:`ibwire.analysis`) reads captures with it, so the
+two agree by construction (tests also check both against hand counts).
+
+A connection is one requester -> responder direction of a queue pair: its request packets
+and, the other way, its ACKs, NAKs, READ responses, atomic ACKs and CNPs. Rows are fed in
+capture order as columns (:class:`Rows`). PSNs are unwrapped into an unbounded "extended"
+PSN (24-bit arithmetic against the latest PSN seen, IBA 9.4.1.1), so everything below works
+across the wrap. This module holds the per-row rules; ``observed_bulk`` applies the same
+rules to runs of in-order rows at once, and a test checks the two agree.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ibwire.transport.cnp import CNP_OPCODE
+from ibwire.transport.psn import HALF, PSN_BITS, PSN_MASK
+from ibwire.transport.segment import ACKNOWLEDGE, ATOMIC_ACKNOWLEDGE, READ_RESPONSE
+from ibwire.transport.timers import rnr_timer_ns
+from ibwire.transport.verbs import request_kinds
+
+#: Counters, by the names of the JSON output and the generation manifest.
+COUNTERS = ("data_packets", "retransmitted_packets", "nak_retransmissions",
+            "timeout_retransmissions", "rnr_retransmissions", "duplicates", "out_of_order",
+            "psn_gaps", "messages", "messages_completed", "data_bytes", "acks",
+            "naks_psn_seq_error", "rnr_naks", "naks_other", "read_responses", "atomic_acks",
+            "cnps", "ecn_ce_packets")
+LATENCIES = ("nak_generation_ns", "nak_response_ns", "retransmission_ns")
+#: Columns a connection's rows carry (numpy arrays of one length, capture order).
+ROW_FIELDS = ("record", "time", "opcode", "psn", "ackreq", "syndrome", "dmalen", "payload",
+              "ce", "icrc_bad")
+Rows = Mapping[str, np.ndarray]
+
+# Row kinds and positions, by opcode (tables of 256 for numpy lookups).
+OTHER, REQUEST, ACK, READ_RESP, ATOMIC_ACK, CNP = range(6)
+NONE, FIRST, MIDDLE, LAST, ONLY = range(5)
+SEND, WRITE, READ, ATOMIC = 1, 2, 3, 4
+_FAMILIES = {"send": SEND, "write": WRITE, "read": READ, "atomic": ATOMIC}
+_POSITIONS = {"first": FIRST, "middle": MIDDLE, "last": LAST, "only": ONLY}
+#: The PSN of the first row of a connection, as an extended PSN: far from 0 so that earlier
+#: PSNs stay positive, and a multiple of 2^24 so that ``ext & PSN_MASK`` is the PSN.
+ORIGIN = 1 << 40
+#: Request rows remembered for latencies (previous transmission of a PSN, NAK generation).
+HISTORY = 8192
+#: Findings keep at most this many records each.
+MAX_RECORDS = 100
+#: AckReq packets waiting for their ACK, at most (the oldest are dropped beyond it).
+MAX_PENDING = 1 << 16
+#: READs and atomics waiting for their answers, at most.
+MAX_ANSWERS = 4096
+
+
+def _tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    kind = np.zeros(256, np.uint8)
+    position = np.zeros(256, np.uint8)
+    family = np.zeros(256, np.uint8)
+    for value, k in request_kinds().items():
+        kind[value], position[value], family[value] = (
+            REQUEST, _POSITIONS[k.position], _FAMILIES[k.family])
+    kind[ACKNOWLEDGE] = ACK
+    kind[ATOMIC_ACKNOWLEDGE] = ATOMIC_ACK
+    kind[CNP_OPCODE] = CNP
+    for value, pos in zip(READ_RESPONSE, (FIRST, MIDDLE, LAST, ONLY), strict=True):
+        kind[value], position[value] = READ_RESP, pos
+    return kind, position, family
+
+
+KIND, POSITION, FAMILY = _tables()
+
+
+def unwrap(psn: int, ref: int) -> int:
+    """The extended PSN of ``psn`` nearest ``ref`` (within half the PSN space)."""
+    d = (psn - ref) & PSN_MASK
+    return ref + (d - (1 << PSN_BITS) if d >= HALF else d)
+
+
+class Runs:
+    """A set of extended PSNs: everything in [low, high) but the ``holes`` (sorted, disjoint
+    [a, b) runs). Memory grows with the holes, not with the PSNs."""
+
+    __slots__ = ("low", "high", "holes")
+
+    def __init__(self) -> None:
+        self.low: int | None = None
+        self.high = 0
+        self.holes: list[list[int]] = []
+
+    def __contains__(self, e: int) -> bool:
+        if self.low is None or not self.low <= e < self.high:
+            return False
+        return not any(a <= e < b for a, b in self.holes)
+
+    def hole_in(self, a: int, b: int) -> bool:
+        """Some PSN of [a, b) is missing."""
+        if self.low is None or a < self.low or b > self.high:
+            return True
+        return any(x < b and a < y for x, y in self.holes)
+
+    def add(self, e: int, count: int) -> None:
+        end = e + count
+        if self.low is None:
+            self.low, self.high = e, end
+            return
+        if end < self.low:
+            self.holes.insert(0, [end, self.low])
+        if e > self.high:
+            self.holes.append([self.high, e])
+        self.low, self.high = min(self.low, e), max(self.high, end)
+        if self.holes:
+            kept: list[list[int]] = []
+            for a, b in self.holes:
+                if b <= e or a >= end:
+                    kept.append([a, b])
+                    continue
+                if a < e:
+                    kept.append([a, e])
+                if b > end:
+                    kept.append([end, b])
+            self.holes = kept
+
+
+class Finding(dict):
+    """One check that failed: ``kind``, ``records`` (capture records, from 0), ``detail``."""
+
+
+class Observed:
+    """The story of one connection as a tap saw it. Feed rows with :meth:`feed`; read
+    :meth:`result` at the end. ``pmtu`` None infers the path MTU from the payload of FIRST
+    and MIDDLE packets (it sizes the PSN ranges READ requests reserve)."""
+
+    def __init__(self, pmtu: int | None = None) -> None:
+        self.counts: dict[str, int] = dict.fromkeys(COUNTERS, 0)
+        self.latencies: dict[str, list[int]] = {k: [] for k in LATENCIES}
+        self.rnr_wait_ns: list[int] = []
+        self.findings: list[Finding] = []
+        self._aggregate: dict[str, Finding] = {}
+        self._totals: dict[str, int] = {}
+        self.fixed_pmtu = pmtu
+        self.pmtu_seen = 0
+        self.ref: int | None = None
+        self.seen = Runs()
+        self.cover: int | None = None        # PSNs below it were covered by an answer
+        self.ack_max: tuple[int, int] | None = None  # (ext, record) of the highest ACK
+        self.prev_end: int | None = None     # one past the previous request's PSNs
+        self.prev_first = False              # previous request was a first transmission
+        self.nak_since = False               # a NAK came since the previous request
+        self.round: str | None = None        # class of the current retransmission round
+        self.round_span: tuple[int, int] | None = None
+        self.nak: tuple[int, int, int, str] | None = None  # (ext, time, record, kind) unanswered
+        self.history: deque[tuple[int, int, int, int]] = deque(maxlen=HISTORY)
+        self.answers: deque[list[int]] = deque()  # [start, count, answered mask bits, family]
+        self.resp_high: int | None = None
+        self.pending: list[tuple[int, int]] = []  # (ext, time) of AckReq packets, sorted
+        self.rtt = [0, 0, None, None]  # count, sum, min, max
+        self.open_start: int | None = None
+        self.orphan_starts: list[int] = []
+        self.orphan_ends: list[int] = []
+        self.first_ns: int | None = None
+        self.last_ns: int | None = None
+        self.last_time: tuple[int, int] | None = None  # (time, record) of the latest row
+
+    # --- helpers --------------------------------------------------------------------------
+
+    @property
+    def pmtu(self) -> int:
+        return self.fixed_pmtu or self.pmtu_seen or 4096
+
+    def psn_count(self, family: int, dmalen: int) -> int:
+        """PSNs a request reserves: a READ one per response packet (IBA 9.7.4.1.4)."""
+        if family != READ:
+            return 1
+        return max(1, -(-dmalen // self.pmtu))
+
+    def find(self, kind: str, records: list[int], detail: str) -> None:
+        self.findings.append(Finding(kind=kind, records=records, detail=detail))
+
+    def find_many(self, kind: str, records: list[int], what: str) -> None:
+        """Add ``records`` to the one finding of ``kind`` that counts them."""
+        f = self._aggregate.get(kind)
+        if f is None:
+            f = self._aggregate[kind] = Finding(kind=kind, records=[], detail="")
+            self.findings.append(f)
+        total = self._totals[kind] = self._totals.get(kind, 0) + len(records)
+        room = MAX_RECORDS - len(f["records"])
+        if room > 0:
+            f["records"].extend(records[:room])
+        f["detail"] = f"{total} {what}" + (f" (the first {MAX_RECORDS} listed)"
+                                           if total > MAX_RECORDS else "")
+
+    def learn_pmtu(self, rows: Rows) -> None:
+        """Take the path MTU from the payload of FIRST/MIDDLE requests and READ responses."""
+        if self.fixed_pmtu is not None:
+            return
+        ops = rows["opcode"]
+        full = np.isin(POSITION[ops], (FIRST, MIDDLE)) & np.isin(KIND[ops], (REQUEST, READ_RESP))
+        if full.any():
+            self.pmtu_seen = max(self.pmtu_seen, int(rows["payload"][full].max()))
+
+    def _rtt(self, t: int) -> None:
+        c = self.rtt
+        c[0] += 1
+        c[1] += t
+        c[2] = t if c[2] is None else min(c[2], t)
+        c[3] = t if c[3] is None else max(c[3], t)
+
+    def _covered(self, upto: int, t: int) -> None:
+        """Answers cover the PSNs below ``upto``: AckReq packets there have their ACK."""
+        self.cover = upto if self.cover is None else max(self.cover, upto)
+        cut = bisect_left(self.pending, (upto,))
+        for _, sent in self.pending[:cut]:
+            self._rtt(t - sent)
+        del self.pending[:cut]
+
+    # --- feeding --------------------------------------------------------------------------
+
+    def feed(self, rows: Rows) -> None:
+        """Take rows of this connection, in capture order."""
+        n = len(rows["record"])
+        if n == 0:
+            return
+        self.learn_pmtu(rows)
+        self.feed_rows(rows, 0, n)
+
+    def feed_rows(self, rows: Rows, start: int, stop: int) -> None:
+        """The per-row rules, for rows ``start`` .. ``stop`` - 1."""
+        cols = {k: rows[k][start:stop].tolist() for k in ROW_FIELDS}
+        for i in range(stop - start):
+            self.row(*(cols[k][i] for k in ROW_FIELDS))
+
+    def row(self, record: int, t: int, opcode: int, psn: int, ackreq: int, syndrome: int,
+            dmalen: int, payload: int, ce: int, icrc_bad: int) -> None:
+        """One packet of the connection."""
+        kind = int(KIND[opcode])
+        if self.first_ns is None:
+            self.first_ns = t
+        self.last_ns = t if self.last_ns is None else max(self.last_ns, t)
+        if self.last_time is not None and t < self.last_time[0]:
+            self.find_many("timestamps_backwards", [record],
+                           "packets stamped earlier than the packet before them")
+        self.last_time = (t, record)
+        if icrc_bad:
+            self.find_many("bad_icrc", [record], "packets with a bad ICRC")
+        if kind == CNP:
+            self.counts["cnps"] += 1
+            return
+        if ce:
+            self.counts["ecn_ce_packets"] += 1
+        e = psn + ORIGIN if self.ref is None else unwrap(psn, self.ref)
+        self.ref = e
+        if kind == REQUEST:
+            self._request(record, t, e, int(POSITION[opcode]), int(FAMILY[opcode]),
+                          bool(ackreq), dmalen, payload)
+        elif kind == ACK:
+            self._ack(record, t, e, syndrome)
+        elif kind == READ_RESP:
+            self._response(record, t, e, payload)
+        elif kind == ATOMIC_ACK:
+            self.counts["atomic_acks"] += 1
+            self._answered(e)
+            self._covered(e + 1, t)
+
+    def _request(self, record: int, t: int, e: int, position: int, family: int,
+                 ackreq: bool, dmalen: int, payload: int) -> None:
+        c = self.counts
+        count = self.psn_count(family, dmalen)
+        seen = self.seen
+        new = e not in seen
+        fill = new and seen.low is not None and e < seen.high
+        jump = self.prev_end is not None and e != self.prev_end
+        if new:
+            c["data_packets"] += 1
+            c["data_bytes"] += payload
+            if fill:
+                c["out_of_order"] += 1
+            self._message(e, position, family, count, fill)
+        else:
+            c["retransmitted_packets"] += 1
+            if self.cover is not None and e < self.cover:
+                c["duplicates"] += 1
+            # an AckReq packet sent again: its ACK no longer tells a round trip (Karn)
+            del self.pending[bisect_left(self.pending, (e,)):]
+        if (not new or fill) and (self.prev_first or jump or self.nak_since or
+                                  self.round is None):
+            self._round_start(record, t, e, new)
+        elif new and not fill:
+            self.round = None
+        if not new:
+            self.counts[f"{self.round or 'timeout'}_retransmissions"] += 1
+            lo, hi = self.round_span or (e, e)
+            self.round_span = (min(lo, e), max(hi, e))
+        if self.nak is not None and self.nak[0] == e:
+            self._answer_nak(t)
+        if ackreq and new:
+            insort(self.pending, (e, t))
+            del self.pending[:max(0, len(self.pending) - MAX_PENDING)]
+        seen.add(e, count)
+        self.history.append((e, count, t, record))
+        self.prev_end = e + count
+        self.prev_first = new and not fill
+        self.nak_since = False
+
+    def _round_start(self, record: int, t: int, e: int, new: bool) -> None:
+        nak = self.nak
+        if nak is not None and nak[0] == e:
+            self.round = "nak" if nak[3] == "nak" else "rnr"
+            self._answer_nak(t)
+        else:
+            self.round = "timeout"
+            if nak is not None:
+                self.find("retransmission_not_at_nak", [nak[2], record],
+                          f"NAK named PSN {nak[0] & PSN_MASK}, the resend started at "
+                          f"PSN {e & PSN_MASK}")
+                self.nak = None
+        self.round_span = (e, e)
+        if not new:
+            before = self._previous(e)
+            if before is not None:
+                self.latencies["retransmission_ns"].append(t - before)
+
+    def _answer_nak(self, t: int) -> None:
+        assert self.nak is not None
+        self.latencies["nak_response_ns"].append(t - self.nak[1])
+        self.nak = None
+
+    def _previous(self, e: int) -> int | None:
+        """Time of the latest transmission of PSN ``e`` among the remembered requests."""
+        for h, count, t, _ in reversed(self.history):
+            if h <= e < h + count:
+                return t
+        return None
+
+    def _message(self, e: int, position: int, family: int, count: int, fill: bool) -> None:
+        c = self.counts
+        if position in (FIRST, ONLY):
+            c["messages"] += 1
+        if family in (READ, ATOMIC):
+            self.answers.append([e, count, 0, family])
+            if len(self.answers) > MAX_ANSWERS:
+                self.answers.popleft()
+        elif position == ONLY:
+            c["messages_completed"] += 1
+        elif position == FIRST:
+            if fill:
+                self.orphan_starts.append(e)
+            else:
+                if self.open_start is not None:
+                    self.orphan_starts.append(self.open_start)
+                self.open_start = e
+        elif position == LAST:
+            s = self.open_start
+            if s is not None and not fill and not self.seen.hole_in(s, e):
+                c["messages_completed"] += 1
+            else:
+                if s is not None and not fill:
+                    self.orphan_starts.append(s)
+                self.orphan_ends.append(e)
+            if not fill:
+                self.open_start = None
+
+    def _answered(self, e: int) -> bool:
+        """Mark response PSN ``e`` of a READ or atomic; True when seen for the first time."""
+        for a in self.answers:
+            start, count = a[0], a[1]
+            if start <= e < start + count:
+                bit = 1 << (e - start)
+                if a[2] & bit:
+                    return False
+                a[2] |= bit
+                if a[2] == (1 << count) - 1:
+                    self.counts["messages_completed"] += 1
+                    self.answers.remove(a)
+                return True
+        return self.resp_high is None or e > self.resp_high
+
+    def _response(self, record: int, t: int, e: int, payload: int) -> None:
+        self.counts["read_responses"] += 1
+        if self._answered(e):
+            self.counts["data_bytes"] += payload
+        self.resp_high = e if self.resp_high is None else max(self.resp_high, e)
+        self._covered(e + 1, t)
+
+    def _ack(self, record: int, t: int, e: int, syndrome: int) -> None:
+        c = self.counts
+        group = syndrome >> 5
+        if group == 0:
+            c["acks"] += 1
+            if self.ack_max is not None and e < self.ack_max[0]:
+                span = self.round_span
+                if span is None or not span[0] <= e <= span[1]:
+                    self.find("ack_psn_backwards", [self.ack_max[1], record],
+                              f"ACK of PSN {e & PSN_MASK} after ACK of PSN "
+                              f"{self.ack_max[0] & PSN_MASK}")
+            if self.ack_max is None or e >= self.ack_max[0]:
+                self.ack_max = (e, record)
+            self._covered(e + 1, t)
+            return
+        if group == 1:
+            c["rnr_naks"] += 1
+            self.rnr_wait_ns.append(rnr_timer_ns(syndrome & 0x1F))
+            kind = "rnr"
+        elif syndrome == 0x60:
+            c["naks_psn_seq_error"] += 1
+            kind = "nak"
+        else:
+            c["naks_other"] += 1
+            self._covered(e, t)
+            return
+        if self.nak is not None:
+            self.find("naks_outstanding", [self.nak[2], record],
+                      f"NAK of PSN {e & PSN_MASK} while the NAK of PSN "
+                      f"{self.nak[0] & PSN_MASK} was not answered")
+        if kind == "nak":
+            gen = self._nak_trigger(e)
+            if gen is not None:
+                self.latencies["nak_generation_ns"].append(t - gen)
+        self.nak = (e, t, record, kind)
+        self.nak_since = True
+        self._covered(e, t)
+
+    def _nak_trigger(self, e: int) -> int | None:
+        """Time of the first request past PSN ``e`` after the latest one at or before it."""
+        found = None
+        for h, _, t, _ in reversed(self.history):
+            if h <= e:
+                break
+            found = t
+        return found
+
+    # --- the end --------------------------------------------------------------------------
+
+    def finish(self) -> None:
+        """Settle what only the whole capture tells: gaps never filled, messages whose PSNs
+        came out of order."""
+        self.counts["psn_gaps"] = len(self.seen.holes)
+        starts = sorted(set(self.orphan_starts) | (
+            {self.open_start} if self.open_start is not None else set()))
+        ends = sorted(set(self.orphan_ends))
+        completed = 0
+        used: set[int] = set()
+        for e in ends:
+            below = [s for s in starts if s <= e and s not in used]
+            earlier = [x for x in ends if x < e]
+            if below and (not earlier or below[-1] > earlier[-1]):
+                s = below[-1]
+                if not self.seen.hole_in(s, e + 1):
+                    completed += 1
+                    used.add(s)
+        self.counts["messages_completed"] += completed
+        self.orphan_starts, self.orphan_ends = [], []
+
+    def result(self) -> dict[str, Any]:
+        """Counts, latencies and findings, by the JSON keys (call :meth:`finish` first)."""
+        n, total, lo, hi = self.rtt
+        return {**self.counts, "first_ns": self.first_ns, "last_ns": self.last_ns,
+                "ack_rtt_ns": {"min": lo, "avg": total / n if n else None, "max": hi},
+                **{k: list(v) for k, v in self.latencies.items()},
+                "rnr_wait_ns": list(self.rnr_wait_ns),
+                "findings": [dict(f) for f in self.findings]}

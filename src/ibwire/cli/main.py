@@ -19,6 +19,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "check": ("ibwire.cli.check", "verify ICRC, VCRC and structure; exit 1 when a packet fails"),
     "stats": ("ibwire.cli.stats", "counts by encapsulation, transport, opcode and QP"),
     "convert": ("ibwire.cli.convert", "LINKTYPE_INFINIBAND <-> ERF, pcapng -> pcap"),
+    "qp": ("ibwire.cli.qp", "per connection: retransmissions, NAKs, CNPs, latencies, findings"),
 }
 
 

@@ -7,8 +7,9 @@ stream of the same queue pair, found from the traffic alone:
 
 1. an answer stream to QP X joins the connection from A to B whose requester QPN is known to
    be X (UD's DETH source QPN, or learnt earlier);
-2. else the one whose request PSNs (seen so far or in this batch) hold a PSN the answers
-   echo (an ACK, NAK, READ response or atomic ACK carries the request's PSN, IBA 9.7.5.1);
+2. else, among those that sent READs (for READ responses) or atomics (for atomic ACKs), the
+   one whose request PSNs (seen so far or in this batch) hold a PSN the answers echo (an
+   ACK, NAK, READ response or atomic ACK carries the request's PSN, IBA 9.7.5.1);
 3. else the only connection from A to B that has no answers yet;
 4. else it stands alone (requester QPN X, responder QPN unknown) and is joined by the next
    request stream from A to B that has none.
@@ -27,7 +28,18 @@ import numpy as np
 from ibwire.analysis import bulk
 from ibwire.analysis.addresses import address_text, row_addresses
 from ibwire.scan.program import slot_bit
-from ibwire.transport.observed import CNP, KIND, OTHER, REQUEST, Observed
+from ibwire.transport.observed import (
+    ATOMIC,
+    ATOMIC_ACK,
+    CNP,
+    FAMILY,
+    KIND,
+    OTHER,
+    READ,
+    READ_RESP,
+    REQUEST,
+    Observed,
+)
 
 TRANSPORT_NAMES = {0: "RC", 1: "UC", 3: "UD", 5: "XRC"}
 #: Scanner columns the analysis reads.
@@ -47,6 +59,7 @@ class Connection:
     transport: str
     observed: Observed
     answered: bool = False             # an answer stream has joined
+    families: set[int] = field(default_factory=set)  # request families seen (FAMILY)
     trace: list[dict[str, np.ndarray]] | None = field(default=None)
 
     def identity(self) -> dict[str, Any]:
@@ -115,14 +128,18 @@ class Connections:
         conn_of = np.empty(len(keys), np.int64)
         # requests first, so that answers can find their PSNs in this batch
         request_psns: dict[int, np.ndarray] = {}
-        todo = sorted(range(len(keys)), key=lambda s: (bool(answer[first[s]]), first[s]))
+        members_of = [order[bounds[s]:bounds[s + 1]] for s in range(len(keys))]
+        # requests, then answers that echo PSNs, then CNP-only streams
+        todo = sorted(range(len(keys)), key=lambda s: (
+            bool(answer[first[s]]), bool((kind[members_of[s]] == CNP).all()), first[s]))
         for s in todo:
-            members = order[bounds[s]:bounds[s + 1]]
+            members = members_of[s]
             c = self._streams.get(keys[s].tobytes())
             if c is None:
                 c = self._stream(keys[s].tobytes(), key[first[s]], op[first[s]], psn[members],
                                  kind[members], request_psns)
             if not answer[first[s]]:
+                c.families.update(np.unique(FAMILY[op[members]]).tolist())
                 request_psns[c.index] = np.concatenate(
                     (request_psns.get(c.index, np.zeros(0, psn.dtype)), psn[members]))
             conn_of[s] = c.index
@@ -160,6 +177,10 @@ class Connections:
             # answers from (sh, sl) to (dh, dl) for QP qpn: the requester is (dh, dl)
             cands = [c for c in self._by_pair.get((dh, dl, sh, sl), [])
                      if c.responder_qpn is not None and not c.answered]
+            # READ responses answer READs, atomic ACKs atomics (IBA 9.7.5.1.3, 9.7.5.1.4)
+            for answers, family in ((READ_RESP, READ), (ATOMIC_ACK, ATOMIC)):
+                if (kinds == answers).any():
+                    cands = [c for c in cands if family in c.families]
             echo = psns[kinds != CNP]
             c = next((x for x in cands if x.requester_qpn == qpn), None)
             if c is None and len(echo):
@@ -167,7 +188,7 @@ class Connections:
                     echo, x.observed, request_psns.get(x.index, np.zeros(0)))]
                 c = found[0] if len(found) == 1 else None
             if c is None:
-                free = [x for x in cands if x.requester_qpn is None]
+                free = [x for x in cands if x.requester_qpn is None and x.transport != "UD"]
                 c = free[0] if len(free) == 1 else None
             if c is None:
                 c = self._new((dh, dl), (sh, sl), qpn, None,
@@ -178,10 +199,20 @@ class Connections:
         return c
 
     def finish(self) -> None:
-        """Settle what needs the whole capture; name requester QPNs of UC pairs that
-        answer nothing but send the other way (one stream each way of an address pair)."""
+        """Settle what needs the whole capture: CNPs seen before their connection's
+        requests join it when one connection of the address pair can take them; UC pairs
+        that answer nothing but send the other way (one stream each way of an address pair)
+        name each other's QPN."""
         for c in self.list:
             c.observed.finish()
+        for c in [x for x in self.list if x.transport == "?"]:
+            free = [x for x in self._by_pair.get((*c.requester, *c.responder), [])
+                    if x is not c and x.transport != "?" and not x.answered
+                    and x.requester_qpn in (None, c.requester_qpn)]
+            if len(free) == 1:
+                _merge_cnps(free[0], c)
+                free[0].requester_qpn = c.requester_qpn
+                self.list.remove(c)
         for c in self.list:
             if c.requester_qpn is None:
                 back = [x for x in self._by_pair.get((*c.responder, *c.requester), [])
@@ -190,6 +221,18 @@ class Connections:
                         if x.transport == c.transport]
                 if len(back) == 1 and len(ours) == 1:
                     c.requester_qpn = back[0].responder_qpn
+
+
+def _merge_cnps(into: Connection, cnps: Connection) -> None:
+    """Fold a connection that holds only CNPs into the one they belong to."""
+    a, b = into.observed, cnps.observed
+    a.counts["cnps"] += b.counts["cnps"]
+    a.findings.extend(b.findings)
+    a.first_ns = min(x for x in (a.first_ns, b.first_ns) if x is not None)
+    a.last_ns = max(x for x in (a.last_ns, b.last_ns) if x is not None)
+    into.answered = True
+    if into.trace is not None and cnps.trace is not None:
+        into.trace.extend(cnps.trace)
 
 
 def _row_columns(cols: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:

@@ -1,0 +1,159 @@
+"""The analysis of generated conversations: every count equals the manifest, every latency
+equals what the frames' timestamps say, and the numpy path equals the per-row rules."""
+
+from __future__ import annotations
+
+import tempfile
+
+import pytest
+
+import ibwire
+from ibwire.analysis import KEYS, analyse
+from ibwire.gen import Fault, Link, QpSpec, Scenario, generate, write_pcap
+from ibwire.transport.observed import COUNTERS
+from tests.gen.test_gen import ENCAPS, mixed
+
+RATES = (Fault("drop", rate=0.05), Fault("lose_ack", rate=0.1), Fault("corrupt", rate=0.03))
+COMPARED = [k for k in KEYS if k not in ("requester", "responder", "pmtu")]
+
+
+def by_responder(results):
+    return {r["responder"]["qpn"]: r for r in results}
+
+
+def check_against_manifest(path, manifest, **kw):
+    results = by_responder(analyse(path, **kw).as_dicts())
+    assert len(results) == len(manifest["qps"])
+    for q in manifest["qps"]:
+        r = results[q["responder"]["qpn"]]
+        assert r["responder"] == q["responder"]
+        assert r["requester"]["address"] == q["requester"]["address"]
+        # UC answers nothing: its requester QPN is on the wire only as the QP of CNPs
+        unknown = q["transport"] == "UC" and not q["cnps"]
+        assert r["requester"]["qpn"] == (None if unknown else q["requester"]["qpn"])
+        assert {k: r[k] for k in COMPARED} == {k: q[k] for k in COMPARED}, q["transport"]
+    return results
+
+
+@pytest.mark.parametrize("tap", ["requester", "responder", "switch"])
+@pytest.mark.parametrize("encapsulation", ENCAPS)
+def test_counts_equal_the_manifest(generated, encapsulation, tap):
+    path, manifest = generated(mixed(encapsulation, tap))
+    results = check_against_manifest(path, manifest)
+    write = results[manifest["qps"][0]["responder"]["qpn"]]
+    assert write["retransmitted_packets"] > 0 and write["naks_psn_seq_error"] == 1
+    assert results[manifest["qps"][1]["responder"]["qpn"]]["rnr_naks"] == 1
+
+
+@pytest.mark.parametrize("tap", ["requester", "responder", "switch"])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_counts_equal_the_manifest_with_random_faults(generated, tap, seed):
+    faults = (*RATES, Fault("ecn", rate=0.2), Fault("rnr", 1, 2, timer=3))
+    path, manifest = generated(Scenario(**{**mixed(tap=tap).__dict__, "faults": faults,
+                                           "seed": seed}))
+    check_against_manifest(path, manifest)
+    assert sum(q["retransmitted_packets"] for q in manifest["qps"]) > 0
+
+
+@pytest.mark.parametrize("scope", ["qp", "ip-pair", "dest-ip", "port"])
+def test_congestion_counts_and_cnp_pacing_agree(generated, scope):
+    scenario = Scenario(qps=(QpSpec("write", 40 * 1024), QpSpec("send", 30 * 1024, mtu=4096)),
+                        faults=(Fault("ecn", rate=0.7),), tap="responder", cnp_scope=scope,
+                        cnp_interval_us=3, link=Link(gbps=25), seed=4)
+    path, manifest = generated(scenario)
+    results = check_against_manifest(path, manifest, cnp_scope=scope, cnp_interval_us=3)
+    assert all(not r["findings"] for r in results.values())
+    assert sum(q["cnps"] for q in manifest["qps"]) > 3
+
+
+@pytest.mark.parametrize("faults", [RATES, (Fault("ecn", rate=0.3), *RATES)])
+@pytest.mark.parametrize("tap", ["requester", "responder", "switch"])
+def test_numpy_runs_equal_the_per_row_rules(generated, tap, faults):
+    qps = (QpSpec("write", 5000, iters=30, mtu=1024, start_psn=0xFFFF00, timeout=6),
+           QpSpec("read", 9000, iters=12, mtu=2048, timeout=6),
+           QpSpec("cmp_swap", iters=20, timeout=6), QpSpec("send", 3000, iters=20, mtu=512,
+                                                           transport="UC"))
+    path, _ = generated(Scenario(qps=qps, faults=faults, tap=tap, seed=9))
+    fast = analyse(path).as_dicts()
+    slow = analyse(path, vectorise=False).as_dicts()
+    assert fast == slow
+    assert sum(r["data_packets"] for r in fast) > 250
+
+
+def parsed(records):
+    return [(t, ibwire.parse(f).fields()) for t, f in records]
+
+
+def test_latencies_are_what_the_timestamps_say():
+    """One drop at the requester's tap: NAK generation is the NAK minus the packet after the
+    dropped one; NAK response the resend minus the NAK; retransmission the resend minus the
+    original."""
+    scenario = Scenario(qps=(QpSpec("write", 6 * 1024, mtu=1024),), faults=(Fault("drop", 0, 2),))
+    records, manifest = generate(scenario)
+    rows = parsed(records)
+    start = manifest["qps"][0]["start_psn"]
+    lost = (start + 2) & 0xFFFFFF
+    (nak,) = [i for i, (_, f) in enumerate(rows)
+              if f["bth.opcode"] == 17 and f["aeth.syndrome"] == 0x60]
+    nak_t = rows[nak][0]
+    sends = [(i, t, f["bth.psn"]) for i, (t, f) in enumerate(rows) if f["bth.opcode"] != 17]
+    original = next(t for _, t, p in sends if p == lost)
+    after = next(t for _, t, p in sends if t > original and p == (lost + 1) & 0xFFFFFF)
+    resend = next(t for i, t, p in sends if i > nak and p == lost)
+    with tempfile.TemporaryDirectory() as d:
+        write_pcap(f"{d}/x.pcap", scenario)
+        (r,) = analyse(f"{d}/x.pcap").as_dicts()
+    assert r["nak_generation_ns"] == [nak_t - after]
+    assert r["nak_response_ns"] == [resend - nak_t]
+    assert r["retransmission_ns"] == [resend - original]
+    assert r["nak_retransmissions"] == r["retransmitted_packets"] == 4  # PSNs 2..5 again
+    assert r["timeout_retransmissions"] == r["rnr_retransmissions"] == 0
+    # the only AckReq packet was sent again: its ACK times no round trip (Karn)
+    assert r["ack_rtt_ns"] == {"min": None, "avg": None, "max": None}
+
+
+def test_ack_round_trips_are_what_the_timestamps_say(generated):
+    scenario = Scenario(qps=(QpSpec("write", 2048, iters=5, mtu=1024, ack_every=1),),
+                        tap="switch")
+    path, _ = generated(scenario)
+    records, _ = generate(scenario)
+    rows = parsed(records)
+    sent = {f["bth.psn"]: t for t, f in rows if f["bth.opcode"] != 17 and f["bth.a"]}
+    rtts = [t - sent[f["bth.psn"]] for t, f in rows if f["bth.opcode"] == 17]
+    assert len(rtts) == 10
+    (r,) = analyse(path).as_dicts()
+    assert r["ack_rtt_ns"] == {"min": min(rtts), "avg": sum(rtts) / len(rtts),
+                               "max": max(rtts)}
+
+
+@pytest.mark.parametrize("t", [5, 8])
+def test_timeout_and_rnr_latencies(generated, t):
+    path, _ = generated(Scenario(qps=(QpSpec("send", 100, iters=1, timeout=t),),
+                                 faults=(Fault("corrupt", 0, 0),)))
+    (r,) = analyse(path).as_dicts()
+    assert r["retransmission_ns"] == [4096 * 2 ** t]
+    assert r["timeout_retransmissions"] == 1 and r["nak_retransmissions"] == 0
+    assert r["findings"] == [{"kind": "bad_icrc", "records": [0],
+                              "detail": "1 packets with a bad ICRC"}]
+    path, _ = generated(Scenario(qps=(QpSpec("send", 100, iters=3),),
+                                 faults=(Fault("rnr", 0, 1, timer=t),)))
+    (r,) = analyse(path).as_dicts()
+    wait = {5: 60_000, 8: 160_000}[t]   # IBA Table 45: code 5 0.06 ms, code 8 0.16 ms
+    assert r["rnr_wait_ns"] == [wait] and r["rnr_naks"] == 1
+    assert r["nak_response_ns"] == [wait]     # the resend comes when the timer ends
+    assert r["rnr_retransmissions"] == r["retransmitted_packets"] >= 1
+
+
+def test_psn_wrap_reads_and_atomics(generated):
+    qps = (QpSpec("read", 5 * 512, iters=4, mtu=512, start_psn=0xFFFFFA),
+           QpSpec("fetch_add", iters=5, start_psn=0xFFFFFE))
+    path, manifest = generated(Scenario(qps=qps, faults=(Fault("lose_ack", 0, 6),
+                                                         Fault("drop", 1, 3))))
+    results = check_against_manifest(path, manifest)
+    read = results[manifest["qps"][0]["responder"]["qpn"]]
+    assert read["data_packets"] == read["messages"] == read["messages_completed"] == 4
+    assert read["psn_gaps"] == 0 and read["data_bytes"] == 4 * 5 * 512
+    assert read["read_responses"] > 20        # one was lost after the tap: asked again
+    atomic = results[manifest["qps"][1]["responder"]["qpn"]]
+    assert atomic["messages_completed"] == 5 and atomic["nak_retransmissions"] >= 1
+    assert set(COUNTERS) <= set(read)

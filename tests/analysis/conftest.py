@@ -21,7 +21,8 @@ def frame(name: str, psn: int, qp: int, *, src: str = A, dst: str = B, syndrome:
     fields = {"eth.src": "02:00:00:00:00:01", "eth.dst": "02:00:00:00:00:02", "ip.src": src,
               "ip.dst": dst, "ip.dsfield.ecn": ecn, "udp.srcport": 0xC000,
               "bth.opcode": OP[name], "bth.psn": psn & 0xFFFFFF, "bth.destqp": qp,
-              "bth.a": ackreq, "bth.p_key": 0xFFFF, **extra}
+              "bth.a": ackreq, "bth.p_key": 0xFFFF,
+              **{k.replace("_", ".", 1): v for k, v in extra.items()}}
     if syndrome is not None:
         fields["aeth.syndrome"] = syndrome
         fields["aeth.msn"] = 0

@@ -191,14 +191,17 @@ def _apply(o: Observed, rows: Rows, i: int, k: int, kind: np.ndarray, op: np.nda
     bad_icrc = np.flatnonzero(rows["icrc_bad"][i:k])
     cnp = kind == CNP
     tl = t.tolist()
-    # findings that do not change the story
-    if len(bad_icrc):
-        o.find_many("bad_icrc", record[bad_icrc].tolist(), "packets with a bad ICRC")
+    # findings that do not change the story, the kind met first first (as row by row)
     before = np.concatenate(([o.last_time[0] if o.last_time else tl[0]], t[:-1]))
     back = np.flatnonzero(t < before)
-    if len(back):
-        o.find_many("timestamps_backwards", record[back].tolist(),
-                    "packets stamped earlier than the packet before them")
+    found = [(int(back[0]), 0) if len(back) else None,
+             (int(bad_icrc[0]), 1) if len(bad_icrc) else None]
+    for _, which in sorted(f for f in found if f is not None):
+        if which == 0:
+            o.find_many("timestamps_backwards", record[back].tolist(),
+                        "packets stamped earlier than the packet before them")
+        else:
+            o.find_many("bad_icrc", record[bad_icrc].tolist(), "packets with a bad ICRC")
     if o.first_ns is None:
         o.first_ns = tl[0]
     last = int(t.max())

@@ -41,6 +41,8 @@ class CnpCheck:
         """Marks and CNPs of one batch: (connection, its rows) pairs."""
         events = []
         for c, rows in parts:
+            last = int(rows["time"].max())
+            self.end_ns = last if self.end_ns is None else max(self.end_ns, last)
             kind = KIND[rows["opcode"]]
             pick = np.flatnonzero((kind == CNP) | ((kind == REQUEST) & rows["ce"]))
             if len(pick):
@@ -49,7 +51,6 @@ class CnpCheck:
         events.sort(key=lambda e: e[0])
         for record, t, is_cnp, c in events:
             self._event(record, t, is_cnp, c)
-            self.end_ns = t if self.end_ns is None else max(self.end_ns, t)
 
     def _event(self, record: int, t: int, is_cnp: bool, c: Connection) -> None:
         key = self.key(c)

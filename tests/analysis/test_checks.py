@@ -1,0 +1,118 @@
+"""Each check fires on a packet list made to break it, and stays quiet on its clean twin."""
+
+from __future__ import annotations
+
+import pytest
+
+from ibwire.analysis import analyse
+from ibwire.gen import Fault, Link, QpSpec, Scenario
+from tests.analysis.conftest import A, B, frame, write_frames
+
+QP_B, QP_A = 0x11, 0x22   # the responder's QP (requests go to it), the requester's
+ACK, NAK, RNR = 0x1F, 0x60, 0x21
+
+
+def w(psn, **kw):
+    return frame("RC_RDMA_WRITE_ONLY", psn, QP_B, payload=64, reth_dmalen=64, **kw)
+
+
+def answer(psn, syndrome):
+    return frame("RC_ACKNOWLEDGE", psn, QP_A, src=B, dst=A, syndrome=syndrome)
+
+
+def run(tmp_path, packets, **kw):
+    frames = [(1000 * (i + 1) if not isinstance(p, tuple) else p[0],
+               p if not isinstance(p, tuple) else p[1]) for i, p in enumerate(packets)]
+    (r,) = analyse(write_frames(tmp_path / "c.pcap", frames), **kw).as_dicts()
+    return r
+
+
+def kinds(r):
+    return [(f["kind"], f["records"]) for f in r["findings"]]
+
+
+START = 0xFFFFFE   # across the wrap
+
+
+def p(k):
+    return (START + k) & 0xFFFFFF
+
+
+def test_go_back_n_done_right_is_quiet(tmp_path):
+    r = run(tmp_path, [w(p(0)), w(p(1)), w(p(3)), answer(p(2), NAK), w(p(2)), w(p(3)),
+                       answer(p(3), ACK)])
+    assert kinds(r) == []
+    assert r["nak_retransmissions"] == r["retransmitted_packets"] == 1   # PSN 3 again
+    assert r["out_of_order"] == 1 and r["psn_gaps"] == 0 and r["data_packets"] == 4
+    assert r["nak_generation_ns"] == [1000]   # first past the gap (PSN 3) -> NAK
+    assert r["nak_response_ns"] == [1000]
+
+
+def test_two_naks_outstanding(tmp_path):
+    r = run(tmp_path, [w(p(0)), w(p(2)), answer(p(1), NAK), w(p(3)), answer(p(1), NAK),
+                       w(p(1))])
+    assert kinds(r) == [("naks_outstanding", [2, 4])]
+
+
+def test_ack_psn_going_backwards(tmp_path):
+    r = run(tmp_path, [w(p(0)), w(p(1)), w(p(2)), answer(p(2), ACK), answer(p(1), ACK)])
+    assert kinds(r) == [("ack_psn_backwards", [3, 4])]
+    # an ACK of a resent (duplicate) request may name its own, earlier PSN
+    r = run(tmp_path, [w(p(0)), w(p(1)), w(p(2)), answer(p(2), ACK), w(p(1)),
+                       answer(p(1), ACK)])
+    assert kinds(r) == [] and r["duplicates"] == 1
+
+
+def test_retransmission_not_at_the_naked_psn(tmp_path):
+    r = run(tmp_path, [w(p(0)), w(p(1)), w(p(3)), answer(p(2), NAK), w(p(1)), w(p(2))])
+    assert kinds(r) == [("retransmission_not_at_nak", [3, 4])]
+    assert r["timeout_retransmissions"] == 1
+
+
+def test_timestamps_going_backwards_and_bad_icrcs(tmp_path):
+    bad = bytearray(w(p(1)))
+    bad[-1] ^= 0xFF
+    r = run(tmp_path, [(5000, w(p(0))), (4000, bytes(bad)), (6000, w(p(2)))])
+    assert kinds(r) == [("timestamps_backwards", [1]), ("bad_icrc", [1])]
+    assert r["data_packets"] == 3   # a bad ICRC still counts as seen
+    r = run(tmp_path, [(4000, w(p(0))), (5000, w(p(1))), (6000, w(p(2)))])
+    assert kinds(r) == []
+
+
+def cnp(t):
+    return (t, frame("CNP", 0, QP_A, src=B, dst=A, bth_becn=1))
+
+
+def test_cnp_pacing(tmp_path):
+    marked = [(t, w(p(k), ecn=3)) for k, t in enumerate((0, 1000, 2000, 5000, 9000))]
+    # CNPs at 0 and 5000: 4 us apart at least, one per mark that found none within 4 us
+    good = sorted([*marked, cnp(100), cnp(5100)], key=lambda x: x[0])
+    r = run(tmp_path, good, cnp_interval_us=4)
+    assert kinds(r) == [] and r["cnps"] == 2 and r["ecn_ce_packets"] == 5
+    # a third CNP 2 us after the second is too soon; with a 6 us interval the second is too
+    r = run(tmp_path, sorted([*good, cnp(7100)], key=lambda x: x[0]), cnp_interval_us=4)
+    assert kinds(r) == [("cnp_too_soon", [5, 6])]
+    r = run(tmp_path, good, cnp_interval_us=6)
+    assert kinds(r) == [("cnp_too_soon", [1, 5])]
+    # at 1 us the marks at 2000 and 9000 were owed a CNP too (the capture goes on past the
+    # interval after the last one)
+    r = run(tmp_path, [*good, (12000, w(p(5)))], cnp_interval_us=1)
+    assert kinds(r) == [("cnp_missing", [3]), ("cnp_missing", [6])]
+    r = run(tmp_path, good, cnp_interval_us=1)
+    assert kinds(r) == [("cnp_missing", [3])]
+
+
+@pytest.mark.parametrize("scope", ["qp", "port"])
+def test_cnp_scope_of_a_generated_conversation(generated, scope):
+    """Two QPs paced per QP: right for scope qp; per port, CNPs of both QPs come too close."""
+    path, manifest = generated(Scenario(
+        qps=(QpSpec("write", 40 * 1024), QpSpec("write", 40 * 1024)),
+        faults=(Fault("ecn", rate=1.0),), tap="responder", cnp_scope="qp",
+        cnp_interval_us=4, link=Link(gbps=25)))
+    results = analyse(path, cnp_scope=scope, cnp_interval_us=4).as_dicts()
+    found = [f["kind"] for r in results for f in r["findings"]]
+    if scope == "qp":
+        assert found == []
+    else:
+        assert "cnp_too_soon" in found
+    assert sum(r["cnps"] for r in results) == sum(q["cnps"] for q in manifest["qps"]) > 4

@@ -21,7 +21,6 @@ from ibwire.transport.observed import (
     CNP,
     FAMILY,
     FIRST,
-    HISTORY,
     KIND,
     LAST,
     MAX_ANSWERS,
@@ -233,9 +232,7 @@ def _apply(o: Observed, rows: Rows, i: int, k: int, kind: np.ndarray, op: np.nda
         o.prev_end = o.seen.high
         o.prev_first = True
         o.nak_since = False
-        tail = slice(max(0, len(req) - HISTORY), len(req))
-        o.history.extend(zip(er[tail].tolist(), cnt[tail].tolist(), t[req][tail].tolist(),
-                             record[req][tail].tolist(), strict=True))
+        o.remember(er, cnt, t[req], record[req])
     # answers: every response is the next one due
     n_resp = len(resp)
     if n_resp:

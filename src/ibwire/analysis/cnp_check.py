@@ -35,6 +35,8 @@ class CnpCheck:
         self.end_ns: int | None = None
 
     def key(self, c: Connection) -> Hashable:
+        if self.scope == "port":   # one port per notification point (the responder)
+            return ("port", c.responder)
         return scope_key(self.scope, c.requester, c.responder, c.responder_qpn or -1)
 
     def feed(self, parts: list[tuple[Connection, dict[str, np.ndarray]]]) -> None:

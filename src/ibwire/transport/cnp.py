@@ -10,7 +10,7 @@ old (Lumina's checker uses "more than"; the two differ only at exactly the inter
 
 Scope keys, for a CE-marked packet from ``src`` to ``dst`` for QP ``dest_qp`` (the CNP goes
 back to ``src``): ``qp`` (src, dst, dest_qp), ``ip-pair`` (src, dst), ``dest-ip`` (src: the
-CNP's destination), ``port`` (the notification point's port: one key per ``dst``).
+CNP's destination), ``port`` (one key for the whole port).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def scope_key(scope: str, src: Hashable, dst: Hashable, dest_qp: int) -> Hashabl
     if scope == "dest-ip":
         return src
     if scope == "port":
-        return ("port", dst)
+        return None
     raise ValueError(f"CNP pacing scope {scope!r} is not one of {', '.join(SCOPES)}")
 
 

@@ -156,7 +156,9 @@ class Observed:
         self.round: str | None = None        # class of the current retransmission round
         self.round_span: tuple[int, int] | None = None
         self.nak: tuple[int, int, int, str] | None = None  # (ext, time, record, kind) unanswered
-        self.history: deque[tuple[int, int, int, int]] = deque(maxlen=HISTORY)
+        self._history: deque[tuple[int, int, int, int]] = deque(maxlen=HISTORY)
+        self._chunks: list[tuple[np.ndarray, ...]] = []  # recent requests, not yet in it
+        self._chunk_rows = 0
         self.answers: deque[list[int]] = deque()  # [start, count, answered mask bits, family]
         self.resp_high: int | None = None
         self.pending: list[tuple[int, int]] = []  # (ext, time) of AckReq packets, sorted
@@ -169,6 +171,26 @@ class Observed:
         self.last_time: tuple[int, int] | None = None  # (time, record) of the latest row
 
     # --- helpers --------------------------------------------------------------------------
+
+    @property
+    def history(self) -> deque[tuple[int, int, int, int]]:
+        """The latest request rows, (ext PSN, PSNs, time, record), at most HISTORY."""
+        if self._chunks:
+            for chunk in self._chunks:
+                self._history.extend(zip(*(c.tolist() for c in chunk), strict=True))
+            self._chunks.clear()
+            self._chunk_rows = 0
+        return self._history
+
+    def remember(self, ext: np.ndarray, count: np.ndarray, t: np.ndarray,
+                 record: np.ndarray) -> None:
+        """Request rows taken in bulk, kept as arrays until the per-row rules need them."""
+        chunk = (ext[-HISTORY:], count[-HISTORY:], t[-HISTORY:], record[-HISTORY:])
+        self._chunks.append(chunk)
+        self._chunk_rows += len(chunk[0])
+        while self._chunk_rows - len(self._chunks[0][0]) >= HISTORY:
+            self._chunk_rows -= len(self._chunks.pop(0)[0])
+            self._history.clear()
 
     @property
     def pmtu(self) -> int:

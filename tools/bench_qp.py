@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Benchmark of ``ibwire qp`` against the first step of any script: tshark extracting the same
+fields. Prints one side-by-side table, and the peak RSS of ``ibwire qp`` at two capture sizes.
+
+The captures (classic pcap, Ethernet, RoCEv2 over IPv4, valid ICRCs): --qps RC connections
+between two hosts, round robin; each message a WRITE FIRST, two MIDDLEs and a LAST of 1 KiB
+(AckReq on the LAST), answered by an ACK; PSNs increase and cross 2^24.
+
+  ibwire qp    whole-process wall time of ``ibwire qp F`` (best of --repeat)
+  tshark       ``tshark -r F -T fields`` with the fields the analysis reads: time, IP
+               addresses, ECN, BTH opcode, destination QP, PSN, AckReq, AETH syndrome, RETH DMA
+               length, DETH source QP (best of --repeat)
+  RSS          peak resident memory of ``ibwire qp`` on the --packets and --big captures
+
+Usage: python tools/bench_qp.py [--dir /tmp/ibwire-bench] [--packets 1000000]
+       [--big 4000000] [--qps 8] [--repeat 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import struct
+import sys
+import time
+from pathlib import Path
+
+from ibwire import build, crc
+from ibwire.pcap.writer import AtomicFile
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_scan import peak_rss_of, wall
+
+PSN_AT = 14 + 20 + 8 + 9          # the PSN's 3 bytes in an untagged IPv4 frame
+OPS = (0x06, 0x07, 0x07, 0x08)    # RC RDMA WRITE FIRST, MIDDLE, MIDDLE, LAST
+ACK = 0x11
+A, B = "192.0.2.1", "192.0.2.2"
+TSHARK_FIELDS = ("frame.time_epoch", "ip.src", "ip.dst", "ip.dsfield.ecn",
+                 "infiniband.bth.opcode", "infiniband.bth.destqp", "infiniband.bth.psn",
+                 "infiniband.bth.a", "infiniband.aeth.syndrome", "infiniband.reth.dmalen",
+                 "infiniband.deth.srcqp")
+
+
+def templates(q: int) -> list[bytes]:
+    """Frames of one message of QP ``q``: four requests, then the ACK."""
+    out = []
+    for k, op in enumerate(OPS):
+        fields = {"ip.src": A, "ip.dst": B, "bth.destqp": 0x200 + 2 * q, "bth.a": int(k == 3)}
+        if op == 0x06:
+            fields.update({"reth.dmalen": 4096, "reth.va": 1 << 32, "reth.r_key": 7})
+        out.append(build("rocev2_ipv4", fields, bytes(range(256)) * 4, opcode=op))
+    out.append(build("rocev2_ipv4", {"ip.src": B, "ip.dst": A, "bth.destqp": 0x201 + 2 * q,
+                                     "aeth.syndrome": 0x1F, "aeth.msn": 1}, b"", opcode=ACK))
+    return out
+
+
+def write_capture(path: Path, count: int, qps: int) -> None:
+    frames = [templates(q) for q in range(qps)]
+    psn = [(0xFFF000 + 0x10000 * q) & 0xFFFFFF for q in range(qps)]
+    atomic = AtomicFile(path)
+    try:
+        write = atomic.file.write
+        write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+        chunk = bytearray()
+        i = 0
+        while i < count:
+            q = (i // 5) % qps
+            for k, template in enumerate(frames[q]):
+                if i >= count:
+                    break
+                frame = bytearray(template)
+                p = (psn[q] + (3 if k == 4 else k)) & 0xFFFFFF
+                frame[PSN_AT:PSN_AT + 3] = p.to_bytes(3, "big")
+                crc.fix(frame, "ethernet")
+                chunk += struct.pack("<IIII", 1_700_000_000 + i // 1_000_000, i % 1_000_000,
+                                     len(frame), len(frame))
+                chunk += frame
+                i += 1
+            psn[q] = (psn[q] + 4) & 0xFFFFFF
+            if len(chunk) > 1 << 24:
+                write(chunk)
+                chunk.clear()
+        write(chunk)
+        atomic.commit()
+    finally:
+        atomic.abort()
+
+
+def ensure(path: Path, count: int, qps: int) -> Path:
+    if not path.exists():
+        t = time.perf_counter()
+        write_capture(path, count, qps)
+        print(f"# wrote {path} ({path.stat().st_size / 1e9:.2f} GB, {count} packets) in "
+              f"{time.perf_counter() - t:.1f} s", flush=True)
+    return path
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dir", default="/tmp/ibwire-bench", type=Path)
+    ap.add_argument("--packets", type=int, default=1_000_000)
+    ap.add_argument("--big", type=int, default=4_000_000)
+    ap.add_argument("--qps", type=int, default=8)
+    ap.add_argument("--repeat", type=int, default=2)
+    args = ap.parse_args()
+    args.dir.mkdir(parents=True, exist_ok=True)
+    small = ensure(args.dir / f"qp-{args.packets}-{args.qps}.pcap", args.packets, args.qps)
+    ibwire_qp = [sys.executable, "-m", "ibwire.cli.main", "qp"]
+    ours, _ = wall([*ibwire_qp, str(small)], args.repeat, small)
+    rows = [("ibwire qp", args.packets, ours)]
+    if shutil.which("tshark"):
+        argv = ["tshark", "-r", str(small), "-T", "fields"]
+        for f in TSHARK_FIELDS:
+            argv += ["-e", f]
+        theirs, _ = wall(argv, args.repeat, small)
+        rows.append(("tshark -T fields", args.packets, theirs))
+    print(f"{'what':<20} {'packets':>10} {'seconds':>9} {'packets/s':>12} {'vs tshark':>10}")
+    for name, n, secs in rows:
+        ratio = rows[-1][2] / secs if len(rows) > 1 else float("nan")
+        print(f"{name:<20} {n:>10} {secs:>9.2f} {n / secs:>12,.0f} {ratio:>9.1f}x")
+    print()
+    print(f"{'capture':<28} {'packets':>10} {'peak RSS MiB':>13}")
+    for count in (args.packets, args.big):
+        path = ensure(args.dir / f"qp-{count}-{args.qps}.pcap", count, args.qps)
+        rss = peak_rss_of([*ibwire_qp, str(path)])
+        print(f"{path.name:<28} {count:>10} {rss / 1024:>13.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

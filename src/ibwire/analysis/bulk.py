@@ -60,7 +60,7 @@ def feed(o: Observed, rows: Rows) -> None:
     if n == 0:
         return
     o.learn_pmtu(rows)
-    i, window = 0, MIN_WINDOW
+    i, window = 0, o.window
     while i < n:
         if not quiet(o):
             stop = min(n, i + SCALAR_STRETCH)
@@ -71,10 +71,10 @@ def feed(o: Observed, rows: Rows) -> None:
         k = min(n, i + window)
         j = _bulk(o, rows, i, k)
         if j == k:
-            window = min(MAX_WINDOW, window * 2)
+            window = o.window = min(MAX_WINDOW, window * 2)
             i = j
             continue
-        window = MIN_WINDOW
+        window = o.window = MIN_WINDOW
         stop = min(n, j + (1 if j - i >= 16 else SCALAR_STRETCH))
         o.feed_rows(rows, j, stop)
         i = stop
@@ -217,7 +217,7 @@ def _apply(o: Observed, rows: Rows, i: int, k: int, kind: np.ndarray, op: np.nda
         pos = POSITION[op[req]]
         c["data_packets"] += len(req)
         c["data_bytes"] += int(payload[req].sum())
-        c["messages"] += int(np.isin(pos, (FIRST, ONLY)).sum())
+        c["messages"] += int(((pos == FIRST) | (pos == ONLY)).sum())
         sw = (fam != READ) & (fam != ATOMIC)
         c["messages_completed"] += int((sw & (pos == ONLY)).sum())
         _messages(o, er[sw], pos[sw])
@@ -256,7 +256,7 @@ def _apply(o: Observed, rows: Rows, i: int, k: int, kind: np.ndarray, op: np.nda
 def _messages(o: Observed, er: np.ndarray, pos: np.ndarray) -> None:
     """FIRST and LAST of SEND/WRITE messages, no PSN missing: a LAST right after a FIRST
     completes its message; the others wait for :meth:`Observed.finish`."""
-    marks = np.isin(pos, (FIRST, LAST))
+    marks = (pos == FIRST) | (pos == LAST)
     e, p = er[marks], pos[marks]
     if o.open_start is not None:
         e = np.concatenate(([o.open_start], e))

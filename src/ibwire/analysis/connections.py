@@ -90,7 +90,7 @@ class Connections:
         self.vectorise = vectorise
         self.trace = trace
         self.list: list[Connection] = []
-        self._streams: dict[bytes, Connection] = {}
+        self._streams: dict[tuple[int, ...], Connection] = {}
         self._by_pair: dict[tuple[int, int, int, int], list[Connection]] = {}
 
     def _new(self, requester: tuple[int, int], responder: tuple[int, int],
@@ -118,32 +118,35 @@ class Connections:
         sh, sl, dh, dl = row_addresses(cols, rows)
         answer = kind != REQUEST
         ud = (op >> 5 == 3) & ~answer
-        key = np.stack([sh, sl, dh, dl, qpn[rows].astype(np.uint64), answer.astype(np.uint64),
-                        np.where(ud, cols["deth.srcqp"][rows], 0).astype(np.uint64)], axis=1)
-        keys, first, inverse = _streams_of(key)
-        order = np.argsort(inverse, kind="stable")
-        bounds = np.searchsorted(inverse[order], np.arange(len(keys) + 1))
+        srcqp = np.where(ud, cols["deth.srcqp"][rows], 0).astype(np.uint64)
+        columns = (sh, sl, dh, dl, qpn[rows].astype(np.uint64), answer.astype(np.uint64), srcqp)
+        first, members_of = _streams_of(columns)
+        keys = [tuple(int(c[f]) for c in columns) for f in first.tolist()]
         psn = cols["bth.psn"][rows]
         conn_of = np.empty(len(keys), np.int64)
+        inverse = np.empty(len(rows), np.intp)
+        for s, members in enumerate(members_of):
+            inverse[members] = s
         # requests first, so that answers can find their PSNs in this batch
         request_psns: dict[int, np.ndarray] = {}
-        members_of = [order[bounds[s]:bounds[s + 1]] for s in range(len(keys))]
         # requests, then answers that echo PSNs, then CNP-only streams
         todo = sorted(range(len(keys)), key=lambda s: (
             bool(answer[first[s]]), bool((kind[members_of[s]] == CNP).all()), first[s]))
         for s in todo:
             members = members_of[s]
-            c = self._streams.get(keys[s].tobytes())
+            c = self._streams.get(keys[s])
             if c is None:
-                c = self._stream(keys[s].tobytes(), key[first[s]], op[first[s]], psn[members],
-                                 kind[members], request_psns)
+                c = self._stream(keys[s], op[first[s]], psn[members], kind[members],
+                                 request_psns)
             if not answer[first[s]]:
                 c.families.update(np.unique(FAMILY[op[members]]).tolist())
                 request_psns[c.index] = np.concatenate(
                     (request_psns.get(c.index, np.zeros(0, psn.dtype)), psn[members]))
             conn_of[s] = c.index
         row_conn = conn_of[inverse]
-        by_conn = np.argsort(row_conn, kind="stable")
+        # a stable sort of small integers is a radix sort in numpy
+        small = row_conn.astype(np.int16) if len(self.list) < (1 << 15) else row_conn
+        by_conn = np.argsort(small, kind="stable")
         cuts = np.flatnonzero(np.diff(row_conn[by_conn])) + 1
         out = []
         fields = _row_columns(cols, rows)
@@ -157,9 +160,9 @@ class Connections:
             out.append((c, mine))
         return out
 
-    def _stream(self, k: bytes, key: np.ndarray, opcode: int, psns: np.ndarray,
+    def _stream(self, key: tuple[int, ...], opcode: int, psns: np.ndarray,
                 kinds: np.ndarray, request_psns: dict[int, np.ndarray]) -> Connection:
-        sh, sl, dh, dl, qpn, is_answer, srcqp = (int(v) for v in key)
+        sh, sl, dh, dl, qpn, is_answer, srcqp = key
         transport = TRANSPORT_NAMES.get(opcode >> 5, "RC")
         if not is_answer:
             c = None
@@ -194,7 +197,7 @@ class Connections:
                               "RC" if (kinds != CNP).any() else "?")
             c.requester_qpn = qpn
             c.answered = True
-        self._streams[k] = c
+        self._streams[key] = c
         return c
 
     def finish(self) -> None:
@@ -222,19 +225,33 @@ class Connections:
                     c.requester_qpn = back[0].responder_qpn
 
 
-def _streams_of(key: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """np.unique of the key rows (as 56-byte values: unique keys, first row, inverse),
-    through a 64-bit hash of each row, checked, since sorting 56-byte values is slow."""
-    mixed = key * np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9,
-                            0x85EBCA77C2B2AE63, 0x27D4EB2F165667C5, 0xFF51AFD7ED558CCD,
-                            0xC4CEB9FE1A85EC53], np.uint64)
-    h = np.bitwise_xor.reduce(mixed ^ (mixed >> np.uint64(29)), axis=1)
-    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
-    if not (key[first[inverse]] == key).all():   # a collision: the slow, exact way
-        _, first, inverse = np.unique(np.ascontiguousarray(key).view(
-            np.dtype((np.void, 56))).ravel(), return_index=True, return_inverse=True)
-    rows = np.ascontiguousarray(key[first])
-    return rows.view(np.dtype((np.void, 56))).ravel(), first, inverse.ravel()
+_MIX = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x85EBCA77C2B2AE63,
+        0x27D4EB2F165667C5, 0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53)
+
+
+def _streams_of(columns: tuple[np.ndarray, ...]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Rows with equal values in every column, grouped: (first row of each group, each
+    group's rows in order). Grouped through a 64-bit hash of the row, then checked."""
+    h = np.zeros(len(columns[0]), np.uint64)
+    for c, k in zip(columns, _MIX, strict=True):
+        x = c * np.uint64(k)
+        h ^= x ^ (x >> np.uint64(29))
+    perm = np.argsort(h, kind="stable")
+    hs = h[perm]
+    new = np.empty(len(hs), bool)
+    new[0] = True
+    np.not_equal(hs[1:], hs[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
+    group = np.cumsum(new) - 1
+    first = perm[starts]
+    if not all((c[perm] == c[first][group]).all() for c in columns):  # a hash collision
+        key = np.ascontiguousarray(np.stack(columns, axis=1))
+        _, first, inverse = np.unique(key.view(np.dtype((np.void, 8 * len(columns)))).ravel(),
+                                      return_index=True, return_inverse=True)
+        perm = np.argsort(inverse.ravel(), kind="stable")
+        starts = np.searchsorted(inverse.ravel()[perm], np.arange(len(first)))
+    bounds = [*starts.tolist(), len(perm)]
+    return first, [perm[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
 def _merge_cnps(into: Connection, cnps: Connection) -> None:

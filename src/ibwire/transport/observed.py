@@ -169,6 +169,7 @@ class Observed:
         self.first_ns: int | None = None
         self.last_ns: int | None = None
         self.last_time: tuple[int, int] | None = None  # (time, record) of the latest row
+        self.window = 256    # rows the bulk rules try at once next (ibwire.analysis.bulk)
 
     # --- helpers --------------------------------------------------------------------------
 
@@ -223,7 +224,8 @@ class Observed:
         if self.fixed_pmtu is not None:
             return
         ops = rows["opcode"]
-        full = np.isin(POSITION[ops], (FIRST, MIDDLE)) & np.isin(KIND[ops], (REQUEST, READ_RESP))
+        pos, kind = POSITION[ops], KIND[ops]
+        full = ((pos == FIRST) | (pos == MIDDLE)) & ((kind == REQUEST) | (kind == READ_RESP))
         if full.any():
             self.pmtu_seen = max(self.pmtu_seen, int(rows["payload"][full].max()))
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ibwire.transport.observed import (
+from ibwire.transport.observed import MAX_ANSWERS, MAX_PENDING, Observed, Rows
+from ibwire.transport.opkinds import (
     ACK,
     ATOMIC,
     ATOMIC_ACK,
@@ -23,18 +24,14 @@ from ibwire.transport.observed import (
     FIRST,
     KIND,
     LAST,
-    MAX_ANSWERS,
-    MAX_PENDING,
     ONLY,
-    ORIGIN,
     POSITION,
     READ,
     READ_RESP,
     REQUEST,
-    Observed,
-    Rows,
 )
 from ibwire.transport.psn import HALF, PSN_BITS, PSN_MASK
+from ibwire.transport.psn_runs import ORIGIN
 
 #: Rows probed at once at first; doubled after every clean probe up to MAX_WINDOW.
 MIN_WINDOW, MAX_WINDOW = 256, 1 << 16

@@ -22,7 +22,7 @@ import numpy as np
 
 from ibwire.analysis.connections import Connection
 from ibwire.transport.cnp import scope_key
-from ibwire.transport.observed import CNP, KIND, REQUEST
+from ibwire.transport.opkinds import CNP, KIND, REQUEST
 
 
 class CnpCheck:

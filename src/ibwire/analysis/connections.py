@@ -28,7 +28,8 @@ import numpy as np
 from ibwire.analysis import bulk
 from ibwire.analysis.addresses import address_text, row_addresses
 from ibwire.scan.program import slot_bit
-from ibwire.transport.observed import (
+from ibwire.transport.observed import Observed
+from ibwire.transport.opkinds import (
     ATOMIC,
     ATOMIC_ACK,
     CNP,
@@ -38,7 +39,6 @@ from ibwire.transport.observed import (
     READ,
     READ_RESP,
     REQUEST,
-    Observed,
 )
 
 TRANSPORT_NAMES = {0: "RC", 1: "UC", 3: "UD", 5: "XRC"}

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ibwire.errors import IbwireError
-from ibwire.transport.observed import ACK, CNP, KIND, READ_RESP, REQUEST
+from ibwire.transport.opkinds import ACK, CNP, KIND, READ_RESP, REQUEST
 from ibwire.transport.psn import HALF, PSN_BITS, PSN_MASK
 
 BINS = 100

@@ -9,7 +9,7 @@ A connection is one requester -> responder direction of a queue pair: its reques
 and, the other way, its ACKs, NAKs, READ responses, atomic ACKs and CNPs. Rows are fed in
 capture order as columns (:class:`Rows`). PSNs are unwrapped into an unbounded "extended"
 PSN (24-bit arithmetic against the latest PSN seen, IBA 9.4.1.1), so everything below works
-across the wrap. This module holds the per-row rules; ``observed_bulk`` applies the same
+across the wrap. This module holds the per-row rules; ``ibwire.analysis.bulk`` applies the same
 rules to runs of in-order rows at once, and a test checks the two agree.
 """
 
@@ -22,11 +22,25 @@ from typing import Any
 
 import numpy as np
 
-from ibwire.transport.cnp import CNP_OPCODE
-from ibwire.transport.psn import HALF, PSN_BITS, PSN_MASK
-from ibwire.transport.segment import ACKNOWLEDGE, ATOMIC_ACKNOWLEDGE, READ_RESPONSE
+from ibwire.transport.opkinds import (
+    ACK,
+    ATOMIC,
+    ATOMIC_ACK,
+    CNP,
+    FAMILY,
+    FIRST,
+    KIND,
+    LAST,
+    MIDDLE,
+    ONLY,
+    POSITION,
+    READ,
+    READ_RESP,
+    REQUEST,
+)
+from ibwire.transport.psn import PSN_MASK
+from ibwire.transport.psn_runs import ORIGIN, Runs, unwrap
 from ibwire.transport.timers import rnr_timer_ns
-from ibwire.transport.verbs import request_kinds
 
 #: Counters, by the names of the JSON output and the generation manifest.
 COUNTERS = ("data_packets", "retransmitted_packets", "nak_retransmissions",
@@ -40,15 +54,6 @@ ROW_FIELDS = ("record", "time", "opcode", "psn", "ackreq", "syndrome", "dmalen",
               "ce", "icrc_bad")
 Rows = Mapping[str, np.ndarray]
 
-# Row kinds and positions, by opcode (tables of 256 for numpy lookups).
-OTHER, REQUEST, ACK, READ_RESP, ATOMIC_ACK, CNP = range(6)
-NONE, FIRST, MIDDLE, LAST, ONLY = range(5)
-SEND, WRITE, READ, ATOMIC = 1, 2, 3, 4
-_FAMILIES = {"send": SEND, "write": WRITE, "read": READ, "atomic": ATOMIC}
-_POSITIONS = {"first": FIRST, "middle": MIDDLE, "last": LAST, "only": ONLY}
-#: The PSN of the first row of a connection, as an extended PSN: far from 0 so that earlier
-#: PSNs stay positive, and a multiple of 2^24 so that ``ext & PSN_MASK`` is the PSN.
-ORIGIN = 1 << 40
 #: Request rows remembered for latencies (previous transmission of a PSN, NAK generation).
 HISTORY = 8192
 #: Findings keep at most this many records each.
@@ -57,75 +62,6 @@ MAX_RECORDS = 100
 MAX_PENDING = 1 << 16
 #: READs and atomics waiting for their answers, at most.
 MAX_ANSWERS = 4096
-
-
-def _tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    kind = np.zeros(256, np.uint8)
-    position = np.zeros(256, np.uint8)
-    family = np.zeros(256, np.uint8)
-    for value, k in request_kinds().items():
-        kind[value], position[value], family[value] = (
-            REQUEST, _POSITIONS[k.position], _FAMILIES[k.family])
-    kind[ACKNOWLEDGE] = ACK
-    kind[ATOMIC_ACKNOWLEDGE] = ATOMIC_ACK
-    kind[CNP_OPCODE] = CNP
-    for value, pos in zip(READ_RESPONSE, (FIRST, MIDDLE, LAST, ONLY), strict=True):
-        kind[value], position[value] = READ_RESP, pos
-    return kind, position, family
-
-
-KIND, POSITION, FAMILY = _tables()
-
-
-def unwrap(psn: int, ref: int) -> int:
-    """The extended PSN of ``psn`` nearest ``ref`` (within half the PSN space)."""
-    d = (psn - ref) & PSN_MASK
-    return ref + (d - (1 << PSN_BITS) if d >= HALF else d)
-
-
-class Runs:
-    """A set of extended PSNs: everything in [low, high) but the ``holes`` (sorted, disjoint
-    [a, b) runs). Memory grows with the holes, not with the PSNs."""
-
-    __slots__ = ("low", "high", "holes")
-
-    def __init__(self) -> None:
-        self.low: int | None = None
-        self.high = 0
-        self.holes: list[list[int]] = []
-
-    def __contains__(self, e: int) -> bool:
-        if self.low is None or not self.low <= e < self.high:
-            return False
-        return not any(a <= e < b for a, b in self.holes)
-
-    def hole_in(self, a: int, b: int) -> bool:
-        """Some PSN of [a, b) is missing."""
-        if self.low is None or a < self.low or b > self.high:
-            return True
-        return any(x < b and a < y for x, y in self.holes)
-
-    def add(self, e: int, count: int) -> None:
-        end = e + count
-        if self.low is None:
-            self.low, self.high = e, end
-            return
-        if end < self.low:
-            self.holes.insert(0, [end, self.low])
-        if e > self.high:
-            self.holes.append([self.high, e])
-        self.low, self.high = min(self.low, e), max(self.high, end)
-        if self.holes:
-            kept: list[list[int]] = []
-            for a, b in self.holes:
-                if b <= e or a >= end:
-                    kept.append([a, b])
-                    continue
-                if a < e:
-                    kept.append([a, e])
-                if b > end:
-                    kept.append([end, b])
-            self.holes = kept
 
 
 class Finding(dict):

@@ -69,13 +69,13 @@ def plot_connection(report: Any, chunks: list[dict[str, np.ndarray]], path: str)
         e = ext[req]
         before = np.maximum.accumulate(np.concatenate(([e[0] - 1], e[:-1])))
         again = e <= before
-        ax.plot(us[req][~again], e[~again], ".", ms=2, color="tab:blue", label="request")
+        ax.plot(us[req][~again], e[~again], ".", ms=3, color="tab:blue", label="request")
         if again.any():
             ax.plot(us[req][again], e[again], "x", ms=5, color="tab:red",
                     label="retransmission")
     answers = (kind == ACK) & (rows["syndrome"] >> 5 == 0) | (kind == READ_RESP)
     if answers.any():
-        ax.plot(us[answers], ext[answers], ".", ms=1.5, color="tab:green", alpha=0.5,
+        ax.plot(us[answers], ext[answers], ".", ms=2.5, color="tab:green", alpha=0.6,
                 label="ACK / response")
     naks = (kind == ACK) & (rows["syndrome"] >> 5 != 0)
     if naks.any():
@@ -84,6 +84,7 @@ def plot_connection(report: Any, chunks: list[dict[str, np.ndarray]], path: str)
     if cnp.any():
         ax.plot(us[cnp], np.zeros(int(cnp.sum())), "|", ms=12, color="tab:purple",
                 transform=ax.get_xaxis_transform(), label="CNP", clip_on=False)
+    ax.ticklabel_format(axis="y", useOffset=False, style="plain")
     ax.set_ylabel("PSN (unwrapped)")
     ax.legend(loc="upper left", fontsize="small")
     ax.set_title(f"{report.requester['address']} QP {report.requester['qpn']} -> "

@@ -157,3 +157,28 @@ def test_psn_wrap_reads_and_atomics(generated):
     atomic = results[manifest["qps"][1]["responder"]["qpn"]]
     assert atomic["messages_completed"] == 5 and atomic["nak_retransmissions"] >= 1
     assert set(COUNTERS) <= set(read)
+
+
+def test_gaps_the_tap_never_fills_keep_the_numpy_path(tmp_path, monkeypatch):
+    """A tap that misses packets leaves gaps for good: the rows after them still go in bulk
+    (few go row by row), with the same counts as the per-row rules."""
+    from ibwire.transport.observed import Observed
+    from tests.analysis.conftest import write_frames
+
+    records, _ = generate(Scenario(qps=(QpSpec("write", 4096, iters=150, mtu=1024),
+                                        QpSpec("send", 1024, iters=300, mtu=1024)),
+                                   tap="switch"))
+    kept = [r for i, r in enumerate(records) if i % 97 != 50]   # a packet in 97 missed
+    path = write_frames(tmp_path / "lossy.pcap", kept)
+    calls = []
+    real = Observed.row
+    monkeypatch.setattr(Observed, "row", lambda self, *a: (calls.append(1), real(self, *a)))
+    fast = analyse(path).as_dicts()
+    in_bulk = len(kept) - len(calls)
+    slow = analyse(path, vectorise=False).as_dicts()
+    assert fast == slow
+    missed = [f for i, (_, f) in enumerate(records) if i % 97 == 50]
+    missed_requests = sum(f[14 + 20 + 8] != 0x11 for f in missed)   # not ACKs
+    assert sum(r["psn_gaps"] for r in fast) == missed_requests > 5
+    assert sum(r["data_packets"] for r in fast) == 150 * 4 + 300 - missed_requests
+    assert in_bulk > 0.8 * len(kept), (in_bulk, len(kept))

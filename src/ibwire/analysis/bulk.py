@@ -6,15 +6,15 @@ move forward, READ responses and atomic ACKs answering their requests in order, 
 run of such rows the per-row rules reduce to sums, running maxima and searches, which this
 module does with numpy. The first row that is anything else (a retransmission, a PSN jump, a
 NAK, an ACK going backwards, an answer out of order) and every row until the connection is
-quiet again (no PSN missing, no NAK unanswered, no retransmission round open) go through the
-per-row rules. ``tests/analysis`` feeds the same rows both ways and compares.
+quiet again (no retransmission round open, no PSN missing above the open message) go through
+the per-row rules. ``tests/analysis`` feeds the same rows both ways and compares.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ibwire.transport.observed import MAX_ANSWERS, MAX_PENDING, Observed, Rows
+from ibwire.transport.observed import MAX_ANSWERS, MAX_PENDING, ROW_FIELDS, Observed, Rows
 from ibwire.transport.opkinds import (
     ACK,
     ATOMIC,
@@ -40,9 +40,13 @@ SCALAR_STRETCH = 32
 
 
 def quiet(o: Observed) -> bool:
-    """Nothing open that the bulk rules do not carry: no hole, NAK or round; answers taken
-    in order."""
-    if o.seen.holes or o.nak is not None or o.round is not None:
+    """Nothing open that the bulk rules do not carry: no retransmission round, no PSN missing
+    above the open message (older gaps stay gaps), answers taken in order. (A NAK not yet
+    answered may stay so: a run stops at a request with its PSN.)"""
+    if o.round is not None:
+        return False
+    holes = o.seen.holes
+    if holes and holes[-1][1] > (o.open_start if o.open_start is not None else o.seen.high):
         return False
     for k, a in enumerate(o.answers):
         mask = a[2]
@@ -61,9 +65,11 @@ def feed(o: Observed, rows: Rows) -> None:
     while i < n:
         if not quiet(o):
             stop = min(n, i + SCALAR_STRETCH)
-            while i < stop and not quiet(o):
-                o.feed_rows(rows, i, i + 1)
+            for values in zip(*(rows[k][i:stop].tolist() for k in ROW_FIELDS), strict=True):
+                o.row(*values)
                 i += 1
+                if quiet(o):
+                    break
             continue
         k = min(n, i + window)
         j = _bulk(o, rows, i, k)
@@ -119,6 +125,10 @@ def _bulk(o: Observed, rows: Rows, i: int, k: int) -> int:
         bad = np.flatnonzero(er != prev)
         if len(bad):
             stop = min(stop, int(req[bad[0]]))
+        if o.nak is not None:   # the request that answers a NAK goes row by row
+            bad = np.flatnonzero(er == o.nak[0])
+            if len(bad):
+                stop = min(stop, int(req[bad[0]]))
     # NAKs of any kind go row by row; ACKs must not go backwards
     acks = kind == ACK
     naks = idx[acks & (syn >> 5 != 0)]

@@ -1,5 +1,8 @@
 """The build fast paths give exactly what scapy's generic code gives.
 
+The opt-in fast paths for scapy's own layers (:func:`ibwire.scapy.fast_paths`) are turned on
+for every test of this module (and off again after it); ibwire's own layers have theirs always.
+
 * headers packed at once (:mod:`ibwire.scapy.packing`) == ``Packet.self_build``, for arbitrary
   field values, out-of-range, wrong-type and explicit-length ones included (or both raise);
 * instances, copies, clones and iteration (:mod:`ibwire.scapy.cloning`) == ``Packet``'s, slot
@@ -30,7 +33,7 @@ from scapy.packet import NoPayload, Packet, Raw
 from scapy.volatile import RandByte, RandShort, VolatileValue
 
 from ibwire.headers.layout import Field as LayoutField
-from ibwire.scapy import BTH, GRH, LAYERS, LRH, RETH, carriers, cloning, slots
+from ibwire.scapy import BTH, GRH, LAYERS, LRH, RETH, carriers, cloning, fast_paths, slots
 from ibwire.scapy import crc as glue
 from ibwire.scapy.base import IBHeader
 from ibwire.scapy.cloning import LeanPacket, copy_maker, snapshot_of
@@ -44,17 +47,24 @@ _LEAN_METHODS = ("__init__", "copy", "clone_with", "__iter__", "copy_fields_dict
                  "add_underlayer")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def scapy_fast_paths() -> Iterator[None]:
+    """The opt-in fast paths for scapy's layers on, for this module's tests."""
+    with fast_paths() as switched:
+        assert switched.active and not switched.previous
+        yield
+    assert not carriers.enabled()
+
+
 @contextlib.contextmanager
 def generic_paths() -> Iterator[None]:
     """scapy's own code wherever a fast path is: the reference the fast paths must equal."""
-    with pytest.MonkeyPatch.context() as patched:
+    with pytest.MonkeyPatch.context() as patched, fast_paths(False):
         for name in _LEAN_METHODS:
             patched.setattr(LeanPacket, name, getattr(Packet, name))
         patched.setattr(IBHeader, "self_build", Packet.self_build)
         patched.setattr(glue, "packed", lambda layer: layer.self_build())
-        for cls in carriers.INSTALLED:
-            for name in carriers.METHODS:
-                patched.delattr(cls, name)
+        assert not carriers.INSTALLED and Packet.copy is Ether.copy
         yield
 
 
@@ -335,8 +345,9 @@ def test_carriers_copy_clone_iterate_and_build_as_scapy(data, ours, explicit, ne
 
 def test_carriers_are_installed_once_and_only_where_packet_methods_are_inherited():
     assert set(carriers.INSTALLED) == {Ether, Dot1Q, Dot1AD, CookedLinux, IP, IPv6, UDP}
-    carriers.install()
-    assert len(carriers.INSTALLED) == len(set(carriers.INSTALLED))
+    with fast_paths(True) as again:
+        assert again.previous and again.active
+    assert len(carriers.INSTALLED) == len(set(carriers.INSTALLED)) == len(carriers.CARRIERS)
     for cls in carriers.INSTALLED:
         assert [getattr(cls, name) for name in carriers.METHODS] == \
             [carriers.copy, carriers.iterate, carriers.self_build]

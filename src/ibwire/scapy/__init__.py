@@ -21,13 +21,23 @@ Conventions:
   cannot be checked (no IP/GRH/LRH start, truncated capture); ``crc_verdict()`` gives the
   whole :class:`ibwire.crc.CrcVerdict`, and ``show()`` prints the verdict next to each CRC.
 
-Importing binds the layers into scapy (see :mod:`ibwire.scapy.bindings`) and registers
-LINKTYPE_INFINIBAND (247) and LINKTYPE_ERF (197) for ``rdpcap``.
+Importing binds the layers into scapy as its contrib modules do (``bind_layers``-style
+entries, UDP port 4791 put first; see :mod:`ibwire.scapy.bindings`) and registers
+LINKTYPE_INFINIBAND (247) and LINKTYPE_ERF (197) for ``rdpcap`` where scapy has no layer for
+them; it replaces no method of any scapy class. ibwire's own layers copy, clone and build
+cheaply; for scapy's Ethernet, 802.1Q, SLL, IP, IPv6 and UDP classes above them, faster
+copies and builds are an opt-in that does replace their methods (process-wide, undone
+exactly; see :mod:`ibwire.scapy.carriers`)::
+
+    fast_paths(True)           # or fast_paths(False) to take them off again
+    with fast_paths():         # on for the block, the previous setting back after it
+        frames = [raw(make(i)) for i in range(100_000)]
 """
 
 from __future__ import annotations
 
 from ibwire.scapy import bindings, pcap
+from ibwire.scapy.carriers import fast_paths
 from ibwire.scapy.enums import (
     AETH_SYNDROMES,
     AETH_TYPES,
@@ -67,5 +77,5 @@ __all__ = [
     "AETH", "AETH_SYNDROMES", "AETH_TYPES", "BTH", "CHAINS", "DETH", "ERF", "ERF_TYPES", "FETH",
     "GRH", "IETH", "LAYERS", "LNH_NAMES", "LRH", "MAD", "MAD_CLASSES", "MAD_METHODS",
     "NAK_CODES", "OPCODES", "RDETH", "RETH", "RMPP", "XRCETH", "AtomicAckETH", "AtomicETH",
-    "CNPPadding", "ImmDt", "rdpcap", "read_erf",
+    "CNPPadding", "ImmDt", "fast_paths", "rdpcap", "read_erf",
 ]

@@ -4,7 +4,8 @@ scapy 2.8 knows neither LINKTYPE_INFINIBAND (247) nor LINKTYPE_ERF (197), and it
 reader (``rderf``/``ERFEthernetReader``) only reads bare ERF files of Ethernet records: it
 refuses InfiniBand records (type 21). So this module
 
-* registers :class:`ERF`, a layer for one ERF record, as ``conf.l2types`` 197: scapy's own
+* registers :class:`ERF`, a layer for one ERF record, as ``conf.l2types`` 197 (only if scapy
+  has no layer for 197; see :func:`ibwire.scapy.bindings.register_link_type`): scapy's own
   ``rdpcap`` then dissects pcap/pcapng files of ERF records, InfiniBand records going on to
   :class:`~ibwire.scapy.layers.LRH` (Ethernet, IPv4 and IPv6 records to scapy's layers);
   LINKTYPE_INFINIBAND is registered by :mod:`ibwire.scapy.bindings`;
@@ -38,6 +39,7 @@ from scapy.packet import Packet
 from scapy.plist import PacketList
 from scapy.utils import rdpcap as scapy_rdpcap
 
+from ibwire.scapy.bindings import register_link_type
 from ibwire.scapy.enums import ERF_TYPES
 from ibwire.scapy.layers import LRH
 from ibwire.tables import link_types
@@ -166,5 +168,6 @@ def read_erf(data: bytes, count: int = -1, name: str = "ERF") -> PacketList:
 
 
 def install() -> None:
-    """Register :class:`ERF` as LINKTYPE_ERF (197) (done on import of :mod:`ibwire.scapy`)."""
-    conf.l2types.register(LINKTYPE_ERF, ERF)
+    """Register :class:`ERF` as LINKTYPE_ERF (197) where scapy has no layer for it (done on
+    import of :mod:`ibwire.scapy`)."""
+    register_link_type(LINKTYPE_ERF, ERF)

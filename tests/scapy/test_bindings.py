@@ -177,10 +177,12 @@ def test_linktype_infiniband_round_trips_through_pcap(tmp_path):
 
 COEXIST = textwrap.dedent("""
     import json, sys
+    import scapy.layers.dns  # DNS bound to UDP port 53 before either
     {first}
     {second}
     from scapy.compat import raw
     from scapy.layers.l2 import Ether
+    from scapy.packet import Packet
     import ibwire.scapy as ours
     from scapy.contrib import roce as contrib
     vectors = json.load(open(sys.argv[1]))["vectors"]
@@ -195,15 +197,25 @@ COEXIST = textwrap.dedent("""
     built = raw(Ether() / IP() / UDP(dport=4791) / contrib.BTH(opcode=4, dqpn=5))
     mine = Ether(built)[ours.BTH]
     assert mine.icrc_ok is True and mine.destqp == 5
+    for bth in (ours.BTH(opcode=0x11), contrib.BTH(opcode=0x11)):  # RC ACK from port 53
+        ack = Ether(raw(Ether() / IP() / UDP(sport=53, dport=4791) / bth / ours.AETH()))
+        assert type(ack[UDP].payload) is ours.BTH and ack[ours.BTH].icrc_ok is True
+    assert UDP.payload_guess[0] == ({{"dport": 4791}}, ours.BTH)
+    assert UDP.guess_payload_class is Packet.guess_payload_class
     print("ok")
 """)
+CONTRIB = {"import": "import scapy.contrib.roce",
+           "load_contrib": "from scapy.main import load_contrib; load_contrib('roce')"}
 
 
+@pytest.mark.parametrize("how", sorted(CONTRIB))
 @pytest.mark.parametrize("order", ["contrib-first", "ibwire-first"])
-def test_coexists_with_scapy_contrib_roce(order):
+def test_coexists_with_scapy_contrib_roce(order, how):
+    """Loaded before or after ibwire (its ``bind_layers(UDP, BTH, dport=4791)`` appends after
+    our entry), contrib's frames dissect as ibwire's layers, an ACK from port 53 too."""
     from tests.conftest import REFERENCE
 
-    contrib, ours = "import scapy.contrib.roce", "import ibwire.scapy"
+    contrib, ours = CONTRIB[how], "import ibwire.scapy"
     first, second = (contrib, ours) if order == "contrib-first" else (ours, contrib)
     code = COEXIST.format(first=first, second=second)
     result = subprocess.run([sys.executable, "-c", code, str(REFERENCE / "vectors.json")],

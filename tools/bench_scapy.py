@@ -3,9 +3,9 @@
 ibwire.scapy is measured in both settings: as imported (its own layers fast, scapy's Ether,
 IP and UDP classes untouched: the default) and with ``ibwire.scapy.fast_paths(True)``, the
 opt-in that also gives those scapy classes faster copies and builds. One run, side by side,
-on the same packets: Ether / IPv4 / UDP 4791 / BTH RC_SEND_ONLY /
-64-byte payload, ICRC computed at build, UDP checksum 0 as RoCEv2 NICs send it (scapy's UDP
-checksum code copies the whole IP packet, a cost both sides would pay alike). Rows:
+on the same packets: Ether / IPv4 / UDP 4791 / BTH RC_SEND_ONLY / 64-byte payload, ICRC
+computed at build, UDP checksum 0 as RoCEv2 NICs send it (scapy's UDP checksum code copies
+the whole IP packet, a cost both sides would pay alike). Rows:
 
 * build, compose + raw: each packet composed with ``/`` and turned into bytes;
 * build, template + raw: one composed template, its PSN set, ``raw`` per packet;
@@ -16,11 +16,11 @@ checksum code copies the whole IP packet, a cost both sides would pay alike). Ro
 
 Each side runs in a fresh interpreter of its own, because both modules bind UDP port 4791
 (with ibwire.scapy loaded, scapy.contrib.roce's frames would dissect as ibwire's layers), and
-the fast paths are process-wide. The sides alternate, ``--repeat`` times; the best time of each figure is kept, with the garbage
-collector off while timing (as timeit does), and the median over the rounds of each round's
-speed-up is shown too (each round runs every side back to back, under the same load). The
-speed-ups are contrib.roce's time over ibwire's, default / fast paths. Every side must build
-the same bytes.
+the fast paths are process-wide. The sides alternate, ``--repeat`` times; the best time of
+each figure is kept, with the garbage collector off while timing (as timeit does), and the
+median over the rounds of each round's speed-up is shown too (each round runs every side
+back to back, under the same load). The speed-ups are contrib.roce's time over ibwire's,
+default / fast paths. Every side must build the same bytes.
 
 Usage: PYTHONPATH=src python tools/bench_scapy.py [-n 10000] [--repeat 3]
 """

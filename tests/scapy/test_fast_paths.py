@@ -302,7 +302,7 @@ def _scapy_layer(data: st.DataObject, layer_cls: type[Packet]) -> Packet | None:
         return None
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)  # no timing: the machine may be loaded
 @given(data=st.data(), ours=st.booleans(), explicit=st.booleans(),
        network=st.sampled_from([IP, IPv6]), tagged=st.sampled_from([None, Dot1Q, Dot1AD]))
 def test_carriers_copy_clone_iterate_and_build_as_scapy(data, ours, explicit, network, tagged):
@@ -445,7 +445,7 @@ _LIES = st.fixed_dictionaries({}, optional={
 })
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(kind=st.sampled_from(KINDS), opcode=st.sampled_from(sorted(opcodes())),
        seed=st.integers(0, 10 ** 6), lies=_LIES)
 def test_frames_are_the_generic_frames(kind, opcode, seed, lies):

@@ -296,7 +296,7 @@ def test_a_layer_bound_later_does_not_take_port_4791(monkeypatch):
 # --- the same bytes either way --------------------------------------------------------------
 
 
-@settings(max_examples=150)
+@settings(max_examples=150, deadline=None)
 @given(kind=st.sampled_from(KINDS), opcode=st.sampled_from(sorted(opcodes())),
        seed=st.integers(0, 10 ** 6))
 def test_bytes_are_the_same_with_and_without_fast_paths(kind, opcode, seed):

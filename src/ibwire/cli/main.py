@@ -20,6 +20,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "stats": ("ibwire.cli.stats", "counts by encapsulation, transport, opcode and QP"),
     "convert": ("ibwire.cli.convert", "LINKTYPE_INFINIBAND <-> ERF, pcapng -> pcap"),
     "qp": ("ibwire.cli.qp", "per connection: retransmissions, NAKs, CNPs, latencies, findings"),
+    "gen": ("ibwire.cli.gen", "generate an RDMA conversation (faults, ECN) and its manifest"),
 }
 
 

@@ -7,7 +7,7 @@ Connections are set up out of band (no CM exchange yet).
 
 from __future__ import annotations
 
-from ibwire.gen.run import MANIFEST_VERSION, Generation, generate, write_pcap
+from ibwire.gen.run import MANIFEST_VERSION, Generation, generate, write_capture, write_pcap
 from ibwire.gen.scenario import (
     ENCAPSULATIONS,
     FAULT_KINDS,
@@ -22,4 +22,4 @@ from ibwire.gen.scenario import (
 
 __all__ = ["ENCAPSULATIONS", "FAULT_KINDS", "MANIFEST_VERSION", "TAPS", "Endpoint", "Fault",
            "Generation", "Link", "QpSpec", "Scenario", "ScenarioError", "generate",
-           "write_pcap"]
+           "write_capture", "write_pcap"]

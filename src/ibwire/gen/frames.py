@@ -45,6 +45,9 @@ class Framer:
         encap = self.encapsulation
         if self.link == "ethernet":
             out.update({"eth.src": src.mac, "eth.dst": dst.mac})
+            if s.vlans:
+                out.update({"vlan.id": tuple(v for v, _ in s.vlans),
+                            "vlan.priority": tuple(p for _, p in s.vlans)})
         if encap == "rocev2_ipv4":
             out.update({"ip.src": src.ip, "ip.dst": dst.ip, "ip.dsfield.dscp": s.dscp,
                         "ip.dsfield.ecn": s.ecn})

@@ -20,7 +20,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -42,6 +42,11 @@ from ibwire.transport.cnp import CNP_OPCODE
 from ibwire.transport.observed import ROW_FIELDS, Observed
 
 MANIFEST_VERSION = 1
+#: Work requests each requester holds posted at most (``ibv_qp_cap.max_send_wr``): the rest
+#: are made and posted as earlier ones complete, so memory does not grow with ``iters``.
+SEND_QUEUE_DEPTH = 4096
+#: Rows a connection keeps before feeding them to its observer.
+OBSERVED_BATCH = 4096
 
 
 class _Conn:
@@ -54,13 +59,33 @@ class _Conn:
         self.resp = Responder(ResponderConfig(
             transport=self.spec.transport, pmtu=self.spec.mtu, start_psn=self.start_psn,
             dest_qp=self.requester_qpn, q_key=self.spec.q_key))
-        for wr in scenario.work(k):
-            self.req.post(wr)
-        self.rows: list[tuple[int, ...]] = []   # what the tap saw, by ROW_FIELDS
+        self.work = scenario.work(k)
+        self.unposted = self.spec.iters
+        self.top_up()
+        self.observed = Observed(self.spec.mtu)
+        self.rows: list[tuple[int, ...]] = []   # what the tap saw, by ROW_FIELDS, not yet fed
         self.udp_sport = 0xC000 | (self.requester_qpn & 0x3FFF)
         self.completed = 0
         self.failed: str | None = None
         self.rnr_faults: dict[int, dict[str, Any]] = {}
+
+    def see(self, row: tuple[int, ...]) -> None:
+        """A row the tap saw; fed to the observer a batch at a time (memory stays flat)."""
+        self.rows.append(row)
+        if len(self.rows) >= OBSERVED_BATCH:
+            self.feed()
+
+    def feed(self) -> None:
+        if self.rows:
+            self.observed.feed({k: np.array(v, np.int64) for k, v in
+                                zip(ROW_FIELDS, zip(*self.rows, strict=True), strict=True)})
+            self.rows = []
+
+    def top_up(self) -> None:
+        """Post work requests until the send queue is full or the work is all posted."""
+        while self.unposted and self.req.pending < SEND_QUEUE_DEPTH:
+            self.req.post(next(self.work))
+            self.unposted -= 1
 
 
 class Generation:
@@ -105,6 +130,8 @@ class Generation:
                     c = conns[(turn["fwd"] + i) % len(conns)]
                     if c.k not in ready:
                         continue
+                    if c.unposted:
+                        c.top_up()
                     packet = c.req.next_packet(t)
                     if packet is None:
                         ready.discard(c.k)
@@ -183,7 +210,7 @@ class Generation:
         when, _, frame, hits, (c, packet, ce, bad) = heapq.heappop(taps)
         for entry in hits:
             entry["record"] = written
-        c.rows.append((written, when, packet.opcode, packet.psn, packet.ackreq,
+        c.see((written, when, packet.opcode, packet.psn, packet.ackreq,
                        packet.aeth.syndrome if packet.aeth else 0,
                        packet.reth.dmalen if packet.reth else 0, packet.payload_len, ce, bad))
         yield when, frame
@@ -259,10 +286,8 @@ class Generation:
         src, dst = self.framer.address("fwd")
         qps = []
         for c in conns:
-            observed = Observed(c.spec.mtu)
-            if c.rows:
-                observed.feed({k: np.array(v, np.int64) for k, v in
-                               zip(ROW_FIELDS, zip(*c.rows, strict=True), strict=True)})
+            c.feed()
+            observed = c.observed
             observed.finish()
             qps.append({
                 "requester": {"address": src, "qpn": c.requester_qpn},
@@ -290,10 +315,39 @@ def generate(scenario: Scenario) -> tuple[list[tuple[int, bytes]], dict[str, Any
 def write_pcap(path: str, scenario: Scenario) -> dict[str, Any]:
     """Write the frames of ``scenario`` to a nanosecond pcap at ``path`` (atomically, through
     :class:`ibwire.pcap.writer.PcapWriter`); returns the manifest."""
-    from ibwire.pcap.writer import PcapWriter
+    return write_capture(path, scenario, pcapng=False)
 
+
+#: Records between two calls of ``write_capture``'s ``on_progress``.
+PROGRESS_EVERY = 4096
+
+
+def write_capture(path: str, scenario: Scenario, *, pcapng: bool | None = None,
+                  on_progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Stream the frames of ``scenario`` into a capture at ``path``, written atomically:
+    a nanosecond pcap, or pcapng when ``pcapng`` (None: when ``path`` ends in ``.pcapng``).
+    Frames are written as they are made (memory does not grow with the packets);
+    ``on_progress(records)`` is called every :data:`PROGRESS_EVERY` records. Returns the
+    manifest."""
+    from ibwire.pcap.writer import PcapngWriter, PcapWriter
+
+    if pcapng is None:
+        pcapng = str(path).lower().endswith(".pcapng")
     generation = Generation(scenario)
-    with PcapWriter(path, generation.linktype, nanoseconds=True) as writer:
-        for when, frame in generation:
-            writer.write(frame, when)
+    linktype = generation.linktype
+    count = 0
+    if pcapng:
+        with PcapngWriter(path) as ng:
+            for when, frame in generation:
+                ng.write(frame, when, linktype)
+                count += 1
+                if on_progress is not None and not count % PROGRESS_EVERY:
+                    on_progress(count)
+    else:
+        with PcapWriter(path, linktype, nanoseconds=True) as writer:
+            for when, frame in generation:
+                writer.write(frame, when)
+                count += 1
+                if on_progress is not None and not count % PROGRESS_EVERY:
+                    on_progress(count)
     return generation.manifest

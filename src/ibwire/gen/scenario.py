@@ -7,11 +7,13 @@ offset from that QP's starting PSN, or ask for a seeded fraction of packets (``r
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ibwire.errors import IbwireError
-from ibwire.transport import PSN_MASK, Requester, RequesterConfig, WorkRequest
+from ibwire.transport import PSN_MASK, RequesterConfig, WorkRequest
 from ibwire.transport.cnp import SCOPES
+from ibwire.transport.segment import Segmenter
 from ibwire.transport.verbs import check_pmtu
 
 ENCAPSULATIONS = ("rocev2_ipv4", "rocev2_ipv6", "rocev1", "ib_local", "ib_global")
@@ -97,6 +99,8 @@ class Scenario:
     cnp_scope: str = "qp"
     cnp_dscp: int = 48
     pkey: int = 0xFFFF
+    #: 802.1Q tags (VLAN ID, priority) on every Ethernet frame, outermost first (two: QinQ).
+    vlans: tuple[tuple[int, int], ...] = ()
 
     def start_psn(self, k: int) -> int:
         spec = self.qps[k]
@@ -107,13 +111,27 @@ class Scenario:
         return (spec.requester_qpn if spec.requester_qpn is not None else 0x100 + 2 * k,
                 spec.responder_qpn if spec.responder_qpn is not None else 0x101 + 2 * k)
 
-    def work(self, k: int) -> list[WorkRequest]:
+    def work(self, k: int) -> Iterator[WorkRequest]:
+        """QP ``k``'s work requests, made one at a time (a long run holds only those posted)."""
         spec = self.qps[k]
         size = 8 if spec.verb in ("fetch_add", "cmp_swap") else spec.size
         _, responder_qpn = self.qpns(k)
-        return [WorkRequest(spec.verb, size, wr_id=i, remote_va=0x10000 + i * max(size, 8),
-                            rkey=0x1000 + k, imm=i, invalidate_rkey=0x2000 + k, swap_add=1,
-                            dest_qp=responder_qpn, q_key=spec.q_key) for i in range(spec.iters)]
+        for i in range(spec.iters):
+            yield WorkRequest(spec.verb, size, wr_id=i, remote_va=0x10000 + i * max(size, 8),
+                              rkey=0x1000 + k, imm=i, invalidate_rkey=0x2000 + k, swap_add=1,
+                              dest_qp=responder_qpn, q_key=spec.q_key)
+
+    def psns_per_message(self, k: int) -> int:
+        """PSNs one message of QP ``k`` takes (every message of a QP is alike)."""
+        config = self.requester_config(k)
+        segmenter = Segmenter(config.transport, config.pmtu, config.dest_qp, config.src_qp,
+                              config.q_key, config.ack_every)
+        return segmenter.psn_count(next(self.work(k)))
+
+    def psn_count(self, k: int) -> int:
+        """PSNs QP ``k`` uses in all (its messages, first transmissions)."""
+        spec = self.qps[k]
+        return spec.iters * self.psns_per_message(k) if spec.iters else 0
 
     def requester_config(self, k: int) -> RequesterConfig:
         spec = self.qps[k]
@@ -135,6 +153,17 @@ class Scenario:
             raise ScenarioError(f"CNP scope {self.cnp_scope!r} is not one of {', '.join(SCOPES)}")
         if not self.qps:
             raise ScenarioError("a scenario needs at least one queue pair")
+        for name, value, top in (("dscp", self.dscp, 63), ("cnp_dscp", self.cnp_dscp, 63),
+                                 ("ecn", self.ecn, 3), ("pkey", self.pkey, 0xFFFF)):
+            if not 0 <= value <= top:
+                raise ScenarioError(f"{name} must be 0..{top}, not {value}")
+        if self.ecn == 3:
+            raise ScenarioError("ecn 3 is CE, which only marking sets: use the ecn fault")
+        if self.vlans and self.encapsulation.startswith("ib_"):
+            raise ScenarioError(f"VLAN tags are Ethernet's: {self.encapsulation} has none")
+        for vid, pcp in self.vlans:
+            if not 0 <= vid <= 4095 or not 0 <= pcp <= 7:
+                raise ScenarioError(f"VLAN {vid}:{pcp}: the ID must be 0..4095, the priority 0..7")
         if self.link.gbps <= 0 or self.link.delay_ns < 0:
             raise ScenarioError("the link needs a positive speed and a delay of 0 or more")
         psn_counts = []
@@ -143,10 +172,9 @@ class Scenario:
             if spec.iters < 0:
                 raise ScenarioError(f"QP {k}: iters must not be negative")
             config = self.requester_config(k)
-            requester = Requester(config)
-            for wr in self.work(k):
-                requester.post(wr)
-            psn_counts.append((requester.next_psn - config.start_psn) & PSN_MASK)
+            if spec.iters:
+                next(self.work(k)).checked(config.transport, config.pmtu)
+            psn_counts.append(self.psn_count(k))
         for fault in self.faults:
             if fault.kind not in FAULT_KINDS:
                 raise ScenarioError(f"fault {fault.kind!r} is not one of {', '.join(FAULT_KINDS)}")
@@ -164,4 +192,11 @@ class Scenario:
                                     f"{fault.qp}'s last PSN (it uses {psn_counts[fault.qp]})")
             if fault.kind == "rnr" and self.qps[fault.qp].transport != "RC":
                 raise ScenarioError("RNR NAKs exist only on RC")
+            step = self.psns_per_message(fault.qp)
+            if (fault.kind != "lose_ack" and self.qps[fault.qp].verb == "read"
+                    and fault.psn % step):
+                raise ScenarioError(
+                    f"{fault.kind}: psn offset {fault.psn} of QP {fault.qp} is reserved by a "
+                    f"READ for its responses, no request carries it (READ requests are at "
+                    f"offsets that are multiples of {step})")
         return self

@@ -1,0 +1,182 @@
+"""``ibwire gen``: generate an RDMA conversation into a capture, perftest-like.
+
+``ibwire gen -o OUT.pcap [--verb write] [--size 1024] [--iters N] [--qps N] ...`` builds a
+:class:`ibwire.gen.Scenario` from the flags (or from a YAML scenario file, see
+:mod:`ibwire.gen.yamlfile`), streams its frames into OUT (pcap, or pcapng when OUT ends in
+``.pcapng``; written atomically) and writes the ground-truth manifest with ``--manifest``.
+Fault SPECs are ``rate=R`` (a seeded fraction of the packets the fault applies to) or
+``qp=K,psn=P`` (queue pair K counted from 0, P the offset from its starting PSN; ``--rnr``
+also takes ``timer=T``, the RNR timer code).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+VERBS = ("send", "send_imm", "send_inv", "write", "write_imm", "read", "fetch_add", "cmp_swap")
+FAULT_OPTIONS = (("drop", "drop"), ("corrupt", "corrupt"), ("lose_ack", "lose-ack"),
+                 ("rnr", "rnr"), ("ecn", "ecn-mark"))
+"""(fault kind, option name) of each fault flag."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("scenario", nargs="?", metavar="SCENARIO.yaml",
+                        help="a YAML scenario file (flows mixing verbs, sizes, QPs); the "
+                        "flags below then only set what the file leaves out")
+    parser.add_argument("-o", "--output", required=True, metavar="OUT",
+                        help="capture to write: pcap (ns), or pcapng when it ends in .pcapng")
+    parser.add_argument("--manifest", metavar="OUT.json", help="write the manifest (JSON)")
+    parser.add_argument("--seed", type=int, default=None, metavar="N",
+                        help="seed of the rate faults (default 0); same seed, same bytes")
+    parser.add_argument("--verb", dest="op", choices=VERBS, default=None,
+                        help="the operation every message is (default write)")
+    parser.add_argument("--transport", type=str.lower, choices=("rc", "uc", "ud"), default=None,
+                        help="default rc")
+    parser.add_argument("--size", type=int, default=None, metavar="BYTES",
+                        help="message size (default 1024; atomics are 8 bytes)")
+    parser.add_argument("--iters", type=int, default=None, metavar="N",
+                        help="messages per QP (default 1)")
+    parser.add_argument("--qps", type=int, default=None, metavar="N",
+                        help="queue pairs (default 1), sharing the link round-robin")
+    parser.add_argument("--mtu", type=int, default=None, metavar="BYTES",
+                        help="path MTU 256|512|1024|2048|4096 (default 1024)")
+    parser.add_argument("--encap", default=None, metavar="ENCAP",
+                        help="rocev2_ipv4 (default), rocev2_ipv6, rocev1, ib_local, ib_global")
+    parser.add_argument("--start-psn", type=_number, default=None, metavar="N",
+                        help="starting PSN of every QP (default 0x1000 x (K+1))")
+    parser.add_argument("--no-cm", action="store_true",
+                        help="connections set up out of band (the CM exchange is not "
+                        "generated yet: this is always so)")
+    parser.add_argument("--ack-every", type=int, default=None, metavar="N",
+                        help="AckReq every N packets (and on the last of each message)")
+    for kind, option in FAULT_OPTIONS:
+        parser.add_argument(f"--{option}", dest=f"fault_{kind}", action="append", default=[],
+                            metavar="SPEC", help=f"{kind} fault: rate=R or qp=K,psn=P"
+                            + (",timer=T" if kind == "rnr" else ""))
+    parser.add_argument("--cnp-interval-us", type=float, default=None, metavar="U",
+                        help="minimum time between CNPs per scope (default 4)")
+    parser.add_argument("--cnp-scope", default=None, metavar="S",
+                        help="qp (default), ip-pair, dest-ip, port")
+    parser.add_argument("--gbps", type=float, default=None, metavar="G",
+                        help="link speed (default 100)")
+    parser.add_argument("--delay-ns", type=int, default=None, metavar="NS",
+                        help="one-way link delay (default 1000)")
+    parser.add_argument("--tap", default=None, metavar="WHERE",
+                        help="requester (default), responder, switch")
+    parser.add_argument("--dscp", type=int, default=None, metavar="D",
+                        help="DSCP of data packets (default 26)")
+    parser.add_argument("--ecn", type=int, default=None, metavar="E",
+                        help="ECN codepoint of unmarked packets: 0 Not-ECT, 1 ECT(1), "
+                        "2 ECT(0) (default)")
+    parser.add_argument("--cnp-dscp", type=int, default=None, metavar="D",
+                        help="DSCP of CNPs (default 48)")
+    parser.add_argument("--vlan", type=_vlan, action="append", default=None, metavar="ID[:PCP]",
+                        help="802.1Q tag on every Ethernet frame (twice: QinQ, outer first)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+
+def _number(text: str) -> int:
+    return int(text, 0)
+
+
+def _vlan(text: str) -> tuple[int, int]:
+    vid, _, pcp = text.partition(":")
+    try:
+        return int(vid, 0), int(pcp or "0", 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not ID or ID:PCP") from None
+
+
+def parse_spec(kind: str, text: str) -> dict[str, Any]:
+    """``rate=R`` or ``qp=K,psn=P[,timer=T]`` as Fault keyword arguments."""
+    from ibwire.gen import ScenarioError
+
+    out: dict[str, Any] = {}
+    allowed = {"rate", "qp", "psn"} | ({"timer"} if kind == "rnr" else set())
+    for part in text.split(","):
+        key, eq, value = part.partition("=")
+        key = key.strip()
+        if not eq or key not in allowed or key in out:
+            raise ScenarioError(f"{kind} SPEC {text!r}: expected rate=R or qp=K,psn=P"
+                                + (",timer=T" if kind == "rnr" else ""))
+        try:
+            out[key] = float(value) if key == "rate" else int(value, 0)
+        except ValueError:
+            raise ScenarioError(f"{kind} SPEC {text!r}: {key}={value!r} is not a number") from None
+    return out
+
+
+def scenario_of(args: argparse.Namespace) -> Any:
+    """The Scenario the flags (and the scenario file, if any) describe, checked."""
+    from dataclasses import replace
+
+    from ibwire.gen import Fault, Link, QpSpec, Scenario, ScenarioError
+
+    if args.scenario is not None:
+        from ibwire.gen.yamlfile import load_scenario
+
+        base = load_scenario(args.scenario)
+    else:
+        transport = (args.transport or "rc").upper()
+        spec = QpSpec(verb=args.op or "write", size=1024 if args.size is None else args.size,
+                      iters=1 if args.iters is None else args.iters, transport=transport,
+                      mtu=1024 if args.mtu is None else args.mtu, start_psn=args.start_psn,
+                      ack_every=args.ack_every)
+        qps = 1 if args.qps is None else args.qps
+        if qps < 1:
+            raise ScenarioError(f"--qps must be at least 1, not {qps}")
+        if spec.size < 0:
+            raise ScenarioError(f"--size must not be negative, not {spec.size}")
+        base = Scenario(qps=(spec,) * qps)
+    faults = list(base.faults)
+    for kind, _ in FAULT_OPTIONS:
+        for text in getattr(args, f"fault_{kind}"):
+            faults.append(Fault(kind, **parse_spec(kind, text)))
+    link = Link(gbps=base.link.gbps if args.gbps is None else args.gbps,
+                delay_ns=base.link.delay_ns if args.delay_ns is None else args.delay_ns)
+    changes: dict[str, Any] = {"faults": tuple(faults), "link": link}
+    for name, value in (("seed", args.seed), ("encapsulation", args.encap), ("tap", args.tap),
+                        ("cnp_interval_us", args.cnp_interval_us),
+                        ("cnp_scope", args.cnp_scope), ("dscp", args.dscp), ("ecn", args.ecn),
+                        ("cnp_dscp", args.cnp_dscp)):
+        if value is not None:
+            changes[name] = value
+    if args.vlan is not None:
+        changes["vlans"] = tuple(args.vlan)
+    return replace(base, **changes).check()
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from ibwire.cli.common import Progress
+    from ibwire.gen import write_capture
+
+    scenario = scenario_of(args)
+    if not args.no_cm and any(q.transport != "UD" for q in scenario.qps):
+        print("ibwire gen: note: the CM exchange is not generated yet; connections are set up "
+              "out of band (as with --no-cm)", file=sys.stderr)
+    total = sum(scenario.psn_count(k) for k in range(len(scenario.qps)))
+    progress = Progress(args.output, total, not args.no_progress)
+
+    def advance(records: int) -> None:
+        progress.update(records, 4096)
+
+    try:
+        manifest = write_capture(args.output, scenario, on_progress=advance)
+    finally:
+        progress.close()
+    if args.manifest:
+        from ibwire.pcap.writer import AtomicFile
+
+        out = AtomicFile(args.manifest)
+        try:
+            out.file.write(json.dumps(manifest, indent=1).encode() + b"\n")
+        except BaseException:
+            out.abort()
+            raise
+        out.commit()
+    print(f"{args.output}: {manifest['records']} records written")
+    return 0

@@ -1,0 +1,126 @@
+"""``ibwire gen`` end to end: the capture it writes passes ``ibwire check`` but for the frames
+the manifest lists as corrupted, the manifest's counts are what the capture shows, the same
+seed gives the same bytes, impossible settings are one-line errors that write nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import ibwire
+from ibwire.cli.main import main
+from ibwire.pcap import open_capture
+
+from .test_gen import COUNTED, recount
+
+FAULTS = ["--drop", "qp=0,psn=2", "--corrupt", "qp=1,psn=3", "--lose-ack", "qp=0,psn=5",
+          "--rnr", "qp=1,psn=0,timer=3", "--ecn-mark", "rate=0.2", "--lose-ack", "rate=0.05"]
+
+
+def gen(tmp_path: Path, *extra: str, name: str = "out.pcap") -> tuple[Path, dict]:
+    out, manifest = tmp_path / name, tmp_path / (name + ".json")
+    assert main(["gen", "-o", str(out), "--manifest", str(manifest), "--no-progress",
+                 "--no-cm", *extra]) == 0
+    return out, json.loads(manifest.read_text())
+
+
+def frames(path: Path) -> list[tuple[int, bytes]]:
+    with open_capture(str(path)) as capture:
+        return [(r.timestamp_ns, bytes(r.frame)) for r in capture]
+
+
+@pytest.mark.parametrize("encap", ["rocev2_ipv4", "rocev2_ipv6", "ib_global"])
+def test_check_fails_exactly_the_corrupted_frames(tmp_path, capsys, encap):
+    out, manifest = gen(tmp_path, "--iters", "12", "--qps", "3", "--size", "3000",
+                        "--encap", encap, "--seed", "9", *FAULTS)
+    corrupted = {f["record"] for f in manifest["faults"] if f["kind"] == "corrupt"}
+    assert corrupted and None not in corrupted
+    capsys.readouterr()
+    assert main(["check", str(out)]) == 1
+    failed = {int(line.split()[2].rstrip(":")) for line in capsys.readouterr().out.splitlines()
+              if line.split()[1:2] == ["record"]}
+    link = "infiniband" if encap.startswith("ib_") else "ethernet"
+    verdicts = [ibwire.parse(f, link=link).verify() for _, f in frames(out)]
+    assert {i for i, v in enumerate(verdicts) if not v.icrc_ok} == corrupted
+    assert all(v.vcrc_ok is not False for v in verdicts)
+    assert failed == {r + 1 for r in corrupted}   # check counts records from 1
+    assert manifest["records"] == len(verdicts)
+
+
+def test_manifest_counts_are_what_the_capture_shows(tmp_path):
+    out, manifest = gen(tmp_path, "--iters", "20", "--qps", "2", "--size", "2500",
+                        "--ack-every", "2", "--tap", "switch", *FAULTS)
+    records = frames(out)
+    assert manifest["version"] == 1 and manifest["records"] == len(records)
+    for q, c in zip(manifest["qps"], recount(records, manifest, "rocev2_ipv4"), strict=True):
+        assert {key: q[key] for key in COUNTED} == {key: c[key] for key in COUNTED}
+        for key in ("requester", "responder", "transport", "verb", "mtu", "start_psn",
+                    "messages", "message_bytes", "cm_packets"):
+            assert key in q
+    assert sum(q["retransmitted_packets"] for q in manifest["qps"]) > 0
+    assert sum(q["ecn_ce_packets"] for q in manifest["qps"]) > 0
+
+
+def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
+    args = ("--iters", "30", "--drop", "rate=0.1", "--ecn-mark", "rate=0.3")
+    a, ma = gen(tmp_path, *args, "--seed", "1", name="a.pcap")
+    b, mb = gen(tmp_path, *args, "--seed", "1", name="b.pcap")
+    c, _ = gen(tmp_path, *args, "--seed", "2", name="c.pcap")
+    assert a.read_bytes() == b.read_bytes() and ma == mb
+    assert a.read_bytes() != c.read_bytes()
+
+
+def test_pcapng_holds_the_same_frames(tmp_path):
+    a, _ = gen(tmp_path, "--iters", "5", "--verb", "read", "--size", "5000", name="a.pcap")
+    b, _ = gen(tmp_path, "--iters", "5", "--verb", "read", "--size", "5000", name="b.pcapng")
+    assert b.read_bytes()[:4] == b"\x0a\x0d\x0d\x0a"
+    assert frames(a) == frames(b)
+
+
+def test_vlan_dscp_ecn_settings_reach_the_frames(tmp_path):
+    out, _ = gen(tmp_path, "--iters", "3", "--vlan", "100:5", "--vlan", "7", "--dscp", "10",
+                 "--ecn", "1", "--ecn-mark", "qp=0,psn=1", "--tap", "responder",
+                 "--cnp-dscp", "40")
+    seen = [ibwire.parse(f).fields() for _, f in frames(out)]
+    assert all(f["vlan.id"] == (100, 7) and f["vlan.priority"] == (5, 0) for f in seen)
+    data = [f for f in seen if f["bth.opcode"] != 0x81]
+    cnps = [f for f in seen if f["bth.opcode"] == 0x81]
+    assert all(f["ip.dsfield.dscp"] == 10 for f in data)
+    assert sorted(f["ip.dsfield.ecn"] for f in data).count(3) == 1
+    assert {f["ip.dsfield.ecn"] for f in data} == {1, 3}
+    assert [f["ip.dsfield.dscp"] for f in cnps] == [40]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--mtu", "3000"], "path MTU 3000"),
+    (["--verb", "read", "--transport", "ud"], "READ"),
+    (["--iters", "2", "--drop", "qp=0,psn=2"], "past QP 0's last PSN"),
+    (["--verb", "read", "--size", "3000", "--drop", "qp=0,psn=1"], "reserved by a READ"),
+    (["--drop", "qp=0"], "psn"),
+    (["--rnr", "rate=0.1"], "rnr"),
+    (["--drop", "qp=0,psn=x"], "not a number"),
+    (["--corrupt", "when=1"], "expected rate=R"),
+    (["--encap", "ib_local", "--vlan", "3"], "VLAN"),
+    (["--dscp", "64"], "dscp"),
+    (["--qps", "0"], "--qps"),
+])
+def test_impossible_settings_are_one_line_errors(tmp_path, capsys, args, message):
+    out = tmp_path / "x.pcap"
+    assert main(["gen", "-o", str(out), "--no-cm", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ibwire gen: ") and err.count("\n") == 1 and message in err
+    assert os.listdir(tmp_path) == []
+
+
+def test_start_up_does_not_load_the_generator():
+    code = ("import sys; from ibwire.cli.main import parser; parser('gen'); "
+            "print(sorted(m for m in sys.modules if m.startswith(('ibwire.gen', "
+            "'ibwire.transport', 'numpy', 'construct'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={**os.environ})
+    assert out.stdout.strip() == "[]"

@@ -166,6 +166,16 @@ class PcapWriter(_Writer):
         out.write(data)
         self.records_written += 1
 
+    def write_prepared(self, data: Buffer, records: int, longest: int) -> None:
+        """Append ``records`` records already laid out in ``data`` (16-byte headers in this
+        file's byte order and timestamp resolution, each frame at most ``longest`` bytes):
+        for writers that build many records at once."""
+        self.longest_record = max(self.longest_record, longest)
+        if longest > self.snaplen and self._grow_snaplen:
+            self.snaplen = longest
+        self._file.file.write(data)
+        self.records_written += records
+
     def write_record(self, record: CaptureRecord) -> None:
         """Append a record read from a capture (its ``record_data`` and ``record_orig_len``)."""
         if record.error is not None:

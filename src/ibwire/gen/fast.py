@@ -1,0 +1,406 @@
+"""The fast path: a lossless scenario's frames computed in closed form, in numpy batches.
+
+When nothing can go wrong (no faults, no ECN marks, hence no NAK, retransmission, timeout or
+CNP), the conversation the simulation of :mod:`ibwire.gen.run` plays out is known in advance:
+
+- the requester's port sends back to back, round-robin over the queue pairs that still have
+  packets, one packet per turn, each taking its wire time (``Generation._wire_ns``);
+- the responder ACKs (RC) each packet with AckReq the moment it arrives (its port is free:
+  every data frame takes at least as long on the wire as an ACK, which eligibility checks),
+  with the MSN of the messages completed so far;
+- the tap sees each frame when :mod:`ibwire.gen.run` says, ties broken as its heap breaks
+  them (by when the frame was sent, the requester's first).
+
+Frames are not built one by one: one template frame per (QP, opcode, payload length) is
+built by :class:`ibwire.gen.frames.Framer` (so the bytes are the slow path's), copied into a
+batch, and the fields that change (PSN and AckReq, RETH VA, ImmDt, AETH MSN) are patched in
+as columns. The ICRC (and VCRC) of each row is the template's XOR per-byte tables of the
+changes: a CRC is linear in its input for a fixed length, so a change ``d`` of one byte at
+offset ``p`` always changes the CRC by the same ``T_p[d]``, whatever else changed.
+
+Only eligible scenarios (:func:`plan`) take this path; the rest are simulated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ibwire import crc
+from ibwire.gen.counts import COUNTERS
+from ibwire.transport import PSN_MASK, Packet
+from ibwire.transport.timers import local_ack_timeout_ns
+
+if TYPE_CHECKING:
+    from ibwire.gen.run import Generation
+
+FAST_VERBS = ("send", "send_imm", "send_inv", "write", "write_imm")
+#: Data packets generated per batch (then the frames each batch makes are written).
+BATCH = 1 << 15
+_BYTE_BITS = (np.arange(256)[:, None] >> np.arange(8)) & 1
+
+
+class _Template:
+    """One frame and how to patch it: field offsets, CRC tables for every patched byte."""
+
+    def __init__(self, frame: bytes, link: str, fields: dict[str, tuple[int, int]]) -> None:
+        self.frame = np.frombuffer(frame, dtype=np.uint8)
+        self.length = len(frame)
+        self.link = link
+        self.fields = fields
+        span = crc.locate(frame, link)
+        self.icrc_at = span.icrc
+        self.vcrc_at = span.vcrc
+        self.icrc = crc.icrc(frame, link)
+        stored = int.from_bytes(frame[span.icrc:span.icrc + 4], "little")
+        self.icrc_order = "<" if stored == self.icrc else ">"
+        positions = sorted({o + i for o, n in fields.values() for i in range(n)})
+        self.icrc_tables = {p: self._table(frame, p, self._icrc_of) for p in positions}
+        if self.vcrc_at >= 0:
+            self.vcrc = crc.vcrc(frame, link)
+            stored16 = int.from_bytes(frame[span.vcrc:span.vcrc + 2], "little")
+            self.vcrc_order = "<" if stored16 == self.vcrc else ">"
+            covered = positions + list(range(span.icrc, span.icrc + 4))
+            self.vcrc_tables = {p: self._table(frame, p, self._vcrc_of) for p in covered}
+
+    def _icrc_of(self, frame: bytes) -> int:
+        return crc.icrc(frame, self.link)
+
+    def _vcrc_of(self, frame: bytes) -> int:
+        return crc.vcrc(frame, self.link)
+
+    @staticmethod
+    def _table(frame: bytes, at: int, of: Any) -> np.ndarray:
+        """CRC change for each XOR value of the byte at ``at``, from its 8 bit changes."""
+        base = of(frame)
+        basis = np.empty(8, dtype=np.uint32)
+        for bit in range(8):
+            flipped = bytearray(frame)
+            flipped[at] ^= 1 << bit
+            basis[bit] = of(bytes(flipped)) ^ base
+        table = np.zeros(256, dtype=np.uint32)
+        for bit in range(8):
+            table ^= np.where(_BYTE_BITS[:, bit] == 1, basis[bit], 0).astype(np.uint32)
+        return table
+
+    def rows(self, values: dict[str, np.ndarray], header: int) -> np.ndarray:
+        """``len(values)`` rows: ``header`` spare bytes, then the frame patched with ``values``
+        (big-endian integers per field) and its CRCs recomputed."""
+        n = len(next(iter(values.values())))
+        out = np.empty((n, header + self.length), dtype=np.uint8)
+        out[:, header:] = self.frame
+        icrc = np.full(n, self.icrc, dtype=np.uint32)
+        vcrc = np.full(n, getattr(self, "vcrc", 0), dtype=np.uint32)
+        for name, column in values.items():
+            at, width = self.fields[name]
+            raw = column.astype(f">u{8 if width > 4 else 4}").view(np.uint8).reshape(n, -1)
+            raw = raw[:, raw.shape[1] - width:]
+            delta = raw ^ self.frame[at:at + width]
+            for i in range(width):
+                icrc ^= self.icrc_tables[at + i][delta[:, i]]
+                if self.vcrc_at >= 0:
+                    vcrc ^= self.vcrc_tables[at + i][delta[:, i]]
+            out[:, header + at:header + at + width] = raw
+        crc_bytes = icrc.astype(f"{self.icrc_order}u4").view(np.uint8).reshape(n, 4)
+        if self.vcrc_at >= 0:
+            old = self.frame[self.icrc_at:self.icrc_at + 4]
+            for i in range(4):
+                vcrc ^= self.vcrc_tables[self.icrc_at + i][crc_bytes[:, i] ^ old[i]]
+            v = vcrc.astype(np.uint16).astype(f"{self.vcrc_order}u2").view(np.uint8)
+            out[:, header + self.vcrc_at:header + self.vcrc_at + 2] = v.reshape(n, 2)
+        out[:, header + self.icrc_at:header + self.icrc_at + 4] = crc_bytes
+        return out
+
+
+def _field_span(a: bytes, b: bytes, tail: int) -> tuple[int, int] | None:
+    diff = [i for i in range(len(a) - tail) if a[i] != b[i]]
+    if len(a) != len(b) or not diff:
+        return None
+    return diff[0], diff[-1] - diff[0] + 1
+
+
+@dataclass
+class _Qp:
+    k: int
+    n: int                  # packets per message
+    packets: int            # packets in all
+    start_psn: int
+    ack_every: int | None
+    reliable: bool
+    stride: int             # remote VA step per message
+    templates: list[_Template]          # first/middle/last/only by class index
+    wire: list[int]                     # wire ns by class index
+    ack: _Template | None
+    requester_qpn: int
+    responder_qpn: int
+
+
+def plan(generation: Generation) -> _Plan | None:
+    """The fast plan of ``generation``'s scenario, or None when it must be simulated."""
+    from ibwire.gen.run import SEND_QUEUE_DEPTH
+
+    s = generation.scenario
+    if s.faults or any(q.verb not in FAST_VERBS or q.window is not None or q.iters < 1
+                       for q in s.qps):
+        return None
+    framer = generation.framer
+    tail = 4 + (2 if framer.link == "infiniband" else 0)
+    qps = []
+    for k, spec in enumerate(s.qps):
+        wr = next(s.work(k))
+        n = s.psns_per_message(k)
+        requester_qpn, responder_qpn = s.qpns(k)
+        udp = 0xC000 | (requester_qpn & 0x3FFF)
+        segmenter = generation_segmenter(s, k)
+        templates, wire = [], []
+        for j in (0, n // 2, n - 1) if n > 2 else range(n):
+            packet = segmenter.request(wr, j, s.start_psn(k), j)
+            template = _template(framer, packet, udp, tail)
+            if template is None:
+                return None
+            templates.append(template)
+            wire.append(generation._wire_ns(bytes(template.frame)))
+        ack = None
+        if spec.transport == "RC":
+            ack_packet = segmenter.ack(s.start_psn(k), 1)._replace(dest_qp=requester_qpn)
+            ack = _template(framer, ack_packet, udp, tail, "rev")
+            if ack is None:
+                return None
+        qps.append(_Qp(k, n, n * spec.iters, s.start_psn(k), spec.ack_every,
+                       spec.transport == "RC", max(wr.length, 8), templates, wire, ack,
+                       requester_qpn, responder_qpn))
+    smallest = min(w for q in qps for w in q.wire)
+    ack_wire = max((generation._wire_ns(bytes(q.ack.frame)) for q in qps if q.ack), default=0)
+    if smallest < ack_wire or smallest <= 0:
+        return None                 # the responder's port could be busy: simulate
+    longest = max(w for q in qps for w in q.wire)
+    rtt = 2 * s.link.delay_ns + longest + ack_wire
+    in_flight = rtt // smallest + 2
+    total_ns = sum(spec.iters * sum(q.wire[_class(q.n, j)] for j in range(q.n))
+                   for spec, q in zip(s.qps, qps, strict=True))
+    if in_flight >= SEND_QUEUE_DEPTH or total_ns + 4 * s.link.delay_ns >= 1 << 31:
+        return None
+    for spec, q in zip(s.qps, qps, strict=True):
+        if not q.reliable:
+            continue
+        run = min(q.n, spec.ack_every or q.n)     # packets between two AckReqs at most
+        gap = (run * len(qps) + in_flight) * longest + rtt
+        timeout = local_ack_timeout_ns(spec.timeout)
+        if timeout is not None and timeout <= gap:
+            return None             # the local ACK timer could fire between ACKs: simulate
+    return _Plan(generation, qps, ack_wire)
+
+
+def _class(n: int, j: int) -> int:
+    """Template index of the ``j``-th packet of an ``n``-packet message."""
+    if n <= 3:
+        return j
+    return 0 if j == 0 else 2 if j == n - 1 else 1
+
+
+def generation_segmenter(s: Any, k: int) -> Any:
+    from ibwire.transport.segment import Segmenter
+
+    c = s.requester_config(k)
+    return Segmenter(c.transport, c.pmtu, c.dest_qp, c.src_qp, c.q_key, c.ack_every)
+
+
+def _template(framer: Any, packet: Packet, udp: int, tail: int,
+              direction: str = "fwd") -> _Template | None:
+    """The template of ``packet`` with the offsets of its changing fields, found by building
+    it again with each field changed; None when a field is not where it is expected."""
+    base = framer.frame(packet, direction, udp)
+    variants: dict[str, Packet] = {
+        "word": packet._replace(psn=packet.psn ^ PSN_MASK, ackreq=not packet.ackreq)}
+    if packet.reth is not None and direction == "fwd":
+        variants["va"] = packet._replace(reth=packet.reth._replace(va=packet.reth.va ^ (2**64 - 1)))
+    if packet.immdt is not None:
+        variants["imm"] = packet._replace(immdt=packet.immdt ^ 0xFFFFFFFF)
+    if packet.aeth is not None:
+        variants["msn"] = packet._replace(aeth=packet.aeth._replace(msn=packet.aeth.msn ^ PSN_MASK))
+    widths = {"word": 4, "va": 8, "imm": 4, "msn": 3}
+    fields = {}
+    for name, variant in variants.items():
+        span = _field_span(base, framer.frame(variant, direction, udp), tail)
+        if span is None:
+            return None
+        at, width = span
+        if name == "word":
+            at, width = span[0] + span[1] - 3 - 1, 4   # the A bit's byte, then the PSN
+        if width > widths[name] or name == "word" and base[at] & 0x7F:
+            return None
+        fields[name] = (at + width - widths[name], widths[name])
+    link = framer.link
+    return _Template(base, link, fields)
+
+
+class _Plan:
+    def __init__(self, generation: Generation, qps: list[_Qp], ack_wire: int) -> None:
+        self.generation = generation
+        self.qps = qps
+        self.ack_wire = ack_wire
+        s = generation.scenario
+        self.delay = s.link.delay_ns
+        self.tap = s.tap
+
+    def manifest(self, records: int) -> dict[str, Any]:
+        s = self.generation.scenario
+        src, dst = self.generation.framer.address("fwd")
+        out = []
+        for q, spec in zip(self.qps, s.qps, strict=True):
+            counts = dict.fromkeys(COUNTERS, 0)
+            counts.update(data_packets=q.packets, messages=spec.iters,
+                          data_bytes=spec.iters * spec.size, acks=self._acks(q))
+            out.append({
+                "requester": {"address": src, "qpn": q.requester_qpn},
+                "responder": {"address": dst, "qpn": q.responder_qpn},
+                "transport": spec.transport, "verb": spec.verb, "mtu": spec.mtu,
+                "start_psn": q.start_psn, "message_bytes": spec.size, "posted": spec.iters,
+                "completed": spec.iters, "error": None, "cm_packets": 0, **counts})
+        return {"version": 1, "seed": s.seed, "encapsulation": s.encapsulation, "tap": s.tap,
+                "linktype": self.generation.linktype, "records": records, "faults": [],
+                "qps": out}
+
+    def _acks(self, q: _Qp) -> int:
+        if not q.reliable:
+            return 0
+        index = np.arange(q.packets, dtype=np.int64)
+        return int(self._ackreq(q, index).sum())
+
+    @staticmethod
+    def _ackreq(q: _Qp, index: np.ndarray) -> np.ndarray:
+        a = index % q.n == q.n - 1
+        if q.ack_every is not None:
+            a |= (index + 1) % q.ack_every == 0
+        return a
+
+    def _order(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(qp, index) of the data packets in sending order, a batch at a time."""
+        counts = np.array([q.packets for q in self.qps], dtype=np.int64)
+        rounds = int(counts.max())
+        r = 0
+        while r < rounds:
+            active = np.flatnonzero(counts > r)
+            end = min(rounds, int(counts[active].min()), r + max(1, BATCH // len(active)))
+            block = np.arange(r, end, dtype=np.int64)
+            yield np.tile(active, len(block)), np.repeat(block, len(active))
+            r = end
+
+    def chunks(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+        """Batches of records in capture order: (timestamps, starts, lengths, buffer): the
+        frame of record i is ``buffer[starts[i]:starts[i] + lengths[i]]`` and the 16 bytes
+        before it are free for a pcap record header."""
+        pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []   # rows, key, when
+        t0 = 0
+        delay, tap = self.delay, self.tap
+        for ks, index in self._order():
+            made: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+            wire = np.empty(len(ks), dtype=np.int64)
+            cls = np.empty(len(ks), dtype=np.int64)
+            for q in self.qps:
+                sel = ks == q.k
+                j = index[sel] % q.n
+                c = (np.where(j == 0, 0, np.where(j == q.n - 1, 2, 1)) if q.n > 3 else j)
+                cls[sel] = c
+                wire[sel] = np.array(q.wire, dtype=np.int64)[c]
+            ends = t0 + np.cumsum(wire)
+            sent = ends - wire
+            t0 = int(ends[-1])
+            arrive = ends + delay
+            seen = {"requester": sent, "switch": sent + delay // 2, "responder": arrive}[tap]
+            for q in self.qps:
+                sel = ks == q.k
+                qi, qc, qs, qseen = index[sel], cls[sel], sent[sel], seen[sel]
+                msg = qi // q.n
+                psn = (q.start_psn + qi) & PSN_MASK
+                ackreq = self._ackreq(q, qi) if q.reliable else np.zeros(len(qi), dtype=bool)
+                for c, template in enumerate(q.templates):
+                    pick = qc == c
+                    if not pick.any():
+                        continue
+                    values = {"word": psn[pick] | ackreq[pick].astype(np.int64) << 31}
+                    if "va" in template.fields:
+                        values["va"] = 0x10000 + msg[pick] * q.stride
+                    if "imm" in template.fields:
+                        values["imm"] = msg[pick]
+                    made.append((template.rows(values, 16), _key(qseen[pick], qs[pick], 0),
+                                 qseen[pick]))
+                if q.ack is not None and ackreq.any():
+                    s_ack = arrive[sel][ackreq]
+                    done = (qi[ackreq] + 1) // q.n
+                    values = {"word": psn[ackreq], "msn": done & PSN_MASK}
+                    when = {"requester": s_ack + self.ack_wire + delay,
+                            "switch": s_ack + delay // 2, "responder": s_ack}[tap]
+                    made.append((q.ack.rows(values, 16), _key(when, s_ack, 1), when))
+            seen_next = {"requester": t0, "switch": t0 + delay // 2, "responder": t0 + delay}
+            horizon = int(_key(np.array([seen_next[tap]]), np.array([t0]), 0)[0])
+            out, pending = _merge(made + pending, horizon)
+            if out is not None:
+                yield out
+        if pending:
+            out, _ = _merge(pending, None)
+            if out is not None:
+                yield out
+
+
+def _merge(groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]], horizon: int | None
+           ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None, list]:
+    """The records of ``groups`` whose key is below ``horizon`` (all: None) in key order, as
+    (timestamps, starts, lengths, buffer) with 16 free bytes before each frame; and the
+    groups of those left."""
+    key = np.concatenate([g[1] for g in groups])
+    when = np.concatenate([g[2] for g in groups])
+    gid = np.concatenate([np.full(len(g[1]), i, dtype=np.int64) for i, g in enumerate(groups)])
+    rid = np.concatenate([np.arange(len(g[1]), dtype=np.int64) for g in groups])
+    order = np.argsort(key, kind="stable")
+    cut = len(order) if horizon is None else int(np.searchsorted(key[order], horizon))
+    now, later = order[:cut], order[cut:]
+    left = []
+    for g in np.unique(gid[later]):
+        sel = later[gid[later] == g]
+        left.append((groups[g][0][rid[sel]], key[sel], when[sel]))
+    if not cut:
+        return None, left
+    widths = np.array([g[0].shape[1] for g in groups], dtype=np.int64)
+    gnow, rnow = gid[now], rid[now]
+    sizes = widths[gnow]
+    ends = np.cumsum(sizes)
+    dest = ends - sizes
+    out = np.empty(int(ends[-1]), dtype=np.uint8)
+    for g in np.unique(gnow):
+        at = np.flatnonzero(gnow == g)
+        r = rnow[at]
+        rows = groups[g][0]
+        if int(r[-1]) - int(r[0]) == len(r) - 1 and bool((np.diff(r) == 1).all()):
+            rows = rows[int(r[0]):int(r[0]) + len(r)]
+        else:
+            rows = rows[r]
+        _scatter(out, dest[at], rows)
+    return (when[now], dest + 16, sizes - 16, out), left
+
+
+def _scatter(out: np.ndarray, dest: np.ndarray, rows: np.ndarray) -> None:
+    """``out[dest[i]:dest[i] + width] = rows[i]`` for every i (``dest`` ascending, rows not
+    overlapping), one strided copy per run of equally spaced destinations."""
+    width = rows.shape[1]
+    n = len(dest)
+    if n == 1:
+        out[dest[0]:dest[0] + width] = rows[0]
+        return
+    step = np.diff(dest)
+    breaks = np.flatnonzero(step[1:] != step[:-1]) + 1
+    first = np.concatenate(([0], breaks))
+    last = np.concatenate((breaks, [n - 1]))     # run k covers records first[k]..last[k]
+    for a, b in zip(first.tolist(), last.tolist(), strict=True):
+        stride = int(step[a]) if a < n - 1 else width
+        view = np.lib.stride_tricks.as_strided(out[int(dest[a]):], shape=(b - a + 1, width),
+                                               strides=(stride, 1), writeable=True)
+        view[:] = rows[a:b + 1]
+
+
+def _key(when: np.ndarray, pushed: np.ndarray, direction: int) -> np.ndarray:
+    """Heap order as one int64: by time seen, then by time sent, the requester's first."""
+    return (when.astype(np.int64) << 32) | ((((1 << 30) - (when - pushed)) << 1) + direction)

@@ -1,0 +1,66 @@
+"""The fast path (closed form, templates patched in numpy, CRCs by linearity) gives the very
+bytes, timestamps and manifest the simulation gives, wherever it is taken; and it is not
+taken where the simulation could do something it does not model."""
+
+from __future__ import annotations
+
+import pytest
+
+import ibwire.gen.fast as fast
+from ibwire.gen import Fault, Generation, Link, QpSpec, Scenario, write_capture
+
+ENCAPS = ["rocev2_ipv4", "rocev2_ipv6", "rocev1", "ib_local", "ib_global"]
+
+
+def lossless(encapsulation: str = "rocev2_ipv4", tap: str = "requester", **kw) -> Scenario:
+    qps = (QpSpec("write", 5000, iters=7, start_psn=0xFFFFF0),        # wraps
+           QpSpec("send_imm", 300, iters=9, mtu=256),
+           QpSpec("write_imm", 2048, iters=5, ack_every=3, mtu=512),
+           QpSpec("send", 200, iters=4, transport="UD"),
+           QpSpec("send_inv", 3000, iters=3),
+           QpSpec("write", 3001, iters=3, transport="UC", mtu=1024))
+    vlans = ((5, 1), (300, 0)) if not encapsulation.startswith("ib_") else ()
+    return Scenario(qps=qps, encapsulation=encapsulation, tap=tap, vlans=vlans, **kw)
+
+
+def both(scenario: Scenario) -> tuple[tuple[list, dict], tuple[list, dict]]:
+    slow = Generation(scenario, fast=False)
+    quick = Generation(scenario)
+    assert quick.plan() is not None
+    return (list(slow), slow.manifest), (list(quick), quick.manifest)
+
+
+@pytest.mark.parametrize("tap", ["requester", "responder", "switch"])
+@pytest.mark.parametrize("encapsulation", ENCAPS)
+def test_fast_frames_are_the_simulated_ones(encapsulation, tap):
+    (slow, slow_manifest), (quick, quick_manifest) = both(lossless(encapsulation, tap))
+    assert len(slow) > 100
+    assert quick == slow
+    assert quick_manifest == slow_manifest
+
+
+def test_batches_carry_frames_seen_later_across_their_boundary(monkeypatch):
+    monkeypatch.setattr(fast, "BATCH", 7)
+    scenario = Scenario(qps=(QpSpec("write", 1024, iters=300), QpSpec("send", 100, iters=200)),
+                        link=Link(delay_ns=20_000))   # many ACKs in flight past each batch
+    (slow, sm), (quick, qm) = both(scenario)
+    assert quick == slow and qm == sm
+
+
+def test_written_capture_is_the_same_file(tmp_path):
+    scenario = lossless("rocev2_ipv4", "switch")
+    a, b = tmp_path / "fast.pcap", tmp_path / "slow.pcap"
+    assert write_capture(str(a), scenario) == write_capture(str(b), scenario, fast=False)
+    assert a.read_bytes() == b.read_bytes()
+
+
+@pytest.mark.parametrize("scenario", [
+    Scenario(qps=(QpSpec("write", 1024, iters=3),), faults=(Fault("drop", 0, 1),)),
+    Scenario(qps=(QpSpec("read", 1024, iters=3),)),
+    Scenario(qps=(QpSpec("fetch_add", iters=3),)),
+    Scenario(qps=(QpSpec("send", 0, iters=3),), link=Link(gbps=1)),   # shorter than an ACK
+    Scenario(qps=(QpSpec("write", 1 << 20, iters=2, timeout=1),)),    # the timer would fire
+    Scenario(qps=(QpSpec("write", 1024, iters=3, window=2),)),
+])
+def test_not_taken_where_the_simulation_does_more(scenario):
+    assert Generation(scenario).plan() is None

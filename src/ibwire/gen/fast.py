@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 FAST_VERBS = ("send", "send_imm", "send_inv", "write", "write_imm")
 #: Data packets generated per batch (then the frames each batch makes are written).
-BATCH = 1 << 15
+BATCH = 1 << 13
 _BYTE_BITS = (np.arange(256)[:, None] >> np.arange(8)) & 1
 
 

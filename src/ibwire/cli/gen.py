@@ -118,6 +118,12 @@ def scenario_of(args: argparse.Namespace) -> Any:
         from ibwire.gen.yamlfile import load_scenario
 
         base = load_scenario(args.scenario)
+        for option in ("op", "transport", "size", "iters", "qps", "mtu", "start_psn",
+                       "ack_every"):
+            if getattr(args, option) is not None:
+                flag = "--verb" if option == "op" else "--" + option.replace("_", "-")
+                raise ScenarioError(f"{flag} sets the queue pairs, which {args.scenario} "
+                                    f"lists: set it in its flows")
     else:
         transport = (args.transport or "rc").upper()
         spec = QpSpec(verb=args.op or "write", size=1024 if args.size is None else args.size,

@@ -64,3 +64,18 @@ def test_written_capture_is_the_same_file(tmp_path):
 ])
 def test_not_taken_where_the_simulation_does_more(scenario):
     assert Generation(scenario).plan() is None
+
+
+def test_manifest_does_not_depend_on_the_observer_batches(monkeypatch):
+    """The simulation feeds its rows to the observer a batch at a time (flat memory)."""
+    import ibwire.gen.run as run
+    from tests.gen.test_gen import mixed
+
+    scenario = mixed(tap="switch")
+    whole = Generation(scenario)
+    list(whole)
+    monkeypatch.setattr(run, "OBSERVED_BATCH", 3)
+    pieces = Generation(scenario)
+    list(pieces)
+    assert pieces.manifest == whole.manifest
+    assert sum(q["retransmitted_packets"] for q in whole.manifest["qps"]) > 0

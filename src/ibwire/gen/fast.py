@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ibwire import crc
-from ibwire.gen.counts import COUNTERS
 from ibwire.transport import PSN_MASK, Packet
+from ibwire.transport.observed import ROW_FIELDS, Observed
+from ibwire.transport.segment import ACK_SYNDROME, ACKNOWLEDGE
 from ibwire.transport.timers import local_ack_timeout_ns
 
 if TYPE_CHECKING:
@@ -136,6 +137,9 @@ class _Qp:
     ack: _Template | None
     requester_qpn: int
     responder_qpn: int
+    opcodes: list[int]                  # by class index
+    payloads: list[int]
+    dmalen: int                         # RETH DMA length of the packets that carry one
 
 
 def plan(generation: Generation) -> _Plan | None:
@@ -155,7 +159,8 @@ def plan(generation: Generation) -> _Plan | None:
         requester_qpn, responder_qpn = s.qpns(k)
         udp = 0xC000 | (requester_qpn & 0x3FFF)
         segmenter = generation_segmenter(s, k)
-        templates, wire = [], []
+        templates, wire, ops, payloads = [], [], [], []
+        dmalen = 0
         for j in (0, n // 2, n - 1) if n > 2 else range(n):
             packet = segmenter.request(wr, j, s.start_psn(k), j)
             template = _template(framer, packet, udp, tail)
@@ -163,6 +168,10 @@ def plan(generation: Generation) -> _Plan | None:
                 return None
             templates.append(template)
             wire.append(generation._wire_ns(bytes(template.frame)))
+            ops.append(packet.opcode)
+            payloads.append(packet.payload_len)
+            if packet.reth is not None:
+                dmalen = packet.reth.dmalen
         ack = None
         if spec.transport == "RC":
             ack_packet = segmenter.ack(s.start_psn(k), 1)._replace(dest_qp=requester_qpn)
@@ -171,7 +180,7 @@ def plan(generation: Generation) -> _Plan | None:
                 return None
         qps.append(_Qp(k, n, n * spec.iters, s.start_psn(k), spec.ack_every,
                        spec.transport == "RC", max(wr.length, 8), templates, wire, ack,
-                       requester_qpn, responder_qpn))
+                       requester_qpn, responder_qpn, ops, payloads, dmalen))
     smallest = min(w for q in qps for w in q.wire)
     ack_wire = max((generation._wire_ns(bytes(q.ack.frame)) for q in qps if q.ack), default=0)
     if smallest < ack_wire or smallest <= 0:
@@ -245,30 +254,44 @@ class _Plan:
         s = generation.scenario
         self.delay = s.link.delay_ns
         self.tap = s.tap
+        self.observed = [Observed(spec.mtu) for spec in s.qps]
+        self.records = 0
 
     def manifest(self, records: int) -> dict[str, Any]:
+        """The manifest, as :meth:`ibwire.gen.Generation._finish` writes it, once every batch
+        of :meth:`chunks` was read."""
         s = self.generation.scenario
         src, dst = self.generation.framer.address("fwd")
         out = []
-        for q, spec in zip(self.qps, s.qps, strict=True):
-            counts = dict.fromkeys(COUNTERS, 0)
-            counts.update(data_packets=q.packets, messages=spec.iters,
-                          data_bytes=spec.iters * spec.size, acks=self._acks(q))
+        for q, spec, observed in zip(self.qps, s.qps, self.observed, strict=True):
+            observed.finish()
             out.append({
                 "requester": {"address": src, "qpn": q.requester_qpn},
                 "responder": {"address": dst, "qpn": q.responder_qpn},
                 "transport": spec.transport, "verb": spec.verb, "mtu": spec.mtu,
                 "start_psn": q.start_psn, "message_bytes": spec.size, "posted": spec.iters,
-                "completed": spec.iters, "error": None, "cm_packets": 0, **counts})
+                "completed": spec.iters, "error": None, "cm_packets": 0,
+                **observed.result()})
         return {"version": 1, "seed": s.seed, "encapsulation": s.encapsulation, "tap": s.tap,
                 "linktype": self.generation.linktype, "records": records, "faults": [],
                 "qps": out}
 
-    def _acks(self, q: _Qp) -> int:
-        if not q.reliable:
-            return 0
-        index = np.arange(q.packets, dtype=np.int64)
-        return int(self._ackreq(q, index).sum())
+    def _observe(self, when: np.ndarray, meta: np.ndarray) -> None:
+        """Feed a batch of records, in capture order, to each connection's observer (numpy
+        over the in-order runs: ``ibwire.analysis.bulk``, the observer's rules in bulk)."""
+        from ibwire.analysis.bulk import feed
+
+        record = self.records + np.arange(len(when), dtype=np.int64)
+        self.records += len(when)
+        for q, observed in zip(self.qps, self.observed, strict=True):
+            sel = meta[:, 0] == q.k
+            if not sel.any():
+                continue
+            m = meta[sel]
+            zero = np.zeros(len(m), dtype=np.int64)
+            columns = (record[sel], when[sel], m[:, 1], m[:, 2], m[:, 3], m[:, 4], m[:, 5],
+                       m[:, 6], zero, zero)
+            feed(observed, dict(zip(ROW_FIELDS, columns, strict=True)))
 
     @staticmethod
     def _ackreq(q: _Qp, index: np.ndarray) -> np.ndarray:
@@ -293,11 +316,11 @@ class _Plan:
         """Batches of records in capture order: (timestamps, starts, lengths, buffer): the
         frame of record i is ``buffer[starts[i]:starts[i] + lengths[i]]`` and the 16 bytes
         before it are free for a pcap record header."""
-        pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []   # rows, key, when
+        pending: list[tuple[np.ndarray, ...]] = []   # rows, key, when, meta
         t0 = 0
         delay, tap = self.delay, self.tap
         for ks, index in self._order():
-            made: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+            made: list[tuple[np.ndarray, ...]] = []
             wire = np.empty(len(ks), dtype=np.int64)
             cls = np.empty(len(ks), dtype=np.int64)
             for q in self.qps:
@@ -326,33 +349,51 @@ class _Plan:
                         values["va"] = 0x10000 + msg[pick] * q.stride
                     if "imm" in template.fields:
                         values["imm"] = msg[pick]
+                    meta = np.column_stack((
+                        np.full(len(values["word"]), q.k), np.full(len(values["word"]),
+                                                                   q.opcodes[c]),
+                        psn[pick], ackreq[pick], np.zeros(len(values["word"]), np.int64),
+                        np.full(len(values["word"]), q.dmalen if "va" in template.fields
+                                else 0),
+                        np.full(len(values["word"]), q.payloads[c]))).astype(np.int64)
                     made.append((template.rows(values, 16), _key(qseen[pick], qs[pick], 0),
-                                 qseen[pick]))
+                                 qseen[pick], meta))
                 if q.ack is not None and ackreq.any():
                     s_ack = arrive[sel][ackreq]
                     done = (qi[ackreq] + 1) // q.n
                     values = {"word": psn[ackreq], "msn": done & PSN_MASK}
                     when = {"requester": s_ack + self.ack_wire + delay,
                             "switch": s_ack + delay // 2, "responder": s_ack}[tap]
-                    made.append((q.ack.rows(values, 16), _key(when, s_ack, 1), when))
+                    count = len(s_ack)
+                    meta = np.column_stack((
+                        np.full(count, q.k), np.full(count, ACKNOWLEDGE), psn[ackreq],
+                        np.zeros(count, np.int64), np.full(count, ACK_SYNDROME),
+                        np.zeros(count, np.int64), np.zeros(count, np.int64))).astype(np.int64)
+                    made.append((q.ack.rows(values, 16), _key(when, s_ack, 1), when, meta))
             seen_next = {"requester": t0, "switch": t0 + delay // 2, "responder": t0 + delay}
             horizon = int(_key(np.array([seen_next[tap]]), np.array([t0]), 0)[0])
             out, pending = _merge(made + pending, horizon)
             if out is not None:
-                yield out
+                yield self._emit(out)
         if pending:
             out, _ = _merge(pending, None)
             if out is not None:
-                yield out
+                yield self._emit(out)
+
+    def _emit(self, out: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        when, starts, lengths, buffer, meta = out
+        self._observe(when, meta)
+        return when, starts, lengths, buffer
 
 
-def _merge(groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]], horizon: int | None
-           ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None, list]:
-    """The records of ``groups`` whose key is below ``horizon`` (all: None) in key order, as
-    (timestamps, starts, lengths, buffer) with 16 free bytes before each frame; and the
-    groups of those left."""
+def _merge(groups: list[tuple[np.ndarray, ...]], horizon: int | None
+           ) -> tuple[tuple[np.ndarray, ...] | None, list]:
+    """The records of ``groups`` (rows, key, when, meta) whose key is below ``horizon`` (all:
+    None) in key order, as (timestamps, starts, lengths, buffer, meta) with 16 free bytes
+    before each frame; and the groups of those left."""
     key = np.concatenate([g[1] for g in groups])
     when = np.concatenate([g[2] for g in groups])
+    meta = np.concatenate([g[3] for g in groups])
     gid = np.concatenate([np.full(len(g[1]), i, dtype=np.int64) for i, g in enumerate(groups)])
     rid = np.concatenate([np.arange(len(g[1]), dtype=np.int64) for g in groups])
     order = np.argsort(key, kind="stable")
@@ -361,7 +402,7 @@ def _merge(groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]], horizon: int
     left = []
     for g in np.unique(gid[later]):
         sel = later[gid[later] == g]
-        left.append((groups[g][0][rid[sel]], key[sel], when[sel]))
+        left.append((groups[g][0][rid[sel]], key[sel], when[sel], meta[sel]))
     if not cut:
         return None, left
     widths = np.array([g[0].shape[1] for g in groups], dtype=np.int64)
@@ -379,7 +420,7 @@ def _merge(groups: list[tuple[np.ndarray, np.ndarray, np.ndarray]], horizon: int
         else:
             rows = rows[r]
         _scatter(out, dest[at], rows)
-    return (when[now], dest + 16, sizes - 16, out), left
+    return (when[now], dest + 16, sizes - 16, out, meta[now]), left
 
 
 def _scatter(out: np.ndarray, dest: np.ndarray, rows: np.ndarray) -> None:

@@ -188,10 +188,8 @@ def plan(generation: Generation) -> _Plan | None:
     longest = max(w for q in qps for w in q.wire)
     rtt = 2 * s.link.delay_ns + longest + ack_wire
     in_flight = rtt // smallest + 2
-    total_ns = sum(spec.iters * sum(q.wire[_class(q.n, j)] for j in range(q.n))
-                   for spec, q in zip(s.qps, qps, strict=True))
-    if in_flight >= SEND_QUEUE_DEPTH or total_ns + 4 * s.link.delay_ns >= 1 << 31:
-        return None
+    if in_flight >= SEND_QUEUE_DEPTH or BATCH * longest + 4 * rtt >= 1 << 29:
+        return None                 # a batch's times would not fit the sort key
     for spec, q in zip(s.qps, qps, strict=True):
         if not q.reliable:
             continue
@@ -316,7 +314,7 @@ class _Plan:
         """Batches of records in capture order: (timestamps, starts, lengths, buffer): the
         frame of record i is ``buffer[starts[i]:starts[i] + lengths[i]]`` and the 16 bytes
         before it are free for a pcap record header."""
-        pending: list[tuple[np.ndarray, ...]] = []   # rows, key, when, meta
+        pending: list[tuple[np.ndarray, ...]] = []   # rows, tie, when, meta
         t0 = 0
         delay, tap = self.delay, self.tap
         for ks, index in self._order():
@@ -356,7 +354,7 @@ class _Plan:
                         np.full(len(values["word"]), q.dmalen if "va" in template.fields
                                 else 0),
                         np.full(len(values["word"]), q.payloads[c]))).astype(np.int64)
-                    made.append((template.rows(values, 16), _key(qseen[pick], qs[pick], 0),
+                    made.append((template.rows(values, 16), _tie(qseen[pick], qs[pick], 0),
                                  qseen[pick], meta))
                 if q.ack is not None and ackreq.any():
                     s_ack = arrive[sel][ackreq]
@@ -369,9 +367,10 @@ class _Plan:
                         np.full(count, q.k), np.full(count, ACKNOWLEDGE), psn[ackreq],
                         np.zeros(count, np.int64), np.full(count, ACK_SYNDROME),
                         np.zeros(count, np.int64), np.zeros(count, np.int64))).astype(np.int64)
-                    made.append((q.ack.rows(values, 16), _key(when, s_ack, 1), when, meta))
+                    made.append((q.ack.rows(values, 16), _tie(when, s_ack, 1), when, meta))
             seen_next = {"requester": t0, "switch": t0 + delay // 2, "responder": t0 + delay}
-            horizon = int(_key(np.array([seen_next[tap]]), np.array([t0]), 0)[0])
+            horizon = (seen_next[tap], int(_tie(np.array([seen_next[tap]]), np.array([t0]),
+                                                0)[0]))
             out, pending = _merge(made + pending, horizon)
             if out is not None:
                 yield self._emit(out)
@@ -386,23 +385,26 @@ class _Plan:
         return when, starts, lengths, buffer
 
 
-def _merge(groups: list[tuple[np.ndarray, ...]], horizon: int | None
+def _merge(groups: list[tuple[np.ndarray, ...]], horizon: tuple[int, int] | None
            ) -> tuple[tuple[np.ndarray, ...] | None, list]:
-    """The records of ``groups`` (rows, key, when, meta) whose key is below ``horizon`` (all:
-    None) in key order, as (timestamps, starts, lengths, buffer, meta) with 16 free bytes
-    before each frame; and the groups of those left."""
-    key = np.concatenate([g[1] for g in groups])
+    """The records of ``groups`` (rows, tie, when, meta) that come before ``horizon`` (when,
+    tie; None: all), in capture order, as (timestamps, starts, lengths, buffer, meta) with 16
+    free bytes before each frame; and the groups of those left."""
+    tie = np.concatenate([g[1] for g in groups])
     when = np.concatenate([g[2] for g in groups])
+    base = int(when.min()) if horizon is None else min(int(when.min()), horizon[0])
+    key = ((when - base) << 32) | tie
     meta = np.concatenate([g[3] for g in groups])
     gid = np.concatenate([np.full(len(g[1]), i, dtype=np.int64) for i, g in enumerate(groups)])
     rid = np.concatenate([np.arange(len(g[1]), dtype=np.int64) for g in groups])
     order = np.argsort(key, kind="stable")
-    cut = len(order) if horizon is None else int(np.searchsorted(key[order], horizon))
+    cut = len(order) if horizon is None else int(np.searchsorted(
+        key[order], ((horizon[0] - base) << 32) | horizon[1]))
     now, later = order[:cut], order[cut:]
     left = []
     for g in np.unique(gid[later]):
         sel = later[gid[later] == g]
-        left.append((groups[g][0][rid[sel]], key[sel], when[sel], meta[sel]))
+        left.append((groups[g][0][rid[sel]], tie[sel], when[sel], meta[sel]))
     if not cut:
         return None, left
     widths = np.array([g[0].shape[1] for g in groups], dtype=np.int64)
@@ -442,6 +444,7 @@ def _scatter(out: np.ndarray, dest: np.ndarray, rows: np.ndarray) -> None:
         view[:] = rows[a:b + 1]
 
 
-def _key(when: np.ndarray, pushed: np.ndarray, direction: int) -> np.ndarray:
-    """Heap order as one int64: by time seen, then by time sent, the requester's first."""
-    return (when.astype(np.int64) << 32) | ((((1 << 30) - (when - pushed)) << 1) + direction)
+def _tie(when: np.ndarray, pushed: np.ndarray, direction: int) -> np.ndarray:
+    """The low 32 bits of the heap order of :mod:`ibwire.gen.run` (frames seen at the same
+    time): by time sent, the requester's first. The high bits are the time seen."""
+    return (((1 << 30) - (when - pushed)) << 1) + direction

@@ -87,12 +87,12 @@ class _Template:
             table ^= np.where(_BYTE_BITS[:, bit] == 1, basis[bit], 0).astype(np.uint32)
         return table
 
-    def rows(self, values: dict[str, np.ndarray], header: int) -> np.ndarray:
+    def rows(self, values: dict[str, np.ndarray], header: int) -> _Rows:
         """``len(values)`` rows: ``header`` spare bytes, then the frame patched with ``values``
-        (big-endian integers per field) and its CRCs recomputed."""
+        (big-endian integers per field) and its CRCs recomputed; kept as the template and
+        the patched columns until :func:`_scatter` writes them out."""
         n = len(next(iter(values.values())))
-        out = np.empty((n, header + self.length), dtype=np.uint8)
-        out[:, header:] = self.frame
+        patches: list[tuple[int, np.ndarray]] = []
         icrc = np.full(n, self.icrc, dtype=np.uint32)
         vcrc = np.full(n, getattr(self, "vcrc", 0), dtype=np.uint32)
         for name, column in values.items():
@@ -104,16 +104,35 @@ class _Template:
                 icrc ^= self.icrc_tables[at + i][delta[:, i]]
                 if self.vcrc_at >= 0:
                     vcrc ^= self.vcrc_tables[at + i][delta[:, i]]
-            out[:, header + at:header + at + width] = raw
+            patches.append((header + at, raw))
         crc_bytes = icrc.astype(f"{self.icrc_order}u4").view(np.uint8).reshape(n, 4)
         if self.vcrc_at >= 0:
             old = self.frame[self.icrc_at:self.icrc_at + 4]
             for i in range(4):
                 vcrc ^= self.vcrc_tables[self.icrc_at + i][crc_bytes[:, i] ^ old[i]]
             v = vcrc.astype(np.uint16).astype(f"{self.vcrc_order}u2").view(np.uint8)
-            out[:, header + self.vcrc_at:header + self.vcrc_at + 2] = v.reshape(n, 2)
-        out[:, header + self.icrc_at:header + self.icrc_at + 4] = crc_bytes
-        return out
+            patches.append((header + self.vcrc_at, v.reshape(n, 2)))
+        patches.append((header + self.icrc_at, crc_bytes))
+        full = np.concatenate((np.zeros(header, dtype=np.uint8), self.frame))
+        return _Rows(full, patches, n)
+
+
+class _Rows:
+    """``n`` frames alike but for a few columns: the template row and (offset, columns)."""
+
+    def __init__(self, template: np.ndarray, patches: list[tuple[int, np.ndarray]],
+                 n: int) -> None:
+        self.template = template
+        self.patches = patches
+        self.n = n
+        self.width = len(template)
+
+    def take(self, index: np.ndarray) -> _Rows:
+        return _Rows(self.template, [(at, raw[index]) for at, raw in self.patches], len(index))
+
+    def part(self, start: int, stop: int) -> _Rows:
+        return _Rows(self.template, [(at, raw[start:stop]) for at, raw in self.patches],
+                     stop - start)
 
 
 def _field_span(a: bytes, b: bytes, tail: int) -> tuple[int, int] | None:
@@ -404,10 +423,10 @@ def _merge(groups: list[tuple[np.ndarray, ...]], horizon: tuple[int, int] | None
     left = []
     for g in np.unique(gid[later]):
         sel = later[gid[later] == g]
-        left.append((groups[g][0][rid[sel]], tie[sel], when[sel], meta[sel]))
+        left.append((groups[g][0].take(rid[sel]), tie[sel], when[sel], meta[sel]))
     if not cut:
         return None, left
-    widths = np.array([g[0].shape[1] for g in groups], dtype=np.int64)
+    widths = np.array([g[0].width for g in groups], dtype=np.int64)
     gnow, rnow = gid[now], rid[now]
     sizes = widths[gnow]
     ends = np.cumsum(sizes)
@@ -418,21 +437,19 @@ def _merge(groups: list[tuple[np.ndarray, ...]], horizon: tuple[int, int] | None
         r = rnow[at]
         rows = groups[g][0]
         if int(r[-1]) - int(r[0]) == len(r) - 1 and bool((np.diff(r) == 1).all()):
-            rows = rows[int(r[0]):int(r[0]) + len(r)]
+            rows = rows.part(int(r[0]), int(r[0]) + len(r))
         else:
-            rows = rows[r]
+            rows = rows.take(r)
         _scatter(out, dest[at], rows)
     return (when[now], dest + 16, sizes - 16, out, meta[now]), left
 
 
-def _scatter(out: np.ndarray, dest: np.ndarray, rows: np.ndarray) -> None:
+def _scatter(out: np.ndarray, dest: np.ndarray, rows: _Rows) -> None:
     """``out[dest[i]:dest[i] + width] = rows[i]`` for every i (``dest`` ascending, rows not
-    overlapping), one strided copy per run of equally spaced destinations."""
-    width = rows.shape[1]
+    overlapping), one strided copy of the template and of each patched column per run of
+    equally spaced destinations."""
+    width = rows.width
     n = len(dest)
-    if n == 1:
-        out[dest[0]:dest[0] + width] = rows[0]
-        return
     step = np.diff(dest)
     breaks = np.flatnonzero(step[1:] != step[:-1]) + 1
     first = np.concatenate(([0], breaks))
@@ -441,7 +458,9 @@ def _scatter(out: np.ndarray, dest: np.ndarray, rows: np.ndarray) -> None:
         stride = int(step[a]) if a < n - 1 else width
         view = np.lib.stride_tricks.as_strided(out[int(dest[a]):], shape=(b - a + 1, width),
                                                strides=(stride, 1), writeable=True)
-        view[:] = rows[a:b + 1]
+        view[:] = rows.template
+        for at, raw in rows.patches:
+            view[:, at:at + raw.shape[1]] = raw[a:b + 1]
 
 
 def _tie(when: np.ndarray, pushed: np.ndarray, direction: int) -> np.ndarray:

@@ -3,6 +3,7 @@
 
   ibwire     frames/s of ``write_capture`` for N RC RDMA WRITEs of 1 KiB (PMTU 1024) to a pcap
              on disk: the data packets and the ACK each one draws, valid ICRCs, atomic file
+  no disk    the same records laid out in memory and not written (the generator alone)
   scapy      the same frames (Ether/IPv4/UDP/BTH/RETH+payload, and BTH/AETH ACKs) built with
              scapy.contrib.roce (ICRC computed by its BTH) and written with scapy's PcapWriter,
              on fewer packets (per-frame rates compared)
@@ -38,6 +39,23 @@ def run_ibwire(packets: int, path: str) -> dict[str, float]:
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     return {"frames": manifest["records"], "seconds": seconds, "cpu": cpu,
             "bytes": os.path.getsize(path)}
+
+
+def run_built(packets: int, path: str) -> dict[str, float]:
+    """The same records laid out in memory (pcap headers included) and not written: what the
+    generator costs apart from the disk."""
+    from ibwire.gen import Generation
+    from ibwire.gen.run import _pcap_records
+
+    start, cpu = time.perf_counter(), time.process_time()
+    plan = Generation(scenario(packets)).plan()
+    frames = size = 0
+    for chunk in plan.chunks():
+        data, records, _ = _pcap_records(*chunk)
+        frames += records
+        size += len(data)
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return {"frames": frames, "seconds": seconds, "cpu": cpu, "bytes": size}
 
 
 def run_scapy(packets: int, path: str) -> dict[str, float]:
@@ -78,7 +96,8 @@ def child(kind: str, packets: int, directory: str) -> None:
 
     path = os.path.join(directory, f"{kind}-{packets}.pcap")
     try:
-        result = run_ibwire(packets, path) if kind == "ibwire" else run_scapy(packets, path)
+        run = {"ibwire": run_ibwire, "built": run_built, "scapy": run_scapy}[kind]
+        result = run(packets, path)
     finally:
         if os.path.exists(path):
             os.unlink(path)
@@ -108,13 +127,15 @@ def main() -> None:
     import ibwire.crc
 
     ours = measure("ibwire", args.n, directory)
+    built = measure("built", args.n, directory)
     theirs = measure("scapy", args.scapy, directory)
     rate, scapy_rate = ours["frames"] / ours["seconds"], theirs["frames"] / theirs["seconds"]
     print(f"ibwire gen benchmark: RC WRITE 1 KiB, PMTU 1024, data + ACK frames to a pcap on "
           f"disk (crc engine {ibwire.crc.implementation})")
     print(f"{'':10} {'packets':>10} {'frames':>10} {'wall s':>8} {'frames/s':>12} "
           f"{'us/frame':>9} {'CPU s':>8} {'frames/CPU s':>13} {'peak RSS MiB':>12}")
-    for name, packets, r in (("ibwire", args.n, ours), ("scapy", args.scapy, theirs)):
+    for name, packets, r in (("ibwire", args.n, ours), ("  no disk", args.n, built),
+                             ("scapy", args.scapy, theirs)):
         fps = r["frames"] / r["seconds"]
         print(f"{name:10} {packets:>10} {r['frames']:>10} {r['seconds']:>8.2f} {fps:>12,.0f} "
               f"{1e6 / fps:>9.3f} {r['cpu']:>8.2f} {r['frames'] / r['cpu']:>13,.0f} "

@@ -48,7 +48,7 @@ def test_counts_equal_the_manifest(generated, encapsulation, tap):
 @pytest.mark.parametrize("tap", ["requester", "responder", "switch"])
 @pytest.mark.parametrize("seed", [1, 2])
 def test_counts_equal_the_manifest_with_random_faults(generated, tap, seed):
-    faults = (*RATES, Fault("ecn", rate=0.2), Fault("rnr", 1, 2, timer=3))
+    faults = (*RATES, Fault("ecn", rate=0.2), Fault("rnr", 1, 5, timer=3))  # 2nd READ
     path, manifest = generated(Scenario(**{**mixed(tap=tap).__dict__, "faults": faults,
                                            "seed": seed}))
     check_against_manifest(path, manifest)

@@ -80,8 +80,9 @@ class HelpFormatter(argparse.HelpFormatter):
         super().__init__(prog, width=terminal_columns() - 2)
 
 
-def parser(verb: str | None = None) -> argparse.ArgumentParser:
-    """The whole command line, or (``verb``) only that verb's arguments."""
+def parser(verb: str | None = None, arguments: bool = True) -> argparse.ArgumentParser:
+    """The whole command line, or (``verb``) only that verb's arguments; ``arguments`` False:
+    the verbs' names alone (``ibwire --help``, ``--version``: no verb's module imported)."""
     top = argparse.ArgumentParser(prog="ibwire", formatter_class=HelpFormatter,
                                   description="InfiniBand and RoCE captures: dissect, "
                                   "validate ICRC/VCRC, convert.")
@@ -93,7 +94,8 @@ def parser(verb: str | None = None) -> argparse.ArgumentParser:
         if verb in (None, name):
             sub = verbs.add_parser(name, help=text, description=text,
                                    formatter_class=HelpFormatter)
-            import_module(module).add_arguments(sub)
+            if arguments:
+                import_module(module).add_arguments(sub)
     return top
 
 
@@ -104,7 +106,7 @@ def verb_module(name: str) -> ModuleType:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     verb = argv[0] if argv and argv[0] in VERBS else None
-    args = parser(verb).parse_args(argv)
+    args = parser(verb, arguments=verb is not None).parse_args(argv)
     module = verb_module(args.verb)
     try:
         return module.run(args)

@@ -230,3 +230,48 @@ def test_a_bad_first_section_is_left_to_the_scanner(tmp_path):
     path = tmp_path / "bad.pcapng"
     path.write_bytes(shb(major=2) + idb(1))
     assert tally.open_tally(path) is None
+
+
+@pytest.fixture
+def rotating(tmp_path):
+    """A pcapng file of 3000 EPBs of 1000-byte frames, and where each EPB starts."""
+    from tests.scan.test_shrink import COUNT, FRAME
+
+    data = pcapng_file([FRAME] * COUNT)
+    path = tmp_path / "rotating.pcapng"
+    path.write_bytes(data)
+    first, size = len(pcapng_file([])), len(epb(0, 0, FRAME))
+    return path, [first + k * size for k in range(COUNT)]
+
+
+def test_a_pcapng_tally_finds_the_file_shorter(filemap_twin, rotating):
+    import os
+
+    from ibwire.errors import ShrunkError
+
+    path, starts = rotating
+    found = tally.open_tally(path, threads=2, window=1 << 20)
+    with found:
+        windows = found.windows()
+        counted = next(windows).counts[0]
+        os.truncate(path, starts[2500] + 40)  # inside EPB 2500
+        rest = list(windows)
+    assert counted + sum(w.counts[0] for w in rest) == 2500
+    assert isinstance(rest[-1].error, ShrunkError)
+    assert rest[-1].error_record == 2500
+
+
+def test_a_pcapng_tally_raises_when_bytes_vanish(filemap_twin, rotating, monkeypatch):
+    import ibwire.scan.feed
+    from ibwire.errors import CaptureError
+    from tests.scan.test_shrink import truncate_on_map
+
+    path, _starts = rotating
+    truncate_on_map(monkeypatch, ibwire.scan.feed, path, 2, after=True)
+    counted = 0
+    with tally.open_tally(path, threads=2, window=1 << 20) as found, \
+            pytest.raises(CaptureError, match=f"{path}.*shrank.*record"):
+        for window in found.windows():
+            counted += window.counts[0]
+            assert window.error is None
+    assert counted < 3000

@@ -470,6 +470,8 @@ int64_t ibw_check_pcap(const uint8_t *buf, int64_t pos, int64_t end, int swapped
     return listed;
 }
 
+#define PCAPNG_EPB 6u /* Enhanced Packet Block (draft-ietf-opsawg-pcapng section 4.3) */
+
 /* The Enhanced Packet Block at pos when its lengths hold together (the block all in
  * [pos, end), its length a multiple of 4 from 32 to max_len, the trailing copy equal, caplen
  * within the block): its length, else 0; *status 2 when the data may end inside it. */

@@ -58,21 +58,30 @@ class PcapngTally:
         self.feed.close()
 
     def windows(self) -> Iterator[Window]:
-        pos, need = 0, 0
+        """As ``Tally.windows``; a file that shrinks while it is counted ends as in
+        ``scan_capture`` (the walk's window loop is the same)."""
+        pos, need, finished = 0, 0, False
         while True:
+            first = self.feed.record = self.record
             buf, base, at_end = self.feed.window(pos, need)
             size = len(buf)
             try:
-                window, resume, want, finished = self._window(buf, pos - base, at_end, base)
+                window, resume, want, finished = self._window(
+                    buf, pos - base, at_end and self.feed.error is None, base)
+                self.feed.check(first)  # the walk read zeros where the file's bytes vanished
             finally:
                 buf.release()
             yield window
             progressed = base + resume > pos
             pos = base + resume
             if finished or (at_end and (not progressed or resume >= size)):
-                return
+                break
             need = want if progressed or want > size - resume \
                 else size - resume + self.feed.length
+        if self.feed.error is not None and not finished:  # the file was found shorter
+            error = self.feed.error
+            error.offset = pos
+            yield Window((0,) * len(self.names), [], pos, error, self.record)
 
     def _window(self, buf: memoryview, start: int, final: bool, base: int
                 ) -> tuple[Window, int, int, bool]:

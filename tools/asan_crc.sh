@@ -6,8 +6,9 @@
 #      malloc'd to their exact size, through locate/verify/icrc/vcrc/fix and the batch, for
 #      every CRC-32 code path the CPU has;
 #   3. a Python fuzz loop through icrc/vcrc/verify/fix/verify_batch, the scanner's
-#      scan_frames (every column), its pcapng EPB walk, and the counting scan's check_pcap and
-#      pcap_sync, with exact-size numpy buffers.
+#      scan_frames (every column), its pcapng EPB walk, and the counting scan's check_pcap,
+#      check_pcapng (frames at the record or behind SLL/SLL2 headers), pcap_sync and
+#      pcapng_sync, with exact-size numpy buffers.
 # Bounded (FUZZ_CASES, default 300000 per loop); exits non-zero on any sanitizer report or
 # test failure. Usage: tools/asan_crc.sh [pytest args...]
 set -euo pipefail
@@ -222,9 +223,11 @@ for i in range(cases):
     record = struct.pack("<IIII", 1, 0, max(caplen, 0), len(frame)) + bytes(frame)
     rec = np.frombuffer(record, np.uint8).copy()
     swapped = rng.random() < 0.2
-    tally.check_pcap(rec, 0, len(rec), swapped, 1 << 18, 64, links.index(link), 2)
+    header = rng.choice([0, 0, 1, 2])  # the frame, or behind a Linux SLL/SLL2 header
+    tally.check_pcap(rec, 0, len(rec), swapped, 1 << 18, 64, links.index(link), header, 2)
     at = rng.randrange(len(arr) + 1)
-    tally.check_pcap(arr, at, len(arr), swapped, 1 << 18, 0, 255 if i % 5 == 0 else 0, 1)
+    tally.check_pcap(arr, at, len(arr), swapped, 1 << 18, 0, 255 if i % 5 == 0 else 0,
+                     rng.choice([0, 1, 2]), 1)
     tally.pcap_sync(arr, at, len(arr), swapped, 1 << 18, 10**6, rng.randrange(1, 9), 300)
     # the pcapng EPB walk: the frame as an EPB (lengths sometimes lying), then raw bytes
     faces = [(rng.randrange(3), rng.choice([0, 1, 1000, 10**19, 93, 127]),
@@ -234,11 +237,14 @@ for i in range(cases):
     size = 12 + len(body) + rng.choice([0, 0, 0, 4, -4, 1000])
     block = np.frombuffer(struct.pack("<II", 6, max(size, 0)) + body
                           + struct.pack("<I", max(size, 0)), np.uint8).copy()
+    counting = [(rng.choice([0, 64]), links.index(link), rng.choice([-1, 0, 1, 2]))]
     for buf, start in ((block, 0), (arr, at)):
         try:
             scan.pcapng_epbs(buf, start, len(buf), swapped, 1 << 18, faces, 4)
         except ValueError:  # a clock the walker never makes (kind 1 with param 0 ...)
             errors += 1
+        tally.check_pcapng(buf, start, len(buf), swapped, 1 << 18, counting, 2)
+        tally.pcapng_sync(buf, start, len(buf), swapped, 1 << 18, rng.randrange(1, 4), 300)
     if i % 64 == 0:
         crc.verify_batch(arr, [0, 0], [len(arr), len(arr) // 2], np.array([0, 1], np.uint8))
 print(f"python fuzz: {cases} cases, {errors} ibwire errors, no crash")

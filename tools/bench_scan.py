@@ -6,7 +6,9 @@ and RDMA WRITE ONLY packets with 1-4 KiB payloads, alternating; PSNs increase.
 
   check      whole-process wall time of ``ibwire check F`` (best of --repeat)
   tshark     ``tshark -r F -T fields -e infiniband.bth.psn`` (checks no CRC), wall time
-  pcapng     the first capture rewritten as pcapng: ``ibwire check`` and tshark again
+  formats    the same packets as pcapng (as dumpcap writes them), and with Linux SLL and SLL2
+             link headers instead of Ethernet (as ``tcpdump -i any`` writes them), in classic
+             pcap and pcapng: ``ibwire check`` against the classic pcap row, and tshark
   show       ``ibwire show F`` against ``tshark -r F``: one summary line per packet, 100k
   scapy      ``rdpcap(F)`` + ``BTH.compute_icrc`` per packet (scapy.contrib.roce), wall time
   scanner    in-process ``scan_capture`` packets/s on 1M ACKs (small packets), one thread,
@@ -78,16 +80,48 @@ def write_capture(path: Path, count: int, *, acks_only: bool = False,
         atomic.abort()
 
 
-def ensure_pcapng(path: Path, source: Path) -> Path:
-    """``source`` (classic pcap) rewritten as pcapng, one EPB per record, as dumpcap writes."""
+LINUX_SLL, LINUX_SLL2 = 113, 276
+ARPHRD_ETHER = 1
+
+
+def cooked(frame: bytes, linktype: int) -> bytes:
+    """An Ethernet frame as ``tcpdump -i any`` stores it: the Ethernet header replaced by a
+    Linux cooked header (SLL or SLL2: protocol, ARPHRD_ETHER, the source MAC)."""
+    address = frame[6:12] + bytes(2)
+    protocol = int.from_bytes(frame[12:14], "big")
+    if linktype == LINUX_SLL:
+        head = struct.pack(">HHH8sH", 0, ARPHRD_ETHER, 6, address, protocol)
+    else:
+        head = struct.pack(">HHIHBB8s", protocol, 0, 2, ARPHRD_ETHER, 0, 6, address)
+    return head + frame[14:]
+
+
+def ensure_variant(path: Path, source: Path, pcapng: bool, linktype: int) -> Path:
+    """``source`` (classic pcap, Ethernet) with each frame's link header as ``linktype`` says
+    (1: unchanged), in classic pcap or in pcapng (one EPB per record, as dumpcap writes)."""
     if not path.exists():
         from ibwire.pcap import open_capture
-        from ibwire.pcap.writer import PcapngWriter
+        from ibwire.pcap.writer import PcapngWriter, PcapWriter
 
-        with open_capture(source) as reader, PcapngWriter(path) as writer:
+        t = time.perf_counter()
+        ng = PcapngWriter(path) if pcapng else None
+        classic = None if pcapng else PcapWriter(path, linktype, snaplen=65535)
+        with open_capture(source) as reader, (ng or classic):  # type: ignore[union-attr]
             for record in reader:
-                writer.write(record.record_data, record.timestamp_ns, record.linktype)
+                data = bytes(record.record_data) if linktype == 1 else \
+                    cooked(bytes(record.record_data), linktype)
+                if ng is not None:
+                    ng.write(data, record.timestamp_ns, linktype)
+                else:
+                    classic.write(data, record.timestamp_ns)  # type: ignore[union-attr]
+        print(f"# wrote {path} in {time.perf_counter() - t:.1f} s", flush=True)
     return path
+
+
+VARIANTS = (("as pcapng", True, 1), ("pcap, Linux SLL", False, LINUX_SLL),
+            ("pcap, Linux SLL2", False, LINUX_SLL2), ("pcapng, Linux SLL", True, LINUX_SLL),
+            ("pcapng, Linux SLL2", True, LINUX_SLL2))
+"""The same packets in the other forms users' captures come in: (label, pcapng, link type)."""
 
 
 def ensure(path: Path, count: int, **kind: bool) -> Path:
@@ -201,12 +235,17 @@ def main() -> None:
 
     print(f"# ibwire scanner: {scan.implementation}, CRC engine: {crc.implementation}; "
           f"{os.cpu_count()} cores; one process each, page cache warm (best of {args.repeat})")
-    print(f"{'capture':>22} {'packets':>9} {'GB':>5} | {'ibwire check':>12} | "
+    print(f"{'capture':>22} {'packets':>9} {'GB':>5} | {'ibwire check':>12} {'/ pcap':>6} | "
           f"{'tshark fields':>13} {'ratio':>7} | {'scapy':>9} {'ratio':>7}")
-    def check_row(label: str, count: int, path: Path) -> tuple[str, float]:
-        """The table's row of ``ibwire check`` against the tshark command, and our time."""
+
+    def check_row(label: str, count: int, path: Path, pcap_time: float | None = None
+                  ) -> tuple[str, float]:
+        """The table's row of ``ibwire check`` (and its time over ``pcap_time``, the classic
+        pcap row's) against the tshark command, and our time."""
         ours, _ = wall([ibwire_cmd, "check", "-q", str(path)], args.repeat, path)
-        row = f"{label:>22} {count:>9} {path.stat().st_size / 1e9:>5.2f} | {ours:>10.3f} s | "
+        ratio = f"{ours / pcap_time:>5.2f}x" if pcap_time else f"{'':>6}"
+        row = f"{label:>22} {count:>9} {path.stat().st_size / 1e9:>5.2f} | {ours:>10.3f} s " \
+            f"{ratio} | "
         if tshark:
             theirs, _ = wall([tshark, "-r", str(path), "-T", "fields", "-e",
                               "infiniband.bth.psn"], args.repeat, path)
@@ -215,17 +254,19 @@ def main() -> None:
 
     for count in (int(x) for x in args.packets.split(",")):
         path = ensure(args.dir / f"mixed-{count}.pcap", count)
-        row, ours = check_row("ACK + 1-4 KiB WRITE", count, path)
+        row, pcap_time = check_row("ACK + 1-4 KiB WRITE", count, path)
         if count <= args.scapy_max:
             out = subprocess.run([sys.executable, "-c", SCAPY_JOB, str(path)],
                                  capture_output=True, text=True, check=True).stdout.split()
-            row += f"{float(out[0]):>7.2f} s {float(out[0]) / ours:>6.0f}x"
+            row += f"{float(out[0]):>7.2f} s {float(out[0]) / pcap_time:>6.0f}x"
         else:
             row += f"{'(> scapy-max)':>17}"
         print(row, flush=True)
-    first = int(args.packets.split(",")[0])  # the same packets as pcapng (dumpcap's format)
-    path = ensure_pcapng(args.dir / f"mixed-{first}.pcapng", args.dir / f"mixed-{first}.pcap")
-    print(check_row("same, as pcapng", first, path)[0], flush=True)
+        for label, pcapng, linktype in VARIANTS:  # the same packets, as users capture them
+            name = f"mixed-{count}{'' if linktype == 1 else f'-{linktype}'}" \
+                f".{'pcapng' if pcapng else 'pcap'}"
+            variant = ensure_variant(args.dir / name, path, pcapng, linktype)
+            print(check_row(label, count, variant, pcap_time)[0], flush=True)
     if tshark:  # one line per packet, both: the job of ``ibwire show`` without -V
         path = ensure(args.dir / "mixed-100000.pcap", 100_000)
         ours, _ = wall([ibwire_cmd, "show", str(path)], args.repeat, path)

@@ -131,8 +131,40 @@ def test_shipped_samples_are_what_the_generator_writes(tmp_path):
 @pytest.mark.parametrize("path", [*sorted(CAPTURES.glob("*.pcap*")), SAMPLES / "sample-corrupt.pcap"],
                          ids=lambda p: p.name)
 def test_check_scanner_and_dissector_agree(path):
-    """``check`` counts a classic pcap file (``_tallied``), scans other files in batches
+    """``check`` counts a pcap or pcapng file (``_tallied``), scans other files in batches
     (``_scanned``); with --where it dissects each packet: same verdicts and lines."""
+    assert_check_paths_agree(path)
+
+
+@pytest.mark.parametrize("pcapng, linktype", [(False, 113), (False, 276), (True, 276)])
+def test_check_paths_agree_on_cooked_captures(tmp_path, pcapng, linktype):
+    """The same on the corrupt sample's packets as ``tcpdump -i any`` and ``dumpcap -i any``
+    write them (Linux SLL/SLL2, pcap or pcapng), with records cut inside their header."""
+    from ibwire.pcap import read_capture
+    from ibwire.pcap.writer import PcapngWriter, PcapWriter
+    from tests.pcap.capture_synth import sll2_header, sll_header
+
+    path = tmp_path / "cooked"
+    cook = sll_header if linktype == 113 else sll2_header
+    with (PcapngWriter(path) if pcapng else PcapWriter(path, linktype)) as writer:
+        for k, record in enumerate(read_capture(SAMPLES / "sample-corrupt.pcap")):
+            data = bytes(record.record_data)
+            data = cook(int.from_bytes(data[12:14], "big")) + data[14:]
+            if k % 7 == 3:
+                data = data[:k % 20]  # the cooked header is cut: the reader's error record
+            if pcapng:
+                writer.write(data, record.timestamp_ns, linktype)
+            else:
+                writer.write(data, record.timestamp_ns)
+    from ibwire.scan.tally import open_tally
+
+    counting = open_tally(path)
+    assert counting is not None  # the counting path takes it
+    counting.feed.close()
+    assert_check_paths_agree(path)
+
+
+def assert_check_paths_agree(path: Path) -> None:
     from collections import Counter
 
     from ibwire.cli.check import _inspected, _scanned, _tallied
@@ -154,6 +186,7 @@ def test_check_scanner_and_dissector_agree(path):
     (scanned, scanned_lines), (inspected, inspected_lines) = totals[:2]
     assert [line.split(": ")[1] for line in scanned_lines] == \
         [line.split(": ")[1] for line in inspected_lines]  # the record numbers
+    assert counting is not None or path.suffix != ".pcapng"
     if counting is not None:  # the counting scan says everything the scanner says
         assert totals[2] == totals[0]
     # a RoCE packet whose lengths lie is still RoCE to the scanner (UDP port 4791 said so);
@@ -228,10 +261,33 @@ HEAVY = ("numpy", "construct", "dataclasses", "pathlib", "json", "shutil", "bz2"
 """Modules the start of ``ibwire check`` does without (tens of milliseconds between them)."""
 
 
-def test_check_of_a_clean_pcap_loads_no_heavy_module():
-    """The counting path starts light: what makes ``ibwire check`` fast on short files."""
+def _as_users_capture(source: Path, target: Path, pcapng: bool, linktype: int) -> Path:
+    """``source`` (Ethernet) in pcapng and/or behind Linux SLL2 headers (``tcpdump -i any``)."""
+    from ibwire.pcap import PcapWriter, read_capture
+    from ibwire.pcap.writer import PcapngWriter
+    from tests.pcap.capture_synth import sll2_header
+
+    with (PcapngWriter(target) if pcapng else PcapWriter(target, linktype)) as writer:
+        for record in read_capture(source):
+            data = bytes(record.record_data)
+            if linktype == 276:
+                data = sll2_header(int.from_bytes(data[12:14], "big")) + data[14:]
+            if pcapng:
+                writer.write(data, record.timestamp_ns, linktype)
+            else:
+                writer.write(data, record.timestamp_ns)
+    return target
+
+
+@pytest.mark.parametrize("pcapng, linktype", [(False, 1), (True, 1), (False, 276), (True, 276)])
+def test_check_of_a_clean_capture_loads_no_heavy_module(tmp_path, pcapng, linktype):
+    """The counting path starts light: what makes ``ibwire check`` fast on short files; for
+    pcapng and the SLL2 records of ``tcpdump -i any`` too."""
+    path = SAMPLES / "sample-rocev2.pcap"
+    if pcapng or linktype != 1:
+        path = _as_users_capture(path, tmp_path / "capture", pcapng, linktype)
     code = ("import sys; from ibwire.cli.main import main; "
-            f"status = main(['check', '-q', {str(SAMPLES / 'sample-rocev2.pcap')!r}]); "
+            f"status = main(['check', '-q', {str(path)!r}]); "
             f"print(status, sorted(m for m in {HEAVY!r} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.splitlines()

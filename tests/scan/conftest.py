@@ -1,4 +1,5 @@
-"""The ``scanner`` fixture: every scanner test runs against both twins (C and pure Python).
+"""The ``scanner`` and ``engine`` fixtures: every scanner and counting-scan test runs against both
+twins (C and pure Python).
 
 As for the CRC engine, a C engine that is not built is an error unless IBWIRE_NO_EXTENSIONS=1.
 """
@@ -9,7 +10,8 @@ from types import ModuleType
 
 import pytest
 
-from ibwire.scan import _python
+from ibwire.scan import _python, tally
+from ibwire.scan import _tally_python as tally_twin
 from tests.crc.conftest import built_or_skip
 from tests.pcap.conftest import filemap_twin, pcap_engine  # noqa: F401 - fixtures used here
 
@@ -17,6 +19,10 @@ try:
     from ibwire.scan import _engine
 except ImportError:
     _engine = None
+try:
+    from ibwire.scan import _tally
+except ImportError:
+    _tally = None
 
 
 def scan_engine_or_skip() -> ModuleType:
@@ -32,3 +38,15 @@ def scanner(request: pytest.FixtureRequest) -> ModuleType:
 @pytest.fixture(scope="session")
 def scan_engine() -> ModuleType:
     return scan_engine_or_skip()
+
+
+def tally_c_engine() -> ModuleType:
+    return built_or_skip(_tally, "ibwire.scan._tally")
+
+
+@pytest.fixture(params=["python", "c"])
+def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """The counting scans (``ibwire.scan.tally``) run on this twin."""
+    chosen = tally_twin if request.param == "python" else tally_c_engine()
+    monkeypatch.setattr(tally, "engine", lambda: (chosen, request.param))
+    return chosen

@@ -308,3 +308,18 @@ def test_sections_with_their_own_clocks(tmp_path):
     assert len({r.timestamp_ns for r in records}) == len(records) == 15
     assert_scan_agrees(path, records, 1 << 20)
     assert_index_agrees(data, records)
+
+
+def test_a_cooked_header_cut_in_a_later_window_is_placed_in_the_file(tmp_path):
+    """The error of an SLL record too short for its header names its byte in the file, not
+    in the window (windows of a big file start past 0)."""
+    from tests.pcap.capture_synth import epb, idb, shb
+
+    data = shb() + idb(113) + b"".join(epb(0, k, sll_header(0x0800) + f[14:])
+                                       for k, f in enumerate(FRAMES * 50)) + epb(0, 1, bytes(10))
+    path = tmp_path / "cut.pcapng"
+    path.write_bytes(data)
+    records = list(read_capture(path))
+    assert len(data) > 1 << 17 and records[-1].error.offset > 1 << 17
+    for window in (4096, 1 << 20):
+        assert_scan_agrees(path, records, window)

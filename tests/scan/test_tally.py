@@ -1,120 +1,136 @@
 """The counting scan of ``ibwire check`` (``ibwire.scan.tally``): both twins of ``check_pcap``
 and ``pcap_sync`` agree, and a tally, split between threads or not, whatever the window and
 whatever boundary is guessed, gives the counts, flagged records and ending error that the full
-scanner (``scan_capture``) gives."""
+scanner (``scan_capture``) gives, and the frames the reader reads. pcapng files:
+``test_tally_pcapng.py``."""
 
 from __future__ import annotations
 
 import struct
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ibwire.errors import IbwireError
+from ibwire.pcap import LINK_CODES, read_capture
 from ibwire.scan import _layout, program, scan_capture, tally
 from ibwire.scan import _tally_python as twin
 from ibwire.strategies import packets
-from tests.crc.conftest import built_or_skip
-from tests.pcap.capture_synth import SHARED_CAPTURES, T0, pcap_file, pcap_header, pcap_record
-
-try:
-    from ibwire.scan import _tally
-except ImportError:
-    _tally = None
+from tests.pcap.capture_synth import (
+    SHARED_CAPTURES,
+    T0,
+    pcap_file,
+    pcap_header,
+    pcap_record,
+    sll2_header,
+    sll_header,
+    warning_key,
+)
+from tests.scan.conftest import tally_c_engine as c_engine
 
 ROOT = Path(__file__).resolve().parents[2]
 DIRECT = {1, 101, 228, 229, 247}  # link types whose records are the frames themselves
+COOKED = {113, 276}  # Linux SLL and SLL2: the cooked header is read in C too
 
 
-def c_engine() -> ModuleType:
-    return built_or_skip(_tally, "ibwire.scan._tally")
+def error_key(error: IbwireError | None) -> tuple | None:
+    return None if error is None else (type(error), error.offset, error.reason)
 
 
-@pytest.fixture(params=["python", "c"])
-def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    """Tallies run on this twin."""
-    chosen = twin if request.param == "python" else c_engine()
-    monkeypatch.setattr(tally, "engine", lambda: (chosen, request.param))
-    return chosen
+Flags = list[tuple[int, tuple | None, tuple | None]]
+"""Records to look at again: (record, its capture error, its capture warning)."""
 
 
-def reference(path: Path) -> tuple[dict[str, int], list[int], tuple | None]:
-    """What the full scanner says: counts, the records to look at again (failed or with a
-    capture warning), and the ending error (record, type, offset, reason)."""
+def reference(path: Path) -> tuple[dict[str, int], Flags]:
+    """What the full scanner says: counts, and the records to look at again (failed, a
+    capture warning, or a record that could not be read)."""
     counts = dict.fromkeys(twin.TALLY, 0)
-    flagged: list[int] = []
-    ending = None
+    flagged: Flags = []
     for batch in scan_capture(path, fields=()):
         c = batch.columns
         failed = batch.failed()
         for row in range(len(batch)):
-            record = int(c["record"][row])
-            if c["error"][row] == program.CAPTURE_ERROR:
-                error = batch.error(row)
-                ending = (record, type(error), error.offset, error.reason)
-            else:
-                counts["icrc_bad"] += int(c["icrc_ok"][row] == 0)
-                counts["vcrc_bad"] += int(c["vcrc_ok"][row] == 0)
-                if failed[row] or row in batch.warnings:
-                    flagged.append(record)
             counts["records"] += 1
             counts["ib"] += int(batch.is_ib()[row])
             counts["other"] += int(c["error"][row] == 1)
             counts["failed"] += int(failed[row])
+            counts["icrc_bad"] += int(c["icrc_ok"][row] == 0)
+            counts["vcrc_bad"] += int(c["vcrc_ok"][row] == 0)
             counts["errors"] += int(c["error"][row] > 1)
-    if ending is not None:  # the tally counts its ending error apart from its windows
-        counts["records"] -= 1
-        counts["failed"] -= 1
-        counts["errors"] -= 1
-    return counts, flagged, ending
+            if failed[row] or row in batch.warnings:
+                flagged.append((int(c["record"][row]), error_key(batch.errors.get(row)),
+                                warning_key(batch.warnings.get(row))))
+    return counts, flagged
 
 
-def tallied(path: Path, threads: int, window: int) -> tuple[dict[str, int], list[int],
-                                                          tuple | None]:
+def tallied(path: Path, threads: int, window: int) -> tuple[dict[str, int], Flags]:
+    """What a tally says, in the same terms; each flagged record is the reader's record."""
     found = tally.open_tally(path, threads=threads, window=window)
     assert found is not None, path
+    records = list(read_capture(path))
     counts = dict.fromkeys(twin.TALLY, 0)
-    flagged: list[int] = []
-    ending = None
+    flagged: Flags = []
     with found:
         for window_ in found.windows():
             for name, value in zip(found.names, window_.counts, strict=True):
                 counts[name] += value
-            flagged += [f.record for f in window_.flagged]
-            data = path.read_bytes()
-            order = found.header.byte_order
-            for f in window_.flagged:  # the bytes, lengths and time are the record's
-                seconds, fraction, caplen, orig = struct.unpack_from(order + "IIII", data,
-                                                                     f.offset - 16)
-                assert (f.frame, f.orig_len) == (data[f.offset:f.offset + caplen], orig)
-                assert f.timestamp_ns == seconds * 10**9 + fraction * found.fraction_ns
-            if window_.error is not None:
-                e = window_.error
-                ending = (window_.error_record, type(e), e.offset, e.reason)
-    return counts, flagged, ending
+            for f in window_.flagged:
+                flagged.append((f.record, error_key(f.error), warning_key(f.warning)))
+                record = records[f.record]
+                assert error_key(f.error) == error_key(record.error)
+                if f.error is None:  # the bytes, lengths, time and link are the record's
+                    assert (f.frame, f.orig_len, f.link, f.linktype) == (
+                        bytes(record.frame), record.orig_len, LINK_CODES[record.link],
+                        record.linktype)
+                    assert f.timestamp_ns == min(max(record.timestamp_ns, -(1 << 63)),
+                                                 (1 << 63) - 1)
+                    assert bytes(path.read_bytes()[f.offset:f.offset + len(f.frame)]) == f.frame
+            if window_.error is not None:  # the walk ends on it: counted apart
+                flagged.append((window_.error_record, error_key(window_.error), None))
+                assert error_key(window_.error) == error_key(records[window_.error_record].error)
+                for name in ("records", "failed", "errors"):
+                    counts[name] += 1
+    return counts, flagged
 
 
-LINKS = {"ethernet": 1, "infiniband": 247, "ip": 101}
+LINKS = {"ethernet": 1, "infiniband": 247, "ip": 101, "sll": 113, "sll2": 276}
 
 
-def _frames(draw: st.DrawFn, link: str) -> list[bytes]:
-    """RoCE or native IB frames, some with a broken CRC, cut, or with any byte changed."""
-    frames = draw(st.lists(packets(max_payload=96).filter(lambda g: g.link == link),
-                           min_size=1, max_size=12))
-    out = []
-    for g in frames:
-        frame = bytearray(g.frame)
-        kind = draw(st.sampled_from(["good", "good", "icrc", "cut", "byte"]))
-        if kind == "icrc":
-            frame[-1] ^= 0xFF
-        elif kind == "cut":
-            del frame[draw(st.integers(0, len(frame) - 1)):]
-        elif kind == "byte":
-            frame[draw(st.integers(0, len(frame) - 1))] = draw(st.integers(0, 255))
-        out.append(bytes(frame))
-    return out
+def cooked(draw: st.DrawFn, frame: bytes, link: str, kind: str) -> bytes:
+    """An Ethernet, IP or GRH-first frame behind a Linux SLL or SLL2 header, as ``tcpdump -i
+    any`` writes it (ARPHRD_ETHER mostly; others, some not in the table, too)."""
+    if link == "ethernet":
+        protocol, frame = int.from_bytes(frame[12:14], "big"), frame[14:]
+    elif link == "ip":
+        protocol = 0x0800 if frame[0] >> 4 == 4 else 0x86DD
+    else:
+        protocol = 0x8915
+    arphrd = draw(st.sampled_from([1, 1, 1, 772, 32, 24]))
+    return (sll_header if kind == "sll" else sll2_header)(protocol, arphrd) + frame
+
+
+def broken(draw: st.DrawFn, frame: bytes) -> bytes:
+    """The frame as it is, or with a broken CRC, cut, or with any byte changed."""
+    out = bytearray(frame)
+    kind = draw(st.sampled_from(["good", "good", "icrc", "cut", "byte"]))
+    if kind == "icrc" and out:
+        out[-1] ^= 0xFF
+    elif kind == "cut" and out:
+        del out[draw(st.integers(0, len(out) - 1)):]
+    elif kind == "byte" and out:
+        out[draw(st.integers(0, len(out) - 1))] = draw(st.integers(0, 255))
+    return bytes(out)
+
+
+def frame_of(draw: st.DrawFn, link: str) -> bytes:
+    """A RoCE or native IB frame for records of ``link`` (cooked for SLL/SLL2), maybe
+    broken."""
+    if link in ("sll", "sll2"):
+        g = draw(packets(max_payload=96).filter(lambda g: g.link in ("ethernet", "ip", "grh")))
+        return broken(draw, cooked(draw, g.frame, g.link, link))
+    return broken(draw, draw(packets(max_payload=96).filter(lambda g: g.link == link)).frame)
 
 
 @st.composite
@@ -127,7 +143,8 @@ def captures(draw: st.DrawFn) -> bytes:
     link = draw(st.sampled_from(sorted(LINKS)))
     data = bytearray(pcap_header(LINKS[link], order=order, nanoseconds=nanoseconds,
                                  snaplen=snaplen))
-    for i, frame in enumerate(_frames(draw, link)):
+    for i in range(draw(st.integers(1, 12))):
+        frame = frame_of(draw, link)
         orig = max(0, len(frame) - draw(st.sampled_from([0, 0, 0, 1])))
         data += pcap_record(T0 + i * 1000, frame, orig_len=orig, order=order,
                             nanoseconds=nanoseconds)
@@ -166,9 +183,10 @@ def test_check_pcap_twins_agree(data, cap, start):
             break
         pos += 16 + struct.unpack_from(order + "I", data, pos + 8)[0]
     pos = min(pos, len(data))
-    for link in (0, 255):
-        assert engine.check_pcap(data, pos, len(data), swapped, 1 << 18, snaplen, link, cap) \
-            == twin.check_pcap(data, pos, len(data), swapped, 1 << 18, snaplen, link, cap)
+    for link, header in ((0, 0), (255, 0), (2, 0), (0, 1), (0, 2)):  # frames, SLL, SLL2
+        assert engine.check_pcap(data, pos, len(data), swapped, 1 << 18, snaplen, link, header,
+                                 cap) == \
+            twin.check_pcap(data, pos, len(data), swapped, 1 << 18, snaplen, link, header, cap)
 
 
 @SETTINGS
@@ -198,7 +216,15 @@ def test_pcap_sync_finds_a_record_start():
 def test_argument_errors():
     for engine in (twin, c_engine()):
         with pytest.raises(ValueError):
-            engine.check_pcap(b"x" * 10, 5, 11, False, 1 << 18, 0, 0, 1)
+            engine.check_pcap(b"x" * 10, 5, 11, False, 1 << 18, 0, 0, 0, 1)
+        with pytest.raises(ValueError):
+            engine.check_pcap(b"x" * 10, 0, 10, False, 1 << 18, 0, 0, 3, 1)
+        with pytest.raises(ValueError):
+            engine.check_pcapng(b"x" * 10, 5, 11, False, 1 << 18, [], 1)
+        with pytest.raises(ValueError):
+            engine.check_pcapng(b"x" * 10, 0, 10, False, 1 << 18, [(0, 0, 3)], 1)
+        with pytest.raises(ValueError):
+            engine.pcapng_sync(b"x" * 10, 11, 10, False, 1 << 18, 1, 1)
         with pytest.raises(ValueError):
             engine.pcap_sync(b"x" * 10, 11, 10, False, 1 << 18, 10**6, 1, 1)
 
@@ -260,15 +286,16 @@ SHARED_PCAPS = sorted(SHARED_CAPTURES.glob("*.pcap"))
 
 
 def test_the_counting_scan_takes_the_shared_captures_it_reads():
-    """Those whose records are frames; the others (SLL here) are left to the scanner."""
+    """Those whose records are frames or cooked; the others (ERF here) are left to the
+    scanner."""
     for path in SHARED_PCAPS:
         found = tally.open_tally(path)
-        assert (found is not None) == (_linktype(path) in DIRECT), path
+        assert (found is not None) == (_linktype(path) in DIRECT | COOKED), path
         if found is not None:
             found.feed.close()
 
 
-@pytest.mark.parametrize("path", [p for p in SHARED_PCAPS if _linktype(p) in DIRECT],
+@pytest.mark.parametrize("path", [p for p in SHARED_PCAPS if _linktype(p) in DIRECT | COOKED],
                          ids=lambda p: p.name)
 def test_shared_captures(engine, path, monkeypatch):
     monkeypatch.setattr(tally, "SPLIT_AT_LEAST", 0)
@@ -285,9 +312,8 @@ def test_samples(engine):
 def test_what_the_counting_scan_leaves_to_the_scanner(tmp_path):
     pcap = pcap_file([bytes(60)])
     cases = {
-        "capture.pcapng": bytes.fromhex("0a0d0d0a") + bytes(24),
+        "capture.pcapng": bytes.fromhex("0a0d0d0a") + bytes(24),  # a bad section header
         "capture.pcap.gz": __import__("gzip").compress(pcap),
-        "sll.pcap": pcap_file([bytes(60)], linktype=113),
         "erf.pcap": pcap_file([bytes(60)], linktype=197),
         "garbage": b"not a capture at all",
         "header.pcap": pcap[:20],
@@ -296,7 +322,7 @@ def test_what_the_counting_scan_leaves_to_the_scanner(tmp_path):
         (tmp_path / name).write_bytes(data)
         assert tally.open_tally(tmp_path / name) is None, name
     assert tally.open_tally("-") is None  # standard input is left to the scanner, unread
-    with open(tmp_path / "sll.pcap", "rb") as handle:
+    with open(tmp_path / "erf.pcap", "rb") as handle:
         assert tally.open_tally(handle) is None
         assert handle.tell() == 0
     with pytest.raises(Exception, match="empty"):

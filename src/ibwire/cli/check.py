@@ -7,9 +7,9 @@ the capture is unsure of (caplen over the snaplen or its original length) is pri
 warning and verified like any other.
 
 The work is one batch scan per window of the file (``ibwire.scan``): headers, lengths and
-both CRCs in C, no Python per packet. A classic pcap file (without ``-c``) is only counted,
-two threads at once (``ibwire.scan.tally``), with neither numpy nor the header declarations
-loaded unless a packet fails. Only failing packets are looked at again, to say why. With
+both CRCs in C, no Python per packet. A classic pcap or pcapng file (without ``-c``) is only
+counted, two threads at once (``ibwire.scan.tally``), with neither numpy nor the header
+declarations loaded unless a packet fails. Only failing packets are looked at again, to say why. With
 ``--where`` each packet is dissected instead, so that any field can be tested.
 
 With ``-i`` the packets dumpcap (else tcpdump) captures are scanned as they arrive
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from ibwire.pcap.source import Source
     from ibwire.scan import ScanBatch
     from ibwire.scan.tally import Flagged, Tally
+    from ibwire.scan.tally_pcapng import PcapngTally
 
 COUNTS = ("records", "ib", "other", "failed", "icrc_bad", "vcrc_bad", "errors")
 
@@ -90,20 +91,18 @@ def _scanned(path: str, args: argparse.Namespace, source: Source | None = None
         yield _report(path, batch, c, failed)
 
 
-def _flagged(path: str, tally: Tally, found: Flagged) -> list[str]:
+def _flagged(path: str, found: Flagged) -> list[str]:
     """The lines of a record the counting scan flagged: a failure or a capture warning; it
     is scanned again as the full path scans it."""
     import numpy as np
 
-    from ibwire.pcap.index import frame_index
-    from ibwire.pcap.pcap import RECORD_HEADER_LEN, caplen_warning
+    from ibwire.pcap.index import error_index, frame_index
     from ibwire.scan import scan_index
 
-    warning = caplen_warning(len(found.frame), found.orig_len, tally.header.snaplen,
-                             found.offset - RECORD_HEADER_LEN)
-    batch = scan_index(frame_index(found.frame, tally.link, tally.header.linktype,
-                                   found.timestamp_ns, found.orig_len, warning),
-                       found.record, ())
+    index = error_index(found.error) if found.error is not None else frame_index(
+        found.frame, found.link, found.linktype, found.timestamp_ns, found.orig_len,
+        found.warning)
+    batch = scan_index(index, found.record, ())
     return _report(path, batch, batch.columns, np.flatnonzero(batch.failed()))[1]
 
 
@@ -118,7 +117,7 @@ def _ending(path: str, error: IbwireError, record: int) -> tuple[Counter[str], l
     return _report(path, batch, batch.columns, np.flatnonzero(batch.failed()))
 
 
-def _tallied(path: str, tally: Tally, args: argparse.Namespace
+def _tallied(path: str, tally: Tally | PcapngTally, args: argparse.Namespace
              ) -> Iterator[tuple[Counter[str], list[str]]]:
     """Counts and failure lines, window by window, from the counting scan."""
     progress = Progress(path, os.path.getsize(path), not args.no_progress)
@@ -126,7 +125,7 @@ def _tallied(path: str, tally: Tally, args: argparse.Namespace
         with tally:
             for window in tally.windows():
                 counts = Counter(dict(zip(tally.names, window.counts, strict=True)))
-                lines = [line for found in window.flagged for line in _flagged(path, tally, found)]
+                lines = [line for found in window.flagged for line in _flagged(path, found)]
                 if window.error is not None:  # the record walk ends on it
                     more, end = _ending(path, window.error, window.error_record)
                     counts.update(more)

@@ -115,7 +115,9 @@ class _Columns:
         if warning is not None:
             self.warnings.append(warning.at_record(len(self.offsets)))
 
-    def add_raw(self, raw: RawRecord, view: Buffer) -> None:
+    def add_raw(self, raw: RawRecord, view: Buffer, base: int = 0) -> None:
+        """Add a walker's record of ``view`` (``base``: where ``view`` starts in the file, for
+        the offsets of the link header's errors and warnings)."""
         _offset, start, end, timestamp_ns, orig_len, linktype, _snap, _iface, warning, error = raw
         if error is not None:
             self.add_error(error)
@@ -126,7 +128,7 @@ class _Columns:
             self.add(start, end - start, timestamp_ns, code, linktype, orig_len)
             return
         code, start, end, wire_len, erf_ts, _t, _f, link_warning, link_error = locator_for(
-            linktype)(view, start, end, orig_len, 0)
+            linktype)(view, start, end, orig_len, base)
         if link_error is not None:
             self.add_error(link_error)
         else:

@@ -33,7 +33,9 @@ def direct_link_codes() -> dict[int, int]:
 
 
 @cache
-def _sll_protocol_codes() -> dict[tuple[int, int], int]:
+def sll_link_codes() -> dict[tuple[int, int], int]:
+    """(ARPHRD type, protocol) -> link code of what follows a Linux cooked header, for the
+    pairs ibwire dissects (any other pair: other traffic)."""
     rows = link_types()
     arphrds = [value for (family, value), (_n, starts) in rows.items()
                if family == "arphrd" and starts == "protocol"]
@@ -44,7 +46,7 @@ def _sll_protocol_codes() -> dict[tuple[int, int], int]:
 
 def sll_link_code(arphrd: int, protocol: int) -> int:
     """Link code of the payload of a Linux cooked header."""
-    return _sll_protocol_codes().get((arphrd, protocol), LINK_OTHER)
+    return sll_link_codes().get((arphrd, protocol), LINK_OTHER)
 
 
 def linktype_name(linktype: int) -> str:

@@ -121,7 +121,7 @@ def _walker_rows(walker: Walker, buf: memoryview, start: int, final: bool, base:
         walker.bulk = columns.epb_hook(walker)
     try:
         for raw in walker.walk(buf, start, len(buf), final, base):
-            columns.add_raw(raw, buf)
+            columns.add_raw(raw, buf, base)
     finally:
         if isinstance(walker, PcapngWalker):
             walker.bulk = None

@@ -361,17 +361,92 @@ typedef struct scratch_row {
     int8_t ecn, icrc_ok, vcrc_ok;
 } scratch_row;
 
-int64_t ibw_check_pcap(const uint8_t *buf, int64_t pos, int64_t end, int swapped,
-                       uint32_t max_caplen, uint32_t snaplen, int link,
-                       const ibw_scan_prog *prog, ibw_tally *tally, int64_t *flagged,
-                       int64_t cap_flagged, int64_t *next, int *status)
-{
-    static void *const no_columns[1] = {NULL}; /* the program selects no header field */
+/* What a counting walk needs for each record: the program, a scratch row and the columns
+ * over it, and the Linux cooked header's table with the last key looked up in it. */
+typedef struct counter {
+    const ibw_scan_prog *prog;
+    const ibw_sll_links *sll;
     scratch_row r;
+    ibw_scan_out out;
+    void *no_columns[1]; /* the program selects no header field */
+    uint32_t sll_key;
+    int sll_code;
+} counter;
+
+static void counter_init(counter *k, const ibw_scan_prog *prog, const ibw_sll_links *sll)
+{
+    scratch_row *r = &k->r;
     const ibw_scan_out out = {
-        no_columns, &r.encapsulation, &r.headers, &r.vlan_count, &r.ecn, &r.off_network,
-        &r.off_bth, &r.off_payload, &r.payload_len, &r.off_icrc, &r.off_vcrc, &r.icrc, &r.vcrc,
-        &r.icrc_ok, &r.vcrc_ok, &r.error, &r.site, &r.error_off};
+        k->no_columns, &r->encapsulation, &r->headers, &r->vlan_count, &r->ecn, &r->off_network,
+        &r->off_bth, &r->off_payload, &r->payload_len, &r->off_icrc, &r->off_vcrc, &r->icrc,
+        &r->vcrc, &r->icrc_ok, &r->vcrc_ok, &r->error, &r->site, &r->error_off};
+    k->prog = prog;
+    k->sll = sll;
+    k->out = out;
+    k->no_columns[0] = NULL;
+    k->sll_key = 0xFFFFFFFF;
+    k->sll_code = IBW_SCAN_LINK_NONE;
+}
+
+/* The link of the frame behind a Linux cooked header (ARPHRD type, protocol). */
+static int sll_code(counter *k, uint32_t arphrd, uint32_t protocol)
+{
+    uint32_t key = arphrd << 16 | protocol;
+    if (key != k->sll_key) {
+        k->sll_key = key;
+        k->sll_code = IBW_SCAN_LINK_NONE;
+        for (int64_t i = 0; i < k->sll->count; i++)
+            if (k->sll->keys[i] == key) {
+                k->sll_code = k->sll->codes[i];
+                break;
+            }
+    }
+    return k->sll_code;
+}
+
+/* Scan and count the data of one record (link: where its frame starts, as ibw_record_link);
+ * returns whether it failed. A record too short for its cooked header is the reader's error
+ * record (a capture error: failed, an error, neither InfiniBand nor other traffic). */
+static int count_record(counter *k, ibw_tally *tally, const uint8_t *data, int64_t len,
+                        int header, int code)
+{
+    scratch_row *r = &k->r;
+    tally->records++;
+    if (header != IBW_RECORD_FRAME) {
+        int64_t size = header == IBW_RECORD_SLL ? 16 : 20;
+        if (len < size) {
+            tally->failed++;
+            tally->errors++;
+            return 1;
+        }
+        code = header == IBW_RECORD_SLL ? sll_code(k, be16(data + 2), be16(data + 14))
+                                        : sll_code(k, be16(data + 8), be16(data));
+        data += size;
+        len -= size;
+    }
+    memset(r, 0, sizeof *r);
+    defaults(&k->out, 0);
+    if (code >= IBW_LINK_COUNT)
+        r->error = IBW_NOT_IB;
+    else
+        scan_frame(k->prog, &k->out, 0, data, len, code, 0);
+    int failed = r->icrc_ok == 0 || r->vcrc_ok == 0 || (r->error != IBW_OK && r->error != IBW_NOT_IB);
+    tally->ib += r->encapsulation != IBW_KIND_NONE && r->error != IBW_NOT_IB;
+    tally->other += r->error == IBW_NOT_IB;
+    tally->failed += failed;
+    tally->icrc_bad += r->icrc_ok == 0;
+    tally->vcrc_bad += r->vcrc_ok == 0;
+    tally->errors += r->error > IBW_NOT_IB;
+    return failed;
+}
+
+int64_t ibw_check_pcap(const uint8_t *buf, int64_t pos, int64_t end, int swapped,
+                       uint32_t max_caplen, uint32_t snaplen, ibw_record_link link,
+                       const ibw_sll_links *sll, const ibw_scan_prog *prog, ibw_tally *tally,
+                       int64_t *flagged, int64_t cap_flagged, int64_t *next, int *status)
+{
+    counter k;
+    counter_init(&k, prog, sll);
     int64_t listed = 0, first = tally->records + 1;
     *status = 0;
     while (listed < cap_flagged && end - pos >= 16) {
@@ -380,32 +455,99 @@ int64_t ibw_check_pcap(const uint8_t *buf, int64_t pos, int64_t end, int swapped
         if (len < 0)
             break;
         uint32_t orig = rd32(h + 12, swapped);
-        int64_t frame = pos + 16;
-        pos = frame + len;
+        int64_t data = pos + 16;
+        pos = data + len;
         if (end - pos >= 16)
             __builtin_prefetch(buf + pos);
-        memset(&r, 0, sizeof r);
-        defaults(&out, 0);
-        if (link >= IBW_LINK_COUNT)
-            r.error = IBW_NOT_IB;
-        else
-            scan_frame(prog, &out, 0, h + 16, len, link, 0);
-        int failed = r.icrc_ok == 0 || r.vcrc_ok == 0 || (r.error != IBW_OK && r.error != IBW_NOT_IB);
-        tally->records++;
-        tally->ib += r.encapsulation != IBW_KIND_NONE && r.error != IBW_NOT_IB;
-        tally->other += r.error == IBW_NOT_IB;
-        tally->failed += failed;
-        tally->icrc_bad += r.icrc_ok == 0;
-        tally->vcrc_bad += r.vcrc_ok == 0;
-        tally->errors += r.error > IBW_NOT_IB;
+        int failed = count_record(&k, tally, h + 16, len, link.header, link.code);
         if (failed || (uint64_t)len > orig || (snaplen > 0 && (uint64_t)len > snaplen)) {
             flagged[2 * listed] = tally->records - first;
-            flagged[2 * listed + 1] = frame;
+            flagged[2 * listed + 1] = data;
             listed++;
         }
     }
     walk_stopped(pos, end, next, status);
     return listed;
+}
+
+#define PCAPNG_EPB 6u /* Enhanced Packet Block (draft-ietf-opsawg-pcapng section 4.3) */
+
+/* The Enhanced Packet Block at pos when its lengths hold together (the block all in
+ * [pos, end), its length a multiple of 4 from 32 to max_len, the trailing copy equal, caplen
+ * within the block): its length, else 0; *status 2 when the data may end inside it. */
+static inline int64_t epb_length(const uint8_t *buf, int64_t pos, int64_t end, int swapped,
+                                 uint32_t max_len, int *status)
+{
+    const uint8_t *b = buf + pos;
+    if (end - pos < 32) {
+        *status = end > pos ? 2 : 0;
+        return 0;
+    }
+    uint32_t len = rd32(b + 4, swapped);
+    if ((int64_t)len > end - pos) {
+        *status = 2;
+        return 0;
+    }
+    if (rd32(b, swapped) != PCAPNG_EPB || len < 32 || (len & 3) || len > max_len
+        || rd32(b + len - 4, swapped) != len || rd32(b + 20, swapped) > len - 32)
+        return 0;
+    return len;
+}
+
+int64_t ibw_check_pcapng(const uint8_t *buf, int64_t pos, int64_t end, int swapped,
+                         uint32_t max_len, const ibw_count_iface *ifaces, int64_t n_iface,
+                         const ibw_sll_links *sll, const ibw_scan_prog *prog,
+                         ibw_tally *tally, int64_t *flagged, int64_t cap_flagged,
+                         int64_t *next, int *status)
+{
+    counter k;
+    counter_init(&k, prog, sll);
+    int64_t listed = 0, first = tally->records + 1;
+    *status = 0;
+    while (pos < end) {
+        if (listed >= cap_flagged) {
+            *status = 1;
+            break;
+        }
+        int64_t len = epb_length(buf, pos, end, swapped, max_len, status);
+        if (len == 0)
+            break;
+        const uint8_t *b = buf + pos;
+        uint32_t id = rd32(b + 8, swapped), cap_len = rd32(b + 20, swapped);
+        uint32_t orig = rd32(b + 24, swapped);
+        if ((int64_t)id >= n_iface || ifaces[id].header < 0 || cap_len > orig
+            || (ifaces[id].snaplen && cap_len > ifaces[id].snaplen))
+            break;
+        if (end - pos - len >= 32)
+            __builtin_prefetch(b + len);
+        if (count_record(&k, tally, b + 28, cap_len, ifaces[id].header, ifaces[id].code)) {
+            flagged[2 * listed] = tally->records - first;
+            flagged[2 * listed + 1] = pos;
+            listed++;
+        }
+        pos += len;
+    }
+    *next = pos;
+    return listed;
+}
+
+int64_t ibw_pcapng_sync(const uint8_t *buf, int64_t from, int64_t end, int swapped,
+                        uint32_t max_len, int depth, int64_t search)
+{
+    int64_t last = from + search < end ? from + search : end;
+    for (int64_t at = from; at < last; at += 4) {
+        int64_t pos = at;
+        int k = 0, status = 0;
+        for (; k < depth && pos < end; k++) {
+            int64_t len = epb_length(buf, pos, end, swapped, max_len, &status);
+            if (len == 0 || rd32(buf + pos + 20, swapped) > rd32(buf + pos + 24, swapped))
+                break;
+            pos += len;
+        }
+        if (k == depth || (k > 0 && pos == end))
+            return at;
+    }
+    return -1;
 }
 
 /* Is there a plausible record header at pos, all of its record in [pos, end)? Its length,

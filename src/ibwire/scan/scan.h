@@ -91,15 +91,65 @@ typedef struct ibw_tally {
     int64_t icrc_bad, vcrc_bad, errors;
 } ibw_tally;
 
+/* Where the frame of a record starts: at the record (IBW_RECORD_FRAME; it starts at `code`,
+ * an enum ibw_link or IBW_SCAN_LINK_NONE), or after a Linux cooked header (IBW_RECORD_SLL,
+ * 16 bytes; IBW_RECORD_SLL2, 20 bytes) whose ARPHRD type and protocol give its link through
+ * an ibw_sll_links table. */
+enum ibw_record_header { IBW_RECORD_FRAME = 0, IBW_RECORD_SLL = 1, IBW_RECORD_SLL2 = 2 };
+
+typedef struct ibw_record_link {
+    int32_t header; /* enum ibw_record_header */
+    int32_t code;
+} ibw_record_link;
+
+/* The links behind Linux cooked headers: keys[i] (ARPHRD type << 16 | protocol) has link
+ * codes[i]; any other key: IBW_SCAN_LINK_NONE. */
+typedef struct ibw_sll_links {
+    const uint32_t *keys;
+    const uint8_t *codes;
+    int64_t count;
+} ibw_sll_links;
+
 /* ibw_scan_pcap without columns: every record is scanned and counted into *tally (added to).
  * The records to look at again (failed, or caplen above snaplen or orig_len: a capture
- * warning) are listed in flagged[] as pairs (record from the first one walked here, frame
- * offset), at most cap_flagged pairs: the walk stops after the record that fills it. Returns
- * the count listed; *next and *status as ibw_pcap_records. */
+ * warning) are listed in flagged[] as pairs (record from the first one walked here, offset of
+ * its data), at most cap_flagged pairs: the walk stops after the record that fills it. A
+ * record too short for its cooked header counts as the reader's error record (failed, an
+ * error). Returns the count listed; *next and *status as ibw_pcap_records. */
 int64_t ibw_check_pcap(const uint8_t *buf, int64_t pos, int64_t end, int swapped,
-                       uint32_t max_caplen, uint32_t snaplen, int link,
-                       const ibw_scan_prog *prog, ibw_tally *tally, int64_t *flagged,
-                       int64_t cap_flagged, int64_t *next, int *status);
+                       uint32_t max_caplen, uint32_t snaplen, ibw_record_link link,
+                       const ibw_sll_links *sll, const ibw_scan_prog *prog, ibw_tally *tally,
+                       int64_t *flagged, int64_t cap_flagged, int64_t *next, int *status);
+
+/* A pcapng interface for the counting walk: its snaplen (0: none) and where its frames start
+ * (header -1: its packets are not counted here). */
+typedef struct ibw_count_iface {
+    uint32_t snaplen;
+    int32_t header; /* enum ibw_record_header, or -1 */
+    int32_t code;
+} ibw_count_iface;
+
+/* ibw_check_pcap over the run of pcapng Enhanced Packet Blocks from pos that the walker
+ * (ibwire.pcap.pcapng) reads as plain packets: the block's lengths hold together (all in
+ * [pos, end), a multiple of 4 from 32 to max_len, trailing copy equal, caplen within it), an
+ * interface below n_iface with header >= 0, caplen at most orig_len and the interface's
+ * snaplen. Failed records are listed as (record from the first one walked here, block
+ * offset). Returns the count listed; *next is where the run stopped and *status why: 0 a
+ * block it does not take (or the end of the data), 1 after the cap_flagged-th record listed,
+ * 2 the data may end inside the block at *next (fewer than 32 bytes, or its length runs past
+ * end). */
+int64_t ibw_check_pcapng(const uint8_t *buf, int64_t pos, int64_t end, int swapped,
+                         uint32_t max_len, const ibw_count_iface *ifaces, int64_t n_iface,
+                         const ibw_sll_links *sll, const ibw_scan_prog *prog,
+                         ibw_tally *tally, int64_t *flagged, int64_t cap_flagged,
+                         int64_t *next, int *status);
+
+/* Where a run of `depth` Enhanced Packet Blocks whose lengths hold together (as for
+ * ibw_check_pcapng) and whose caplen is at most orig_len starts, searching every 4th byte of
+ * [from, from + search); -1 if none (a run that ends exactly at end counts too). A guess, as
+ * ibw_pcap_sync's. */
+int64_t ibw_pcapng_sync(const uint8_t *buf, int64_t from, int64_t end, int swapped,
+                        uint32_t max_len, int depth, int64_t search);
 
 /* Where a run of `depth` whole, plausible classic pcap record headers (8 <= caplen <=
  * max_caplen and orig_len < 16 MiB, fraction of a second < fraction_limit, seconds within a day of the

@@ -1,12 +1,13 @@
-"""Counting a classic pcap file, for ``ibwire check``: no columns, two threads, no numpy.
+"""Counting a capture file, for ``ibwire check``: no columns, two threads, no numpy.
 
 A regular, uncompressed classic pcap file whose records are the frames themselves (Ethernet,
-raw IP, LINKTYPE_INFINIBAND, or a link ibwire does not read) is read in windows of
-``ibwire.scan.feed``. Each window is split in two at a record boundary guessed near its middle
-(``pcap_sync``); both halves are scanned and counted in C at once, the GIL released. The guess
-is used only when the walk of the first half ends exactly on it; otherwise the second half's
-work is dropped and the walk goes on from where the first stopped, so the result never
-depends on the guess.
+raw IP, LINKTYPE_INFINIBAND, or a link ibwire does not read) or Linux SLL/SLL2 records (the
+cooked header is read in C) is read in windows of ``ibwire.scan.feed``. Each window is split
+in two at a record boundary guessed near its middle (``pcap_sync``); both halves are scanned
+and counted in C at once, the GIL released. The guess is used only when the walk of the first
+half ends exactly on it; otherwise the second half's work is dropped and the walk goes on
+from where the first stopped, so the result never depends on the guess. pcapng files take the
+same path for their runs of plain Enhanced Packet Blocks (``ibwire.scan.tally_pcapng``).
 
 What comes out, window by window, is the counts (``TALLY``) and the records to look at again
 (failed, or a caplen above the snaplen or orig_len), with their bytes; a record walk that ends
@@ -35,16 +36,18 @@ from ibwire.pcap.pcap import (
     RECORD_HEADER_LEN,
     PcapHeader,
     PcapWalker,
+    caplen_warning,
     is_modified_pcap,
     parse_pcap_header,
     pcap_magic,
     pcap_stop,
 )
-from ibwire.pcap.records import LINK_OTHER, MAX_CAPLEN
+from ibwire.pcap.records import INT64_MAX, INT64_MIN, LINK_OTHER, MAX_CAPLEN, Buffer
 from ibwire.scan.feed import MappedFeed, open_feed
 
 if TYPE_CHECKING:
     from ibwire.pcap.source import Source
+    from ibwire.scan.tally_pcapng import PcapngTally
 
 WINDOW = 64 * 1024 * 1024
 SPLIT_AT_LEAST = 1024 * 1024
@@ -55,6 +58,7 @@ SYNC_SEARCH = 1024 * 1024
 FLAGGED_CAP = 4096
 """Records listed per C call at most (the walk then pauses for them to be copied)."""
 _NATIVE = "<" if sys.byteorder == "little" else ">"
+PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
 
 
 def engine() -> tuple[ModuleType, str]:
@@ -63,14 +67,39 @@ def engine() -> tuple[ModuleType, str]:
 
 
 class Flagged(NamedTuple):
-    """A record to look at again: its number (from 0), where its frame is in the file, its
-    timestamp, orig_len and frame bytes."""
+    """A record to look at again, as the scanner has it: its number (from 0), where its frame
+    is in the file, its timestamp, the frame's wire length and bytes, link code and link
+    type, the capture's warning about it, or the error that makes it a record that could not
+    be read (the frame is then empty)."""
 
     record: int
     offset: int
     timestamp_ns: int
     orig_len: int
     frame: bytes
+    link: int = LINK_OTHER
+    linktype: int = 0
+    warning: IbwireError | None = None
+    error: IbwireError | None = None
+
+
+def located(buf: Buffer, base: int, record: int, start: int, end: int, timestamp_ns: int,
+            orig_len: int, linktype: int, warning: IbwireError | None) -> Flagged:
+    """The :class:`Flagged` of a record whose data is ``buf[start:end]`` (``base``: where
+    ``buf`` is in the file), its frame found as the reader finds it."""
+    timestamp_ns = min(max(timestamp_ns, INT64_MIN), INT64_MAX)
+    code = direct_link_codes().get(linktype)
+    if code is not None or header_kind(linktype) is None:
+        return Flagged(record, base + start, timestamp_ns, orig_len, bytes(buf[start:end]),
+                       LINK_OTHER if code is None else code, linktype, warning)
+    from ibwire.pcap.locators import locator_for  # only here: it loads the ERF reader
+
+    code, first, last, wire, _erf_ts, _t, _f, link_warning, error = locator_for(linktype)(
+        buf, start, end, orig_len, base)
+    if error is not None:
+        return Flagged(record, base + start, 0, 0, b"", LINK_OTHER, linktype, None, error)
+    return Flagged(record, base + first, timestamp_ns, wire, bytes(buf[first:last]), code,
+                   linktype, warning or link_warning)
 
 
 class Window(NamedTuple):
@@ -85,6 +114,38 @@ class Window(NamedTuple):
     error_record: int = 0
 
 
+def split_walk(check: Callable[[Any, int, int], tuple[Any, ...]],
+               sync: Callable[[Any, int, int], int], threads: int, buf: Any, start: int,
+               end: int) -> tuple[Any, ...]:
+    """One walk of ``buf[start:end]``, split between two threads when it is big:
+    ``check(buf, start, end)`` -> (counts, flagged (record from start, offset), stop, status;
+    2: the data may end inside the record at stop), ``sync(buf, start, end)`` -> a record
+    boundary guessed in the second half of the span, or -1."""
+    guess = -1
+    if threads > 1 and end - start >= SPLIT_AT_LEAST:
+        guess = sync(buf, start, end)
+    if guess < 0:
+        return check(buf, start, end)
+    second: list[tuple[Any, ...] | BaseException] = []
+    worker = threading.Thread(target=_into, args=(second, check, buf, guess, end),
+                              name="ibwire-tally")
+    worker.start()
+    try:
+        first = check(buf, start, guess)
+    finally:
+        worker.join()
+    if isinstance(second[0], BaseException):
+        raise second[0]
+    _counts, _flagged, stop, status = first
+    if stop == guess and status == 0:
+        rest = second[0]
+    elif status == 2:  # the guess was wrong (it cut a record): walk on from the stop
+        rest = check(buf, stop, end)
+    else:  # the first half paused (flagged records) or met what it does not take
+        return first
+    return _joined(first, rest)
+
+
 class Tally:
     """A classic pcap file being counted (see the module); iterate :meth:`windows`."""
 
@@ -93,6 +154,7 @@ class Tally:
         self.engine, self.implementation = engine()
         self.link = LINK_OTHER if (code := direct_link_codes().get(header.linktype)) is None \
             else code
+        self.frames_at = self.engine.HEADERS.index(header_kind(header.linktype))
         self.swapped = header.byte_order != _NATIVE
         self.fraction_ns = 1 if header.nanoseconds else 1000
         self.limit = 1_000_000_000 if header.nanoseconds else 1_000_000
@@ -107,34 +169,13 @@ class Tally:
 
     def _check(self, buf: Any, start: int, end: int) -> tuple[Any, ...]:
         return self.engine.check_pcap(buf, start, end, self.swapped, MAX_CAPLEN,
-                                      self.header.snaplen, self.link, FLAGGED_CAP)
+                                      self.header.snaplen, self.link, self.frames_at,
+                                      FLAGGED_CAP)
 
-    def _scan(self, buf: Any, start: int, end: int) -> tuple[Any, ...]:
-        """One window: (counts, flagged (record from start, frame offset), stop, status)."""
-        sync = -1
-        if self.threads > 1 and end - start >= SPLIT_AT_LEAST:
-            sync = self.engine.pcap_sync(buf, start + (end - start) // 2, end, self.swapped,
-                                         MAX_CAPLEN, self.limit, SYNC_DEPTH, SYNC_SEARCH)
-        if sync < 0:
-            return self._check(buf, start, end)
-        second: list[tuple[Any, ...] | BaseException] = []
-        worker = threading.Thread(target=_into, args=(second, self._check, buf, sync, end),
-                                  name="ibwire-tally")
-        worker.start()
-        try:
-            first = self._check(buf, start, sync)
-        finally:
-            worker.join()
-        if isinstance(second[0], BaseException):
-            raise second[0]
-        _counts, _flagged, stop, status = first
-        if stop == sync and status == 0:
-            rest = second[0]
-        elif status == 2:  # the guess was wrong (it cut a record): walk on from the stop
-            rest = self._check(buf, stop, end)
-        else:  # the first half paused (flagged records) or met an absurd caplen
-            return first
-        return _joined(first, rest)
+    def _sync(self, buf: Any, start: int, end: int) -> int:
+        guess: int = self.engine.pcap_sync(buf, start + (end - start) // 2, end, self.swapped,
+                                           MAX_CAPLEN, self.limit, SYNC_DEPTH, SYNC_SEARCH)
+        return guess
 
     def windows(self) -> Iterator[Window]:
         pos, need, record = GLOBAL_HEADER_LEN, RECORD_HEADER_LEN, 0
@@ -144,7 +185,9 @@ class Tally:
             buf, base, at_end = self.feed.window(pos, need)
             cut = self.feed.error if at_end else None  # the file shrank: the data ends here
             try:
-                counts, flagged, stop, status = self._scan(buf, pos - base, len(buf))
+                counts, flagged, stop, status = split_walk(self._check, self._sync,
+                                                           self.threads, buf, pos - base,
+                                                           len(buf))
                 found = [self._flagged(buf, base, record + r, at) for r, at in flagged]
                 self.feed.check(record)  # both threads read zeros where bytes vanished
                 record += counts[0]
@@ -162,8 +205,11 @@ class Tally:
     def _flagged(self, buf: Any, base: int, record: int, at: int) -> Flagged:
         seconds, fraction, caplen, orig = struct.unpack_from(
             self.header.byte_order + "IIII", buf, at - RECORD_HEADER_LEN)
-        return Flagged(record, base + at, seconds * 1_000_000_000 + fraction * self.fraction_ns, orig,
-                       bytes(buf[at:at + caplen]))
+        warning = caplen_warning(caplen, orig, self.header.snaplen,
+                                 base + at - RECORD_HEADER_LEN)
+        return located(buf, base, record, at, at + caplen,
+                       seconds * 1_000_000_000 + fraction * self.fraction_ns, orig,
+                       self.header.linktype, warning)
 
 
 def _joined(first: tuple[Any, ...], then: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -181,10 +227,11 @@ def _into(out: list[Any], work: Callable[..., Any], *args: Any) -> None:
         out.append(exc)
 
 
-def open_tally(source: Source, threads: int = 2, window: int = WINDOW) -> Tally | None:
-    """A :class:`Tally` of ``source`` when it is a file this path counts, else None (the file
-    is closed; standard input, a pipe or a file object is left unread). File-level problems
-    raise :class:`CaptureError` as ``scan_capture`` would."""
+def open_tally(source: Source, threads: int = 2, window: int = WINDOW
+               ) -> Tally | PcapngTally | None:
+    """A :class:`Tally` (or a ``tally_pcapng.PcapngTally``) of ``source`` when it is a file this
+    path counts, else None (the file is closed; standard input, a pipe or a file object is
+    left unread). File-level problems raise :class:`CaptureError` as ``scan_capture`` would."""
     if not isinstance(source, (str, os.PathLike)) or source == "-" or not os.path.isfile(source):
         return None
     feed = open_feed(source, window)
@@ -192,9 +239,13 @@ def open_tally(source: Source, threads: int = 2, window: int = WINDOW) -> Tally 
         feed.close()
         return None
     try:
-        buf, _base, _at_end = feed.window(0, GLOBAL_HEADER_LEN)
+        buf, _base, at_end = feed.window(0, GLOBAL_HEADER_LEN)
         try:
             head = bytes(buf[:GLOBAL_HEADER_LEN])
+            if head[:4] == PCAPNG_MAGIC:
+                from ibwire.scan.tally_pcapng import open_pcapng_tally
+
+                return open_pcapng_tally(feed, buf, at_end, threads)
         finally:
             buf.release()
         if pcap_magic(head) is None or is_modified_pcap(head) or len(head) < GLOBAL_HEADER_LEN:
@@ -204,7 +255,7 @@ def open_tally(source: Source, threads: int = 2, window: int = WINDOW) -> Tally 
     except (CaptureError, OSError):
         feed.close()
         return None  # the full path says what is wrong, in its own words
-    if header_kind(header.linktype) is not None:
+    if header_kind(header.linktype) not in engine()[0].HEADERS:  # ERF: the full path
         feed.close()
         return None
     return Tally(feed, header, threads)

@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -184,7 +183,7 @@ def _json_both_ways(path: Path, count: int | None = None) -> tuple[list[str], li
     from ibwire.cli.shapes import texts
 
     args = argparse.Namespace(count=count, where=None, no_progress=True)
-    scanned = [line for batch in texts(str(path), args, "json") for line in batch.split("\n")[:-1]]
+    scanned = [line for batch in texts(str(path), args, "json") for line in batch.decode().split("\n")[:-1]]
     dissected = [json_line(found.fields())[:-1] for found in inspections(str(path), args)]
     return scanned, dissected
 
@@ -197,7 +196,7 @@ def _trees_both_ways(path: Path, count: int | None = None) -> tuple[list[str], l
 
     args = argparse.Namespace(count=count, where=None, no_progress=True)
     scanned = [tree for batch in texts(str(path), args, "tree")
-               for tree in batch.split("\n\n")[:-1]]
+               for tree in batch.decode().split("\n\n")[:-1]]
     dissected = [tree(found) for found in inspections(str(path), args)]
     return scanned, dissected
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,7 +37,17 @@ from ibwire.headers.encap import (
 from ibwire.pcap.records import LINK_NAMES, LINK_OTHER
 from ibwire.scan import program
 from ibwire.scan.program import SLOT, SLOTS, column, columns, opcode_chains
-from ibwire.scan.text import LITERAL, SECONDS, SMALL, TEXT, Op, Templates, fill, number_op
+from ibwire.scan.text import (
+    LITERAL,
+    SECONDS,
+    SMALL,
+    TEXT,
+    Block,
+    Op,
+    Templates,
+    fill,
+    number_op,
+)
 from ibwire.tables import constants, opcode_status, opcodes
 
 if TYPE_CHECKING:
@@ -176,7 +187,7 @@ class Template:
     """A template being put together (``ibwire.scan.text`` ops)."""
 
     def __init__(self) -> None:
-        self.ops: list[Op] = []
+        self.ops: list[Op | Block] = []
 
     def text(self, literal: str) -> None:
         self.ops.append((LITERAL, literal, 0, 0))
@@ -208,9 +219,30 @@ _NO_PAYLOAD = _lookup(lambda op: op in opcodes() and not opcodes()[op].payload)
 _UD = _lookup(lambda op: op in opcodes() and opcodes()[op].transport == "UD")
 
 
-def classify(cols: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """The shape key of every row (0: dissect it; see :class:`Shape`) and the computed
-    columns the templates read (``number``, ``offset.udp``, ``other.payload``, ...)."""
+def _line_slots() -> int:
+    """The header bits a summary line depends on: its addresses and key fields."""
+    from ibwire.cli.show import _ADDRESSES, _KEY_FIELDS
+
+    keys = [k for pair in _ADDRESSES for k in pair]
+    keys += [k if k in _FIELD_NAMES else "aeth.syndrome" for k, _label, _fmt in _KEY_FIELDS]
+    return sum({1 << column(k).slot for k in keys})
+
+
+def _relevant(mode: str) -> np.uint64:
+    """The bits of the shape key that change what ``mode`` writes (fewer shapes to make)."""
+    everything = (1 << 61) - 1
+    if mode == "line":  # no link, VLAN count, IPv4 options, or headers it does not show
+        return np.uint64(everything & ~(0xFFFFFFFF | 7 << 44 | 15 << 47 | 1 << 56)
+                         | _line_slots())
+    if mode == "json":  # no payload flag: the length is always written
+        return np.uint64(everything & ~(1 << 55))
+    return np.uint64(everything)
+
+
+def classify(cols: dict[str, np.ndarray], mode: str = "tree"
+             ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The shape key of every row for output ``mode`` (0: dissect it; see :class:`Shape`)
+    and the computed columns the templates read (``number``, ``offset.udp``, ...)."""
     headers = cols["headers"].astype(np.uint64)
 
     def has(name: str) -> np.ndarray:
@@ -280,6 +312,7 @@ def classify(cols: dict[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndar
            | (options.astype(np.uint64) << np.uint64(56))
            | (category << np.uint64(57)))
     key[is_other] &= ~np.uint64(0xFF << 32 | 1 << 55)  # one shape whatever the opcode bits
+    key &= _relevant(mode)
     key[category == DISSECT] = 0
     extra = {"number": cols["record"] + 1, "reason": value, "options": options,
              "icrc.wire": cols["icrc"].byteswap(), "vcrc.wire": cols["vcrc"].byteswap(),
@@ -423,6 +456,22 @@ def _json_value(t: Template, key: str, tag: int) -> None:
         t.text('"')
 
 
+@cache
+def _json_fields(slot: int, tags: int) -> Block:
+    """The JSON members of header ``slot`` (a stacked header's: lists of ``tags`` values)."""
+    t = Template()
+    header = SLOTS[slot]
+    stacked = slot == SLOT["vlan"]
+    for f in header.fields:
+        key = header.key(f.name)
+        t.text(f", {json.dumps(key)}: " + ("[" if stacked else ""))
+        for i in range(tags):
+            t.text(", " if i else "")
+            _json_value(t, key, i)
+        t.text("]" if stacked else "")
+    return Block(t.ops)
+
+
 def json_object(t: Template, shape: Shape) -> None:
     """The JSON object of ``show --json`` (``Inspection.fields`` through ``json_line``)."""
     verdict = {-1: "null", 0: "false", 1: "true"}
@@ -434,18 +483,8 @@ def json_object(t: Template, shape: Shape) -> None:
         t.text(f', "encapsulation": {json.dumps(shape.encapsulation)}')
         places = _places(shape)
         for slot, tag in places:
-            if tag:
-                continue
-            header = SLOTS[slot]
-            tags = sum(1 for s, _ in places if s == slot)
-            stacked = slot == SLOT["vlan"]
-            for f in header.fields:
-                key = header.key(f.name)
-                t.text(f", {json.dumps(key)}: " + ("[" if stacked else ""))
-                for i in range(tags):
-                    t.text(", " if i else "")
-                    _json_value(t, key, i)
-                t.text("]" if stacked else "")
+            if not tag:
+                t.ops.append(_json_fields(slot, sum(1 for s, _ in places if s == slot)))
         if shape.options:
             t.text(', "ip.options": "')
             t.string("ip.options")
@@ -463,6 +502,23 @@ def json_object(t: Template, shape: Shape) -> None:
            '"error": null}')
 
 
+@cache
+def _tree_fields(slot: int, tag: int) -> Block:
+    """The tree's lines of the fields of header ``slot`` (VLAN tag ``tag``)."""
+    t = Template()
+    header = SLOTS[slot]
+    for f in header.fields:
+        key = header.key(f.name)
+        t.text(f"\n      {key} = ")
+        if f.fmt is None:  # show.field_text's rule for numbers, as the SMALL op writes them
+            t.small(_field(key, tag))
+        elif f.fmt == "bytes":
+            t.string(f"hex:{key}")
+        else:
+            t.string(key)
+    return Block(t.ops)
+
+
 def header_tree(t: Template, shape: Shape) -> None:
     """The header tree of ``show -V`` (``show.tree``)."""
     line(t, shape, f"{0:11.6f}")
@@ -472,13 +528,7 @@ def header_tree(t: Template, shape: Shape) -> None:
         t.text(f"\n  {header.title} (offset ")
         _offset(t, shape, places, at)
         t.text(f", {header.size} bytes)")
-        for f in header.fields:
-            key = header.key(f.name)
-            t.text(f"\n      {key} = ")
-            if f.fmt is None:
-                t.small(_field(key, tag))
-            else:
-                t.string(f"hex:{key}" if f.fmt == "bytes" else key)
+        t.ops.append(_tree_fields(slot, tag))
     if shape.options:
         t.text("\n      ip.options = ")
         t.string("ip.options")
@@ -502,7 +552,7 @@ _OUTPUTS: dict[str, Callable[[Template, Shape], None]] = {
     "line": lambda t, shape: line(t, shape, None), "json": json_object, "tree": header_tree}
 
 
-def compile_shape(mode: str, key: int) -> list[Op]:
+def compile_shape(mode: str, key: int) -> list[Op | Block]:
     t = Template()
     _OUTPUTS[mode](t, Shape.of(key))
     return t.ops
@@ -525,10 +575,10 @@ _END = {"line": "\n", "json": "\n", "tree": "\n\n"}
 _DISSECTED: list[Op] = [(TEXT, "dissected", 0, 0)]
 
 
-def texts(path: str, args: argparse.Namespace, mode: str) -> Iterator[str]:
-    """What ``show`` writes for the records of ``path``, a batch at a time: summary lines
-    (mode "line"), JSON objects ("json") or header trees ("tree"), each with its line end
-    (an empty line after a tree)."""
+def texts(path: str, args: argparse.Namespace, mode: str) -> Iterator[bytes]:
+    """What ``show`` writes for the records of ``path``, a batch at a time, in UTF-8: summary
+    lines (mode "line"), JSON objects ("json") or header trees ("tree"), each with its line
+    end (an empty line after a tree)."""
     from ibwire.cli.common import json_line, scanned
     from ibwire.cli.show import _COLUMNS, _record, summary, tree
     from ibwire.inspect import inspect
@@ -545,7 +595,7 @@ def texts(path: str, args: argparse.Namespace, mode: str) -> Iterator[str]:
             readable = np.flatnonzero(cols["error"] != program.CAPTURE_ERROR)
             if readable.size:
                 start_ns = int(cols["timestamp_ns"][readable[0]])
-        key, extra = classify(cols)
+        key, extra = classify(cols, mode)
         extra["when"] = _when(cols, start_ns or 0)
         shapes, inverse = np.unique(key, return_inverse=True)
         for k in shapes.tolist():

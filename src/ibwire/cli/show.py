@@ -12,6 +12,7 @@ dissect every packet, to show the tree or test any field.
 from __future__ import annotations
 
 import argparse
+import codecs
 import sys
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -170,7 +171,7 @@ def scanned_lines(source: Source, args: argparse.Namespace) -> Iterator[str]:
     from ibwire.cli.shapes import texts
 
     for batch in texts(source, args, "line"):
-        yield from batch.split("\n")[:-1]
+        yield from batch.decode("utf-8").split("\n")[:-1]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -188,8 +189,17 @@ def show(source: Source, args: argparse.Namespace) -> int:
         from ibwire.cli.shapes import texts
 
         mode = "json" if args.json else "tree" if args.verbose else "line"
+        out.flush()
+        raw = getattr(out, "buffer", None)  # UTF-8 as made, when stdout writes UTF-8 bytes
+        if raw is not None and codecs.lookup(out.encoding or "ascii").name != "utf-8":
+            raw = None
         for batch in texts(source, args, mode):
-            out.write(batch)
+            if raw is not None:
+                raw.write(batch)
+            else:
+                out.write(batch.decode("utf-8"))
+        if raw is not None:
+            raw.flush()
         return shrink_status(args, "show", args.file)
 
     start_ns = None

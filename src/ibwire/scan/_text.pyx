@@ -2,7 +2,7 @@
 """C text filler: the same name and text as the pure-Python twin (``ibwire.scan._text_python``,
 whose docstring says what the ops do). One pass over the rows into one UTF-8 buffer."""
 
-from cpython.unicode cimport PyUnicode_DecodeUTF8
+from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.list cimport PyList_GET_ITEM
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdio cimport snprintf
@@ -163,7 +163,7 @@ def fill(cnp.ndarray template, cnp.ndarray starts, cnp.ndarray ops, bytes pool, 
                                            <double>(<int64_t>v) / 1e9)
                         put(&o, seconds, written)
             put(&o, end_text, end_len)
-        return PyUnicode_DecodeUTF8(o.data, o.size, NULL)
+        return PyBytes_FromStringAndSize(o.data, o.size)
     finally:
         free(o.data)
         free(columns)

@@ -12,7 +12,7 @@ row ``(kind, arg, width, flags)``:
 * TEXT: ``strs[arg][r]`` (a str);
 * SECONDS: ``ints[arg][r]`` (int64 nanoseconds) as ``f"{ns / 1e9:{width}.6f}"``.
 
-``end`` follows every row's text.
+``end`` follows every row's text; the whole is returned in UTF-8.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ __all__ = ["fill"]
 
 def fill(template: np.ndarray, starts: np.ndarray, ops: np.ndarray, pool: bytes,
          ints: Sequence[np.ndarray | None], strs: Sequence[Sequence[str] | None],
-         end: str) -> str:
+         end: str) -> bytes:
     all_ops = ops.tolist()
     first = starts.tolist()
     values: list[list[Any] | None] = [None if a is None else a.tolist() for a in ints]
@@ -53,4 +53,4 @@ def fill(template: np.ndarray, starts: np.ndarray, ops: np.ndarray, pool: bytes,
                     prefix = "#" if flags & PREFIX or kind == SMALL else ""
                     out.append(f"{v:{prefix}0{width}x}" if width else f"{v:{prefix}x}")
         out.append(end)
-    return "".join(out)
+    return "".join(out).encode("utf-8")

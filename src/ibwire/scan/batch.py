@@ -57,16 +57,26 @@ class ScanBatch:
         field = program.SLOTS[column.slot].by_name[column.field]
         data = self.columns[name]
         if column.width != 16:
-            raw = data.tolist()
             if field.fmt is None:
-                return raw
-            shown: dict[Any, Any] = {}  # addresses repeat: show each once
-            return [shown[v] if v in shown else shown.setdefault(v, display(v, field))
-                    for v in raw]
-        shown = {}
-        return [shown[v] if v in shown
-                else shown.setdefault(v, display(int.from_bytes(v, "big"), field))
-                for v in np.ascontiguousarray(data).view("V16").ravel().tolist()]
+                return data.tolist()
+            # addresses repeat: show each distinct one once
+            distinct, inverse = np.unique(data, return_inverse=True)
+            shown = np.array([display(v, field) for v in distinct.tolist()] + [""], object)
+            return shown[inverse.reshape(-1)].tolist()
+        # 16-byte rows: sorted as two numbers (numpy sorts raw bytes slowly)
+        halves = np.ascontiguousarray(data).view(np.uint64).reshape(-1, 2)
+        if not len(halves):
+            return []
+        order = np.lexsort((halves[:, 1], halves[:, 0]))
+        ordered = halves[order]
+        first = np.ones(len(order), bool)
+        first[1:] = np.any(ordered[1:] != ordered[:-1], axis=1)
+        inverse = np.empty(len(order), np.intp)
+        inverse[order] = np.cumsum(first) - 1
+        distinct = data[order[first]]
+        shown = np.array([display(int.from_bytes(bytes(v), "big"), field) for v in distinct]
+                         + [b""], object)  # the extra item keeps numpy from nesting bytes
+        return shown[inverse].tolist()
 
     def frame(self, row: int) -> memoryview:
         off, n = int(self.columns["frame.offset"][row]), int(self.columns["frame.len"][row])

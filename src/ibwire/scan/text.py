@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -19,16 +20,22 @@ import numpy as np
 from ibwire._twins import load_twin
 from ibwire.scan._text_python import HEX, LITERAL, NUMBER, PREFIX, SECONDS, SMALL, TEXT
 
-__all__ = ["HEX", "LITERAL", "NUMBER", "PREFIX", "SECONDS", "SMALL", "TEXT", "Templates",
+__all__ = ["HEX", "LITERAL", "Block", "NUMBER", "PREFIX", "SECONDS", "SMALL", "TEXT", "Templates",
            "check", "fill", "number_op"]
 
 Op = tuple[int, Any, int, int]
 """(kind, literal text or column name, width, flags) as a template holds it."""
 
+
+class Block(tuple):  # type: ignore[type-arg]
+    """Ops that many templates share (a header's fields): :class:`Templates` compiles a
+    block once; it must live as long as the templates (keep it in a cache)."""
+
 _SPEC = re.compile(r"\{:?(#?)(0?)(\d*)([dxf]?)\}")
 
 
-def number_op(fmt: str, name: str) -> list[Op]:
+@cache
+def number_op(fmt: str, name: str) -> tuple[Op, ...]:
     """The ops of a format string with one integer field (``"QP={:#08x}"``, ``"{:6d}"``,
     ``"0x{:x}"``, ``"{}"``) applied to column ``name``. Only these forms: anything else
     raises ValueError (a new format then needs its op here, and both twins)."""
@@ -46,63 +53,96 @@ def number_op(fmt: str, name: str) -> list[Op]:
         raise ValueError(f"{fmt!r}: no text op for this integer format")
     if spec.end() < len(fmt):
         ops.append((LITERAL, fmt[spec.end():], 0, 0))
-    return ops
+    return tuple(ops)
 
 
 class Templates:
     """Templates compiled so far, numbered from 0, with the columns they read."""
 
     def __init__(self) -> None:
-        self.ops: list[list[Op]] = []
         self.ints: dict[str, int] = {}
         self.strs: dict[str, int] = {}
         self.pool = bytearray()
-        self._rows: list[list[tuple[int, int, int, int]]] = []
+        self.reads: list[tuple[frozenset[str], frozenset[str]]] = []
+        self._literals: dict[str, tuple[int, int, int, int]] = {}
+        self._blocks: dict[int, tuple[Block, list[tuple[int, int, int, int]], set[str],
+                                      set[str]]] = {}
+        self._rows: list[tuple[int, int, int, int]] = []
+        self._starts = [0]
+        self._done: list[np.ndarray] = []
         self._flat: tuple[np.ndarray, np.ndarray] | None = None
 
-    def add(self, ops: Sequence[Op]) -> int:
-        """Number a template (literals merged; unknown columns registered)."""
+    def _literal(self, text: str) -> tuple[int, int, int, int]:
+        row = self._literals.get(text)
+        if row is None:
+            data = text.encode("utf-8")
+            row = self._literals[text] = (LITERAL, len(self.pool), len(data), 0)
+            self.pool += data
+        return row
+
+    def add(self, ops: Sequence[Op | Block]) -> int:
+        """Number a template (literals merged; new columns registered)."""
         rows: list[tuple[int, int, int, int]] = []
-        for kind, arg, width, flags in ops:
+        ints: set[str] = set()
+        strs: set[str] = set()
+        self._compile(ops, rows, ints, strs)
+        self._rows.extend(rows)
+        self.reads.append((frozenset(ints), frozenset(strs)))
+        self._starts.append(self._starts[-1] + len(rows))
+        self._flat = None
+        return len(self._starts) - 2
+
+    def _compile(self, ops: Sequence[Op | Block], rows: list[tuple[int, int, int, int]],
+                 ints: set[str], strs: set[str]) -> None:
+        texts: list[str] = []
+        for op in ops:
+            if isinstance(op, Block):
+                made = self._blocks.get(id(op))
+                if made is None:
+                    made = (op, [], set(), set())  # the block is kept: its id stays its own
+                    self._compile(op, made[1], made[2], made[3])
+                    self._blocks[id(op)] = made
+                if texts:
+                    rows.append(self._literal("".join(texts)))
+                    texts.clear()
+                rows.extend(made[1])
+                ints |= made[2]
+                strs |= made[3]
+                continue
+            kind, arg, width, flags = op
             if kind == LITERAL:
-                data = str(arg).encode("utf-8")
-                if not data:
-                    continue
-                if rows and rows[-1][0] == LITERAL \
-                        and rows[-1][1] + rows[-1][2] == len(self.pool):
-                    rows[-1] = (LITERAL, rows[-1][1], rows[-1][2] + len(data), 0)
-                else:
-                    rows.append((LITERAL, len(self.pool), len(data), 0))
-                self.pool += data
-            elif kind == TEXT:
+                texts.append(arg)
+                continue
+            if texts:
+                rows.append(self._literal("".join(texts)))
+                texts.clear()
+            if kind == TEXT:
+                strs.add(arg)
                 rows.append((TEXT, self.strs.setdefault(arg, len(self.strs)), 0, 0))
             else:
+                ints.add(arg)
                 rows.append((kind, self.ints.setdefault(arg, len(self.ints)), width, flags))
-        self.ops.append(list(ops))
-        self._rows.append(rows)
-        self._flat = None
-        return len(self._rows) - 1
+        if texts:
+            rows.append(self._literal("".join(texts)))
 
     def flat(self) -> tuple[np.ndarray, np.ndarray, bytes]:
         """(starts, ops, pool) for :func:`fill`."""
         if self._flat is None:
-            sizes = [len(r) for r in self._rows]
-            starts = np.zeros(len(sizes) + 1, np.int32)
-            np.cumsum(sizes, out=starts[1:])
-            ops = np.array([op for r in self._rows for op in r] or np.zeros((0, 4)),
-                           np.int32).reshape(-1, 4)
-            self._flat = (starts, ops)
+            if self._rows:  # only the rows added since the last call are converted
+                self._done.append(np.array(self._rows, np.int32).reshape(-1, 4))
+                self._rows = []
+            self._flat = (np.array(self._starts, np.int32),
+                          np.concatenate(self._done) if self._done
+                          else np.zeros((0, 4), np.int32))
         return (*self._flat, bytes(self.pool))
 
     def columns_of(self, numbers: Sequence[int]) -> tuple[set[str], set[str]]:
         """(integer columns, text columns) the templates ``numbers`` read."""
-        ints, strs = set(), set()
+        ints: set[str] = set()
+        strs: set[str] = set()
         for n in numbers:
-            for kind, arg, _w, _f in self.ops[n]:
-                if kind == TEXT:
-                    strs.add(arg)
-                elif kind != LITERAL:
-                    ints.add(arg)
+            ints.update(self.reads[n][0])
+            strs.update(self.reads[n][1])
         return ints, strs
 
 
@@ -124,21 +164,24 @@ def check(template: np.ndarray, starts: np.ndarray, ops: np.ndarray, pool: bytes
     used = np.zeros(len(ops), bool)
     for t in np.unique(template).tolist():
         used[starts[t]:starts[t + 1]] = True
-    for kind, arg, width, _flags in ops[used].tolist():
-        if kind == LITERAL:
-            bad = not (0 <= arg and 0 <= width and arg + width <= len(pool))
-        elif kind == TEXT:
-            column = strs[arg] if 0 <= arg < len(strs) else None
-            bad = not isinstance(column, list) or len(column) < rows
-        elif kind in (NUMBER, HEX, SMALL, SECONDS):
-            values = ints[arg] if 0 <= arg < len(ints) else None
-            bad = (not isinstance(values, np.ndarray) or values.ndim != 1
-                   or values.dtype.itemsize != 8 or values.dtype.kind not in "iu"
-                   or len(values) < rows or not 0 <= width <= 64)
-        else:
-            bad = True
-        if bad:
-            raise ValueError(f"text op {(kind, arg, width)} reads outside its column or pool")
+    kinds, args, widths = (ops[used, i].astype(np.int64) for i in range(3))
+    literal = kinds == LITERAL
+    if np.any(literal & ((args < 0) | (widths < 0) | (args + widths > len(pool)))):
+        raise ValueError("a literal text op reads outside the pool")
+    if not np.all(np.isin(kinds, (LITERAL, NUMBER, HEX, SMALL, TEXT, SECONDS))):
+        raise ValueError("unknown text op")
+    if np.any(~literal & ((widths < 0) | (widths > 64))):
+        raise ValueError("a text op's width is outside 0..64")
+    for arg in np.unique(args[kinds == TEXT]).tolist():
+        column = strs[arg] if 0 <= arg < len(strs) else None
+        if not isinstance(column, list) or len(column) < rows:
+            raise ValueError(f"text column {arg} is not a list of {rows} texts")
+    for arg in np.unique(args[~literal & (kinds != TEXT)]).tolist():
+        values = ints[arg] if 0 <= arg < len(ints) else None
+        if (not isinstance(values, np.ndarray) or values.ndim != 1
+                or values.dtype.itemsize != 8 or values.dtype.kind not in "iu"
+                or len(values) < rows):
+            raise ValueError(f"integer column {arg} is not {rows} 8-byte integers")
     return template, starts, ops
 
 
@@ -147,8 +190,9 @@ _engine, implementation = load_twin("ibwire.scan._text", "ibwire.scan._text_pyth
 
 def fill(template: np.ndarray, starts: np.ndarray, ops: np.ndarray, pool: bytes,
          ints: Sequence[np.ndarray | None], strs: Sequence[list[str] | None],
-         end: str) -> str:
-    """Each row's text (its template filled with its values), each followed by ``end``."""
+         end: str) -> bytes:
+    """Each row's text (its template filled with its values), each followed by ``end``, in
+    UTF-8."""
     if implementation == "python":
         check(template, starts, ops, pool, ints, strs)
     return _engine.fill(template, starts, ops, pool, ints, strs, end)  # type: ignore[no-any-return]

@@ -99,6 +99,33 @@ cdef int number(Out *o, uint64_t v, int width, int hexa, int prefix) except -1:
     return 0
 
 
+cdef int put_seconds(Out *o, int64_t ns, int width) except -1:
+    """ns / 1e9 (a double) with 6 decimals, right-aligned in width, as Python writes it.
+
+    Below 2**52 ns the double is within 0.47 ns of ns / 10**9 (its ulp is at most 2**-30 s),
+    and a rounding boundary (an odd multiple of 500 ns) is at least 1 ns away unless ns ends
+    in 500: then the microseconds are ns / 1000 rounded, in integers. Otherwise C's %f, which
+    like Python rounds the double's exact value correctly."""
+    cdef char text[64]
+    cdef int written
+    cdef int64_t micro
+    cdef int i, fraction
+    if 0 <= ns < (<int64_t>1 << 52) and ns % 1000 != 500:
+        micro = (ns + 500) // 1000
+        number(o, <uint64_t>(micro // 1000000), width - 7 if width > 7 else 0, 0, 0)
+        grow(o, 7)
+        o.data[o.size] = b'.'
+        fraction = <int>(micro % 1000000)
+        for i in range(6, 0, -1):
+            o.data[o.size + i] = <char>(48 + fraction % 10)
+            fraction //= 10
+        o.size += 7
+        return 0
+    written = snprintf(text, sizeof(text), "%*.6f", <int>width, <double>ns / 1e9)
+    put(o, text, written)
+    return 0
+
+
 def fill(cnp.ndarray template, cnp.ndarray starts, cnp.ndarray ops, bytes pool, ints, strs,
          str end):
     """See the twin."""
@@ -115,8 +142,6 @@ def fill(cnp.ndarray template, cnp.ndarray starts, cnp.ndarray ops, bytes pool, 
     cdef Out o
     cdef int32_t kind, arg, width, flags, t
     cdef uint64_t v
-    cdef char seconds[64]
-    cdef int written
     cdef list column_text
     if columns == NULL:
         raise MemoryError()
@@ -158,10 +183,8 @@ def fill(cnp.ndarray template, cnp.ndarray starts, cnp.ndarray ops, bytes pool, 
                             number(&o, v, 0, 0, 0)
                         else:
                             number(&o, v, 0, 1, 1)
-                    else:  # SECONDS: C's %f and Python's both round the double correctly
-                        written = snprintf(seconds, sizeof(seconds), "%*.6f", width,
-                                           <double>(<int64_t>v) / 1e9)
-                        put(&o, seconds, written)
+                    else:
+                        put_seconds(&o, <int64_t>v, width)
             put(&o, end_text, end_len)
         return PyBytes_FromStringAndSize(o.data, o.size)
     finally:

@@ -11,13 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tools import mixed_capture
 
 from ibwire import build, crc
 from ibwire.pcap import PcapWriter
 from tests.cli.test_cli import BOTH_WAYS
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
-import mixed_capture  # noqa: E402
 
 MAC = bytes.fromhex("020000000002020000000001")
 

@@ -36,6 +36,7 @@ from ibwire.headers.encap import (
 )
 from ibwire.pcap.records import LINK_NAMES, LINK_OTHER
 from ibwire.scan import program
+from ibwire.scan.batch import distinct_rows
 from ibwire.scan.program import SLOT, SLOTS, column, columns, opcode_chains
 from ibwire.scan.text import (
     LITERAL,
@@ -219,6 +220,7 @@ _NO_PAYLOAD = _lookup(lambda op: op in opcodes() and not opcodes()[op].payload)
 _UD = _lookup(lambda op: op in opcodes() and opcodes()[op].transport == "UD")
 
 
+@cache
 def _line_slots() -> int:
     """The header bits a summary line depends on: its addresses and key fields."""
     from ibwire.cli.show import _ADDRESSES, _KEY_FIELDS
@@ -226,6 +228,13 @@ def _line_slots() -> int:
     keys = [k for pair in _ADDRESSES for k in pair]
     keys += [k if k in _FIELD_NAMES else "aeth.syndrome" for k, _label, _fmt in _KEY_FIELDS]
     return sum({1 << column(k).slot for k in keys})
+
+
+@cache
+def _address_bits() -> int:
+    from ibwire.cli.show import _ADDRESSES
+
+    return sum({1 << column(k).slot for pair in _ADDRESSES for k in pair})
 
 
 def _relevant(mode: str) -> np.uint64:
@@ -363,12 +372,12 @@ def _field(key: str, tag: int) -> str:
     return key if tag == 0 else key.replace(".", f"#{tag}.", 1)
 
 
-def _address(t: Template, shape: Shape, which: int) -> None:
+def _address(t: Template, header_bits: int, which: int) -> None:
     from ibwire.cli.show import _ADDRESSES
 
     for pair in _ADDRESSES:
         key = pair[which]
-        if shape.has(SLOTS[column(key).slot].name):
+        if header_bits >> column(key).slot & 1:
             if key.startswith("lrh."):
                 t.number(key, "LID {:#x}")
             else:
@@ -395,10 +404,10 @@ _SYNDROME_TEXTS: dict[str, Callable[[dict[str, Any]], str]] = {
     "json": lambda d: "".join(f", {json.dumps(k)}: {json.dumps(v)}" for k, v in d.items())}
 
 
-def line(t: Template, shape: Shape, when: str | None) -> None:
-    """The summary line (``show.summary``); ``when`` a fixed time text, None for the row's."""
-    from ibwire.cli.show import _KEY_FIELDS, _NAMES
-
+@cache
+def _head(address_bits: int, when: str | None) -> Block:
+    """Number, time and addresses of a line whose headers are ``address_bits``."""
+    t = Template()
     t.number("number", "{:6d}")
     t.text(" ")
     if when is None:
@@ -406,10 +415,35 @@ def line(t: Template, shape: Shape, when: str | None) -> None:
     else:
         t.text(when)
     t.text(" ")
-    _address(t, shape, 0)
+    _address(t, address_bits, 0)
     t.text(" → ")
-    _address(t, shape, 1)
+    _address(t, address_bits, 1)
     t.text(" ")
+    return Block(t.ops)
+
+
+@cache
+def _key_fields(header_bits: int) -> Block:
+    """The key fields a line shows of the headers ``header_bits``, from ``ETH`` on."""
+    from ibwire.cli.show import _KEY_FIELDS
+
+    t = Template()
+    derived = [k for k, _label, _fmt in _KEY_FIELDS if k not in _FIELD_NAMES]
+    for key, label, fmt in _KEY_FIELDS:
+        if key not in _FIELD_NAMES:  # derived from the AETH syndrome: all at the first
+            if key == derived[0] and header_bits >> SLOT["aeth"] & 1:
+                t.string("aeth:line")
+        elif header_bits >> column(key).slot & 1:
+            t.text(f" {label}=" if label else " ")
+            t.number(key, fmt)
+    return Block(t.ops)
+
+
+def line(t: Template, shape: Shape, when: str | None) -> None:
+    """The summary line (``show.summary``); ``when`` a fixed time text, None for the row's."""
+    from ibwire.cli.show import _NAMES
+
+    t.ops.append(_head(shape.headers & _address_bits(), when))
     if shape.category == NOT_PARSED:
         t.text("(not parsed)")
         return
@@ -431,14 +465,7 @@ def line(t: Template, shape: Shape, when: str | None) -> None:
     t.text(f"{_NAMES.get(shape.encapsulation, shape.encapsulation)} {name} ")
     t.number("bth.destqp", "QP={:#08x}")
     t.number("bth.psn", " PSN={}")
-    derived = [k for k, _label, _fmt in _KEY_FIELDS if k not in _FIELD_NAMES]
-    for key, label, fmt in _KEY_FIELDS:
-        if key not in _FIELD_NAMES:  # derived from the AETH syndrome: all at the first
-            if key == derived[0] and shape.has("aeth"):
-                t.string("aeth:line")
-        elif shape.has(SLOTS[column(key).slot].name):
-            t.text(f" {label}=" if label else " ")
-            t.number(key, fmt)
+    t.ops.append(_key_fields(shape.headers & _line_slots()))
     if shape.payload:
         t.number("payload.length", " payload={}")
     t.text(f" ICRC {'ok' if shape.icrc_ok == 1 else 'BAD'}")
@@ -597,7 +624,8 @@ def texts(path: str, args: argparse.Namespace, mode: str) -> Iterator[bytes]:
                 start_ns = int(cols["timestamp_ns"][readable[0]])
         key, extra = classify(cols, mode)
         extra["when"] = _when(cols, start_ns or 0)
-        shapes, inverse = np.unique(key, return_inverse=True)
+        shapes, inverse = distinct_rows(key.reshape(-1, 1))
+        shapes = shapes.ravel()
         for k in shapes.tolist():
             if k not in numbered:
                 numbered[k] = templates.add(compile_shape(mode, k))

@@ -180,7 +180,7 @@ def _show_both_ways(path: Path, count: int | None = None) -> tuple[list[str], li
 def _json_both_ways(path: Path, count: int | None = None) -> tuple[list[str], list[str]]:
     """``show --json``'s objects from the scanner's columns, and from the dissector."""
     from ibwire.cli.common import inspections, json_line
-    from ibwire.cli.shapes import texts
+    from ibwire.cli.show_columns import texts
 
     args = argparse.Namespace(count=count, where=None, no_progress=True)
     scanned = [line for batch in texts(str(path), args, "json") for line in batch.decode().split("\n")[:-1]]
@@ -191,8 +191,8 @@ def _json_both_ways(path: Path, count: int | None = None) -> tuple[list[str], li
 def _trees_both_ways(path: Path, count: int | None = None) -> tuple[list[str], list[str]]:
     """``show -V``'s trees from the scanner's columns, and from the dissector."""
     from ibwire.cli.common import inspections
-    from ibwire.cli.shapes import texts
     from ibwire.cli.show import tree
+    from ibwire.cli.show_columns import texts
 
     args = argparse.Namespace(count=count, where=None, no_progress=True)
     scanned = [tree for batch in texts(str(path), args, "tree")

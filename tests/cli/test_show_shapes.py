@@ -1,4 +1,4 @@
-"""``show`` from the scanner's columns (``ibwire.cli.shapes``) against the dissector, on what
+"""``show`` from the scanner's columns (``ibwire.cli.show_columns``) against the dissector, on what
 the columns must tell apart: every reason for other traffic, and the frames they cannot tell
 (which go to the dissector): lines, JSON and trees byte for byte, with both engines."""
 

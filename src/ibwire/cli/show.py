@@ -1,12 +1,13 @@
 """``ibwire show FILE`` or ``ibwire show -i IFACE``: one line per packet, the header tree
 (-V), or JSON (--json); with ``-i`` each packet as it is captured (``ibwire.pcap.live``).
 
-The summary lines and the JSON objects come from the batch scanner (``ibwire.scan``): an
-InfiniBand/RoCE packet that verified or failed only its CRC is written from the scanner's
-columns, with no Python dissection; anything else (other traffic, errors, unknown opcodes,
-raw IB, stacked VLAN tags, IPv4 options) is dissected, so that what is written is what the
-dissector says (tests compare both ways on every capture they have). -V and ``--where``
-dissect every packet, to show the tree or test any field.
+The output comes from the batch scanner (``ibwire.scan``) a batch at a time:
+``ibwire.cli.shapes`` writes each packet from the scanner's columns with a template compiled
+once per packet shape, filled in C (``ibwire.scan.text``), and dissects only what the
+columns cannot tell (errors, VLAN stacks under other traffic, IPv6 extension headers, packets
+the dissector warns about), written by :func:`summary` and :func:`tree` below, which say what
+show writes (tests compare both ways on every capture they have). ``--where`` dissects every
+packet, to test any field.
 """
 
 from __future__ import annotations
@@ -168,7 +169,7 @@ def _record(batch: ScanBatch, row: int) -> CaptureRecord:
 
 def scanned_lines(source: Source, args: argparse.Namespace) -> Iterator[str]:
     """Summary lines, from the scanner where it can tell them (see ``ibwire.cli.shapes``)."""
-    from ibwire.cli.shapes import texts
+    from ibwire.cli.show_columns import texts
 
     for batch in texts(source, args, "line"):
         yield from batch.decode("utf-8").split("\n")[:-1]
@@ -186,7 +187,7 @@ def show(source: Source, args: argparse.Namespace) -> int:
     """Write what ``args`` asks for about ``source`` (a path or a live capture)."""
     out = sys.stdout
     if not args.where:
-        from ibwire.cli.shapes import texts
+        from ibwire.cli.show_columns import texts
 
         mode = "json" if args.json else "tree" if args.verbose else "line"
         out.flush()

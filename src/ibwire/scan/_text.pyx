@@ -106,7 +106,7 @@ cdef int put_seconds(Out *o, int64_t ns, int width) except -1:
     and a rounding boundary (an odd multiple of 500 ns) is at least 1 ns away unless ns ends
     in 500: then the microseconds are ns / 1000 rounded, in integers. Otherwise C's %f, which
     like Python rounds the double's exact value correctly."""
-    cdef char text[64]
+    cdef char text[128]  # width <= 64 (text.check) and at most 21 more characters
     cdef int written
     cdef int64_t micro
     cdef int i, fraction

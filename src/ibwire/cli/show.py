@@ -197,10 +197,10 @@ def show(source: Source, args: argparse.Namespace) -> int:
         for batch in texts(source, args, mode):
             if raw is not None:
                 raw.write(batch)
+                raw.flush()  # a live capture's packets out as they come
             else:
                 out.write(batch.decode("utf-8"))
-        if raw is not None:
-            raw.flush()
+                out.flush()
         return shrink_status(args, "show", args.file)
 
     start_ns = None

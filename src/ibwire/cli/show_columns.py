@@ -25,6 +25,7 @@ from ibwire.scan.text import TEXT, Op, Templates, fill
 if TYPE_CHECKING:
     import argparse
 
+    from ibwire.pcap.source import Source
     from ibwire.scan import ScanBatch
 
 
@@ -109,8 +110,9 @@ _END = {"line": "\n", "json": "\n", "tree": "\n\n"}
 _DISSECTED: list[Op] = [(TEXT, "dissected", 0, 0)]
 
 
-def texts(path: str, args: argparse.Namespace, mode: str) -> Iterator[bytes]:
-    """What ``show`` writes for the records of ``path``, a batch at a time, in UTF-8: summary
+def texts(source: Source, args: argparse.Namespace, mode: str) -> Iterator[bytes]:
+    """What ``show`` writes for the records of ``source`` (a path or a live capture), a batch
+    at a time, in UTF-8: summary
     lines (mode "line"), JSON objects ("json") or header trees ("tree"), each with its line
     end (an empty line after a tree)."""
     from ibwire.cli.common import json_line, scanned
@@ -121,7 +123,7 @@ def texts(path: str, args: argparse.Namespace, mode: str) -> Iterator[bytes]:
     templates = Templates()
     numbered: dict[int, int] = {0: templates.add(_DISSECTED)}
     start_ns: int | None = None
-    for batch, cols, _failed in scanned(path, args, fields=keys):
+    for batch, cols, _failed in scanned(source, args, fields=keys):
         count = len(cols["record"])
         if not count:
             continue

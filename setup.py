@@ -27,6 +27,7 @@ EXTENSIONS = [
                             "src/ibwire/crc/kernel.c"]),
     ("ibwire.pcap._engine", ["src/ibwire/pcap/_engine.pyx", "src/ibwire/pcap/pcapng_walk.c"]),
     ("ibwire.pcap._filemap", ["src/ibwire/pcap/_filemap.pyx", "src/ibwire/pcap/filemap.c"]),
+    ("ibwire.scan._text", ["src/ibwire/scan/_text.pyx"]),
 ]
 
 

@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -211,21 +210,33 @@ def _show_both_ways(path: Path, count: int | None = None) -> tuple[list[str], li
     return scanned, dissected
 
 
-def _fields_both_ways(path: Path, count: int | None = None
-                      ) -> tuple[list[list[tuple[str, Any]]], list[list[tuple[str, Any]]]]:
-    """``show --json``'s objects (as ordered items) from the scanner, and from the dissector."""
-    from ibwire.cli.common import inspections
-    from ibwire.cli.show import scanned_fields
+def _json_both_ways(path: Path, count: int | None = None) -> tuple[list[str], list[str]]:
+    """``show --json``'s objects from the scanner's columns, and from the dissector."""
+    from ibwire.cli.common import inspections, json_line
+    from ibwire.cli.show_columns import texts
 
     args = argparse.Namespace(count=count, where=None, no_progress=True)
-    scanned = [list((f if isinstance(f, dict) else f.fields()).items())
-               for f in scanned_fields(str(path), args, None)]
-    dissected = [list(found.fields().items()) for found in inspections(str(path), args)]
+    scanned = [line for batch in texts(str(path), args, "json") for line in batch.decode().split("\n")[:-1]]
+    dissected = [json_line(found.fields())[:-1] for found in inspections(str(path), args)]
     return scanned, dissected
 
 
-#: show's summary lines and its --json objects (every key, value and key order).
-BOTH_WAYS = [pytest.param(_show_both_ways, id="lines"), pytest.param(_fields_both_ways, id="json")]
+def _trees_both_ways(path: Path, count: int | None = None) -> tuple[list[str], list[str]]:
+    """``show -V``'s trees from the scanner's columns, and from the dissector."""
+    from ibwire.cli.common import inspections
+    from ibwire.cli.show import tree
+    from ibwire.cli.show_columns import texts
+
+    args = argparse.Namespace(count=count, where=None, no_progress=True)
+    scanned = [tree for batch in texts(str(path), args, "tree")
+               for tree in batch.decode().split("\n\n")[:-1]]
+    dissected = [tree(found) for found in inspections(str(path), args)]
+    return scanned, dissected
+
+
+#: show's summary lines, its --json objects and its -V trees.
+BOTH_WAYS = [pytest.param(_show_both_ways, id="lines"), pytest.param(_json_both_ways, id="json"),
+             pytest.param(_trees_both_ways, id="tree")]
 
 
 @pytest.mark.parametrize("both_ways", BOTH_WAYS)

@@ -40,7 +40,7 @@ def terminal_columns() -> int:
 
 
 ENGINES = {"crc": "crc/_engine", "scan": "scan/_engine", "pcap": "pcap/_engine",
-           "filemap": "pcap/_filemap"}
+           "filemap": "pcap/_filemap", "text": "scan/_text"}
 """Each engine that has a C build and a pure-Python twin, and where its extension is."""
 
 

@@ -1,17 +1,19 @@
 """``ibwire show FILE`` or ``ibwire show -i IFACE``: one line per packet, the header tree
 (-V), or JSON (--json); with ``-i`` each packet as it is captured (``ibwire.pcap.live``).
 
-The summary lines and the JSON objects come from the batch scanner (``ibwire.scan``): an
-InfiniBand/RoCE packet that verified or failed only its CRC is written from the scanner's
-columns, with no Python dissection; anything else (other traffic, errors, unknown opcodes,
-raw IB, stacked VLAN tags, IPv4 options) is dissected, so that what is written is what the
-dissector says (tests compare both ways on every capture they have). -V and ``--where``
-dissect every packet, to show the tree or test any field.
+The output comes from the batch scanner (``ibwire.scan``) a batch at a time:
+``ibwire.cli.shapes`` writes each packet from the scanner's columns with a template compiled
+once per packet shape, filled in C (``ibwire.scan.text``), and dissects only what the
+columns cannot tell (errors, VLAN stacks under other traffic, IPv6 extension headers, packets
+the dissector warns about), written by :func:`summary` and :func:`tree` below, which say what
+show writes (tests compare both ways on every capture they have). ``--where`` dissects every
+packet, to test any field.
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
 import sys
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -23,7 +25,6 @@ from ibwire.cli.common import (
     json_line,
     jsonable,
     live_capture,
-    scanned,
     shrink_status,
 )
 
@@ -116,6 +117,16 @@ def summary(found: Inspection, start_ns: int) -> str:
     return line
 
 
+def field_text(value: Any) -> str:
+    """A header field's value in the tree: numbers above 9 in hex, bytes in hex."""
+    return f"{value:#x}" if isinstance(value, int) and value > 9 else str(jsonable(value))
+
+
+def derived_text(value: Any) -> str:
+    """A derived value (AETH syndrome parts, IPv4 options) in the tree."""
+    return str(jsonable(value))
+
+
 def tree(found: Inspection) -> str:
     lines = [summary(found, found.record.timestamp_ns)]
     packet = found.packet
@@ -127,10 +138,9 @@ def tree(found: Inspection) -> str:
         spec = ALL[header.name]
         lines.append(f"  {spec.title} (offset {header.offset}, {header.length} bytes)")
         for name, value in header.values.items():
-            shown = f"{value:#x}" if isinstance(value, int) and value > 9 else jsonable(value)
-            lines.append(f"      {spec.key(name)} = {shown}")
+            lines.append(f"      {spec.key(name)} = {field_text(value)}")
     for key, value in packet.derived.items():
-        lines.append(f"      {key} = {jsonable(value)}")
+        lines.append(f"      {key} = {derived_text(value)}")
     if packet.is_ib:
         lines.append(f"  Payload ({len(packet.payload)} bytes at {packet.payload_offset}), "
                      f"pad {len(packet.pad)}")
@@ -157,103 +167,12 @@ def _record(batch: ScanBatch, row: int) -> CaptureRecord:
                          error=batch.errors.get(row))
 
 
-def _verdict(code: int) -> bool | None:
-    return None if code < 0 else code == 1
-
-
-def _present(headers: int, opcode: int, wanted: tuple[str, ...]) -> tuple[tuple[str, bool], ...]:
-    """The keys of ``wanted`` that a row with the ``headers`` bitmap and ``opcode`` has, in
-    wire order (the extended headers in the opcode's order), each with whether its header
-    stacks."""
-    from ibwire.scan.program import SLOT, STACKED_SLOTS, column, opcode_chains
-
-    chain, length, _flags = opcode_chains()
-    after_bth = {int(slot): i for i, slot in enumerate(chain[opcode][:length[opcode]])}
-    bth = SLOT["bth"]
-
-    def place(key: str) -> tuple[int, int]:
-        slot = column(key).slot
-        return (bth, after_bth[slot]) if slot in after_bth else (slot, -1)
-
-    keys = sorted((k for k in wanted if headers >> column(k).slot & 1), key=place)
-    return tuple((k, column(k).slot in STACKED_SLOTS) for k in keys)
-
-
-def scanned_fields(source: Source, args: argparse.Namespace, keys: tuple[str, ...] | None
-                   ) -> Iterator[dict[str, Any] | Inspection]:
-    """Record by record: the fields ``Inspection.fields()`` would give, in its order, from the
-    scanner's columns (only the header fields ``keys``; None: all); or, for a row the columns
-    cannot tell whole (see the module; also stacked VLAN tags and IPv4 options), the row
-    dissected."""
-    from ibwire.headers.aeth import decode_syndrome
-    from ibwire.inspect import inspect
-    from ibwire.pcap.records import LINK_NAMES
-    from ibwire.scan.program import (
-        PACKET_ENCAPSULATIONS,
-        SCAN_KIND_NAMES,
-        column,
-        columns,
-    )
-    from ibwire.tables import opcodes
-
-    names = {code: op.name for code, op in opcodes().items()}
-    kinds = [PACKET_ENCAPSULATIONS.get(kind) for kind in SCAN_KIND_NAMES]
-    wanted = tuple(c.name for c in columns()) if keys is None else keys
-    scan_keys = tuple({*wanted, "bth.opcode", "ip.hdr_len", "aeth.syndrome"})
-    ipv4 = 1 << column("ip.hdr_len").slot
-    present: dict[tuple[int, int], tuple[tuple[str, bool], ...]] = {}
-    syndromes: dict[int, dict[str, Any]] = {}
-    for batch, c, _failed in scanned(source, args, fields=scan_keys):
-        values = {key: batch.values(key) for key in scan_keys}
-        number, stamp, link, headers, vlans, kind, error, payload, icrc, vcrc, icrc_ok, \
-            vcrc_ok = (c[k].tolist() for k in (
-                "record", "timestamp_ns", "link", "headers", "vlan.count", "encapsulation",
-                "error", "payload.length", "icrc", "vcrc", "icrc_ok", "vcrc_ok"))
-        for r in range(len(number)):
-            encapsulation = kinds[kind[r]]
-            opcode = values["bth.opcode"][r]
-            if (error[r] or encapsulation in (None, "ib_raw") or opcode not in names
-                    or vlans[r] > 1 or headers[r] & ipv4 and values["ip.hdr_len"][r] != 5):
-                yield inspect(_record(batch, r))
-                continue
-            has = present.get((headers[r], opcode))
-            if has is None:
-                has = present[(headers[r], opcode)] = _present(headers[r], opcode, wanted)
-            fields: dict[str, Any] = {"frame": number[r] + 1, "timestamp_ns": stamp[r],
-                                      "link": LINK_NAMES[link[r]],
-                                      "encapsulation": encapsulation}
-            for key, stacked in has:
-                fields[key] = (values[key][r],) if stacked else values[key][r]
-            if "aeth.syndrome" in fields:
-                syndrome = fields["aeth.syndrome"]
-                if syndrome not in syndromes:
-                    syndromes[syndrome] = decode_syndrome(syndrome)
-                fields.update(syndromes[syndrome])
-            fields["icrc"] = icrc[r]
-            if vcrc_ok[r] >= 0:
-                fields["vcrc"] = vcrc[r]
-            fields["bth.opcode.name"] = names[opcode]
-            fields["payload.length"] = payload[r]
-            fields["icrc_ok"] = _verdict(icrc_ok[r])
-            fields["vcrc_ok"] = _verdict(vcrc_ok[r])
-            fields["error"] = None
-            yield fields
-
-
 def scanned_lines(source: Source, args: argparse.Namespace) -> Iterator[str]:
-    """Summary lines, from the scanner where it can tell them (see :func:`scanned_fields`)."""
-    start_ns: int | None = None
-    for found in scanned_fields(source, args, _COLUMNS):
-        if not isinstance(found, dict):
-            if start_ns is None and found.record.error is None:
-                start_ns = found.record.timestamp_ns
-            yield summary(found, start_ns or 0)
-            continue
-        if start_ns is None:
-            start_ns = found["timestamp_ns"]
-        yield (_head(found["frame"], found["timestamp_ns"], start_ns, found)
-               + _transport(found["encapsulation"], found["bth.opcode.name"], found,
-                            found["payload.length"], found["icrc_ok"], found["vcrc_ok"]))
+    """Summary lines, from the scanner where it can tell them (see ``ibwire.cli.shapes``)."""
+    from ibwire.cli.show_columns import texts
+
+    for batch in texts(source, args, "line"):
+        yield from batch.decode("utf-8").split("\n")[:-1]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -267,14 +186,21 @@ def run(args: argparse.Namespace) -> int:
 def show(source: Source, args: argparse.Namespace) -> int:
     """Write what ``args`` asks for about ``source`` (a path or a live capture)."""
     out = sys.stdout
-    if args.json and not args.where:
-        for found in scanned_fields(source, args, None):
-            fields = found if isinstance(found, dict) else found.fields()
-            out.write(json_line(fields))
-        return shrink_status(args, "show", args.file)
-    if not (args.verbose or args.where):
-        for line in scanned_lines(source, args):
-            out.write(line + "\n")
+    if not args.where:
+        from ibwire.cli.show_columns import texts
+
+        mode = "json" if args.json else "tree" if args.verbose else "line"
+        out.flush()
+        raw = getattr(out, "buffer", None)  # UTF-8 as made, when stdout writes UTF-8 bytes
+        if raw is not None and codecs.lookup(out.encoding or "ascii").name != "utf-8":
+            raw = None
+        for batch in texts(source, args, mode):
+            if raw is not None:
+                raw.write(batch)
+                raw.flush()  # a live capture's packets out as they come
+            else:
+                out.write(batch.decode("utf-8"))
+                out.flush()
         return shrink_status(args, "show", args.file)
 
     start_ns = None

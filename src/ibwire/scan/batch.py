@@ -57,16 +57,21 @@ class ScanBatch:
         field = program.SLOTS[column.slot].by_name[column.field]
         data = self.columns[name]
         if column.width != 16:
-            raw = data.tolist()
             if field.fmt is None:
-                return raw
-            shown: dict[Any, Any] = {}  # addresses repeat: show each once
-            return [shown[v] if v in shown else shown.setdefault(v, display(v, field))
-                    for v in raw]
-        shown = {}
-        return [shown[v] if v in shown
-                else shown.setdefault(v, display(int.from_bytes(v, "big"), field))
-                for v in np.ascontiguousarray(data).view("V16").ravel().tolist()]
+                return data.tolist()
+            # addresses repeat: show each distinct one once
+            distinct, inverse = distinct_rows(data.reshape(-1, 1))
+            shown = np.array([display(v, field) for v in distinct.ravel().tolist()] + [""],
+                             object)
+            return shown[inverse].tolist()
+        # 16-byte rows: sorted as two numbers (numpy sorts raw bytes slowly)
+        halves = np.ascontiguousarray(data).view(np.uint64).reshape(-1, 2)
+        distinct_halves, inverse = distinct_rows(halves)
+        first = np.zeros(len(distinct_halves), np.intp)
+        first[inverse[::-1]] = np.arange(len(inverse))[::-1]  # a row of each distinct value
+        shown = np.array([display(int.from_bytes(bytes(data[i]), "big"), field)
+                          for i in first.tolist()] + [b""], object)  # b"": no nested bytes
+        return shown[inverse].tolist()
 
     def frame(self, row: int) -> memoryview:
         off, n = int(self.columns["frame.offset"][row]), int(self.columns["frame.len"][row])
@@ -121,6 +126,20 @@ class ScanBatch:
             else:
                 arrays[name] = pa.array(col)
         return pa.table(arrays)
+
+
+def distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of a 2-D array (sorted) and each row's index among them, as
+    ``np.unique(axis=0, return_inverse=True)`` gives them, without loading numpy.ma."""
+    if not len(rows):
+        return rows, np.zeros(0, np.intp)
+    order = np.lexsort(rows.T[::-1])
+    ordered = rows[order]
+    first = np.ones(len(order), bool)
+    first[1:] = np.any(ordered[1:] != ordered[:-1], axis=1)
+    inverse = np.empty(len(order), np.intp)
+    inverse[order] = np.cumsum(first) - 1
+    return ordered[first], inverse
 
 
 _REASONS: dict[type[IbwireError], str] = {

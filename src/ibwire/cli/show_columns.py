@@ -1,0 +1,155 @@
+"""``ibwire show``'s output from the scanner's columns, a batch at a time.
+
+Each row gets its shape (``ibwire.cli.shapes``), each shape met its template once
+(``ibwire.cli.templates``), and every row of a batch is written in one pass by
+``ibwire.scan.text.fill`` (C, or its Python twin): no dissection and no dict per packet. Rows
+of shape 0 are dissected (``ibwire.inspect``) and written by ``show.summary``/``show.tree``/
+``json_line``. Tests compare both ways byte for byte on every capture they have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ibwire.cli.shapes import CLASSIFY_KEYS, ETHERNET_LEN, TAG_LEN, classify
+from ibwire.cli.templates import SYNDROME_TEXTS, compile_shape
+from ibwire.headers.aeth import decode_syndrome
+from ibwire.scan import program
+from ibwire.scan.batch import distinct_rows
+from ibwire.scan.program import SLOT, SLOTS
+from ibwire.scan.text import TEXT, Op, Templates, fill
+
+if TYPE_CHECKING:
+    import argparse
+
+    from ibwire.pcap.source import Source
+    from ibwire.scan import ScanBatch
+
+
+# ---------------------------------------------------------------- a batch's values
+
+
+class _Rows:
+    """One batch's value columns, each made on first use: integer columns (8-byte numpy
+    arrays) and text columns (lists of str), by the names the templates give them."""
+
+    def __init__(self, batch: ScanBatch, cols: dict[str, np.ndarray],
+                 extra: dict[str, np.ndarray], mode: str) -> None:
+        self.batch, self.cols, self.extra, self.mode = batch, cols, extra, mode
+        self.count = len(cols["record"])
+
+    def ints(self, name: str) -> np.ndarray:
+        """``name``: a column, a computed one, ``"offset.bth+12"`` (a column plus a
+        constant), or ``"vlan#1.id"`` (a field of VLAN tag 1, read from the frames)."""
+        if name in self.extra:
+            values = self.extra[name]
+        elif "+" in name:
+            base, constant = name.rsplit("+", 1)
+            values = self.cols[base].astype(np.int64) + int(constant)
+        elif "#" in name:
+            values = self._tag_field(name)
+        else:
+            values = self.cols[name]
+        return values.astype(np.int64 if values.dtype.kind == "i" else np.uint64, copy=False)
+
+    def _tag_field(self, name: str) -> np.ndarray:
+        header, rest = name.split("#", 1)
+        index, field_name = rest.split(".", 1)
+        tag = int(index)
+        spec = SLOTS[SLOT[header]]
+        f = spec.by_name[field_name]
+        out = np.zeros(self.count, np.uint64)
+        rows = np.flatnonzero(self.cols["vlan.count"] > tag)
+        if rows.size:
+            data = np.frombuffer(self.batch.buffer, np.uint8)
+            at = self.cols["frame.offset"][rows] + ETHERNET_LEN + TAG_LEN * tag
+            word = np.zeros(rows.size, np.uint64)
+            for i in range(spec.size):
+                word = (word << np.uint64(8)) | data[at + i].astype(np.uint64)
+            out[rows] = (word >> np.uint64(f.shift)) & np.uint64(f.mask)
+        return out
+
+    def strs(self, name: str) -> list[str]:
+        """``name``: an address column (its text), ``"hex:KEY"`` (a bytes field in hex),
+        ``"aeth:MODE"`` (the syndrome's derived keys as MODE writes them), ``ip.options``
+        (in hex), or ``dissected`` (set by the caller)."""
+        if name.startswith("hex:"):
+            return [v.hex() for v in self.batch.values(name[4:])[:self.count]]
+        if name.startswith("aeth:"):
+            made: dict[int, str] = {}
+            render = SYNDROME_TEXTS[name[5:]]
+            return [made[s] if s in made else made.setdefault(s, render(decode_syndrome(s)))
+                    for s in self.cols["aeth.syndrome"].tolist()]
+        if name == "ip.options":
+            out = [""] * self.count
+            net, ihl = self.cols["offset.network"], self.cols["ip.hdr_len"]
+            for r in np.flatnonzero(self.extra["options"]).tolist():
+                at = int(net[r])
+                out[r] = bytes(self.batch.frame(r)[at + 20:at + 4 * int(ihl[r])]).hex()
+            return out
+        return self.batch.values(name)[:self.count]
+
+
+# ---------------------------------------------------------------- the walk
+
+
+def _when(cols: dict[str, np.ndarray], start_ns: int) -> np.ndarray:
+    """Nanoseconds since ``start_ns`` (int64; the SECONDS op divides as Python would)."""
+    stamps = cols["timestamp_ns"]
+    limit = 1 << 62  # no int64 overflow below this
+    if len(stamps) and abs(start_ns) < limit and int(np.abs(stamps).max()) < limit:
+        return stamps - start_ns
+    return np.array([max(min(s - start_ns, (1 << 63) - 1), -(1 << 63))
+                     for s in stamps.tolist()], np.int64)
+
+
+_END = {"line": "\n", "json": "\n", "tree": "\n\n"}
+_DISSECTED: list[Op] = [(TEXT, "dissected", 0, 0)]
+
+
+def texts(source: Source, args: argparse.Namespace, mode: str) -> Iterator[bytes]:
+    """What ``show`` writes for the records of ``source`` (a path or a live capture), a batch
+    at a time, in UTF-8: summary
+    lines (mode "line"), JSON objects ("json") or header trees ("tree"), each with its line
+    end (an empty line after a tree)."""
+    from ibwire.cli.common import json_line, scanned
+    from ibwire.cli.show import _COLUMNS, _record, summary, tree
+    from ibwire.inspect import inspect
+
+    keys = None if mode != "line" else tuple({*_COLUMNS, *CLASSIFY_KEYS})
+    templates = Templates()
+    numbered: dict[int, int] = {0: templates.add(_DISSECTED)}
+    start_ns: int | None = None
+    for batch, cols, _failed in scanned(source, args, fields=keys):
+        count = len(cols["record"])
+        if not count:
+            continue
+        if start_ns is None:
+            readable = np.flatnonzero(cols["error"] != program.CAPTURE_ERROR)
+            if readable.size:
+                start_ns = int(cols["timestamp_ns"][readable[0]])
+        key, extra = classify(cols, mode)
+        extra["when"] = _when(cols, start_ns or 0)
+        shapes, inverse = distinct_rows(key.reshape(-1, 1))
+        shapes = shapes.ravel()
+        for k in shapes.tolist():
+            if k not in numbered:
+                numbered[k] = templates.add(compile_shape(mode, k))
+        of_shape = np.array([numbered[k] for k in shapes.tolist()], np.int32)
+        template = of_shape[inverse.reshape(-1)]
+        rows_of = _Rows(batch, cols, extra, mode)
+        dissected = [""] * count
+        for r in np.flatnonzero(key == 0).tolist():
+            found = inspect(_record(batch, r))
+            dissected[r] = (summary(found, start_ns or 0) if mode == "line"
+                            else json_line(found.fields())[:-1] if mode == "json"
+                            else tree(found))
+        used_ints, used_strs = templates.columns_of(of_shape.tolist())
+        ints = [rows_of.ints(n) if n in used_ints else None for n in templates.ints]
+        strs = [(dissected if n == "dissected" else rows_of.strs(n)) if n in used_strs
+                else None for n in templates.strs]
+        starts, ops, pool = templates.flat()
+        yield fill(template, starts, ops, pool, ints, strs, _END[mode])

@@ -1,0 +1,178 @@
+"""``show`` from the scanner's columns (``ibwire.cli.show_columns``) against the dissector, on what
+the columns must tell apart: every reason for other traffic, and the frames they cannot tell
+(which go to the dissector): lines, JSON and trees byte for byte, with both engines."""
+
+from __future__ import annotations
+
+import argparse
+import struct
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tools import mixed_capture
+
+from ibwire import build, crc
+from ibwire.pcap import PcapWriter
+from tests.cli.test_cli import BOTH_WAYS
+
+MAC = bytes.fromhex("020000000002020000000001")
+
+
+def ipv4(proto: int, body: bytes, *, ihl: int = 5, frag: int = 0, version: int = 4,
+         length: int | None = None) -> bytes:
+    options = bytes(4 * (ihl - 5)) if ihl > 5 else b""
+    total = 4 * max(ihl, 5) + len(body) if length is None else length
+    return (bytes([version << 4 | ihl, 0]) + struct.pack(">HHHBBH", total, 1, frag, 64, proto, 0)
+            + bytes([10, 0, 0, 1, 10, 0, 0, 2]) + options + body)
+
+
+def ipv6(nxt: int, body: bytes) -> bytes:
+    return (bytes.fromhex("60000000") + struct.pack(">HBB", len(body), nxt, 64)
+            + bytes(15) + b"\x01" + bytes(15) + b"\x02" + body)
+
+
+def udp(dport: int, body: bytes = b"hello") -> bytes:
+    return struct.pack(">HHHH", 50000, dport, 8 + len(body), 0) + body
+
+
+def eth(ethertype: int, body: bytes, tags: int = 0) -> bytes:
+    tpids = [0x88A8] + [0x8100] * (tags - 1) if tags else []
+    head = MAC
+    for tpid in tpids:
+        head += struct.pack(">H", tpid) + struct.pack(">H", 0x2005)
+    return head + struct.pack(">H", ethertype) + body
+
+
+TCP = struct.pack(">HHIIBBHHH", 22, 50000, 1, 2, 0x50, 0x18, 512, 0, 0) + b"data"
+
+
+def ethernet_frames() -> list[bytes]:
+    """Other traffic of every kind, and frames only the dissector can tell."""
+    roce = build("rocev2_ipv4", {"bth.destqp": 0x12, "reth.dmalen": 16}, bytes(16),
+                 opcode="RC_RDMA_WRITE_ONLY")
+    # a SEND of 8 bytes made an ACK: AETH and 4 bytes the dissector warns about
+    ack_with_payload = bytearray(build("rocev2_ipv4", {"bth.destqp": 0x12}, bytes(range(8)),
+                                       opcode="RC_SEND_ONLY"))
+    ack_with_payload[14 + 20 + 8] = 0x11
+    crc.fix(ack_with_payload, "ethernet")
+    # a UD SEND to QP1 with 8 bytes after the DETH: too short for a MAD header
+    short_mad = bytearray(build("rocev2_ipv4", {"bth.destqp": 3, "deth.srcqp": 3}, bytes(8),
+                                opcode="UD_SEND_ONLY"))
+    short_mad[14 + 20 + 8 + 7] = 1
+    crc.fix(short_mad, "ethernet")
+    bad_icrc = bytearray(roce)
+    bad_icrc[-1] ^= 0xFF
+    return [
+        eth(0x0806, bytes(28)),                                      # ARP
+        eth(0x0806, bytes(28), tags=1),                              # ARP, one tag
+        eth(0x0806, bytes(28), tags=2),                              # ARP under QinQ
+        eth(0x88CC, bytes(40), tags=3),                              # LLDP under three tags
+        eth(0x0800, ipv4(6, TCP)),                                   # TCP
+        eth(0x0800, ipv4(6, TCP, ihl=7)),                            # TCP, IPv4 options
+        eth(0x0800, ipv4(17, udp(53))),                              # DNS
+        eth(0x0800, ipv4(17, udp(53), ihl=6), tags=1),               # UDP, options, tagged
+        eth(0x0800, ipv4(17, udp(4791), frag=0x10)),                 # a non-first fragment
+        eth(0x0800, ipv4(17, udp(4791), frag=0x2010, ihl=6)),        # ... with options
+        eth(0x0800, ipv4(17, b"\x00\x01")),                          # UDP cut short
+        eth(0x0800, ipv4(17, udp(4791), length=12)),                 # RoCE port, bad length
+        eth(0x0800, ipv4(6, TCP, ihl=4)),                            # IHL below 5
+        eth(0x0800, ipv6(17, udp(53))),                              # IPv6 under 0x0800
+        eth(0x0800, ipv4(6, TCP)[:15]),                              # IPv4 header cut
+        eth(0x0800, ipv4(6, b"", ihl=15)[:24]),                      # options past the frame
+        eth(0x86DD, ipv6(58, bytes(16))),                            # ICMPv6
+        eth(0x86DD, ipv6(17, udp(5353))),                            # mDNS over IPv6
+        eth(0x86DD, ipv6(0, bytes([17, 0]) + bytes(6) + udp(4791))),  # hop-by-hop, RoCE port
+        eth(0x86DD, ipv6(0, bytes([17, 0]) + bytes(6) + udp(53))),   # hop-by-hop, DNS
+        eth(0x86DD, ipv6(17, b"\x00")),                              # UDP cut short
+        eth(0x86DD, ipv4(6, TCP)),                                   # IPv4 under 0x86DD
+        eth(0x8915, bytes(10)),                                      # RoCEv1 cut short
+        MAC + b"\x81\x00\x00",                                       # a tag cut short
+        MAC[:10],                                                    # not even Ethernet
+        roce, bytes(bad_icrc), bytes(ack_with_payload), bytes(short_mad),
+    ]
+
+
+def raw_ip_frames() -> list[bytes]:
+    return [ipv4(6, TCP), ipv4(17, udp(53)), ipv6(58, bytes(8)), b"\x50" + bytes(30), b"",
+            b"\x45", build("rocev2_ipv6", {}, b"abc", opcode="RC_SEND_ONLY", link="ip")]
+
+
+def _write(path: Path, linktype: int, frames: list[bytes]) -> Path:
+    with PcapWriter(path, linktype, nanoseconds=True) as writer:
+        for i, frame in enumerate(frames):
+            writer.write(frame, 1_700_000_000_000_000_000 + i * 1_000_500)
+    return path
+
+
+@pytest.fixture(scope="module")
+def odd_captures(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    where = tmp_path_factory.mktemp("odd")
+    return [_write(where / "ethernet.pcap", 1, ethernet_frames()),
+            _write(where / "raw-ip.pcap", 101, raw_ip_frames()),
+            _write(where / "wifi.pcap", 105, [bytes(30), bytes(3)])]
+
+
+@pytest.mark.parametrize("both_ways", BOTH_WAYS)
+def test_other_traffic_and_odd_frames_both_ways(odd_captures, both_ways):
+    for path in odd_captures:
+        scanned, dissected = both_ways(path)
+        assert scanned == dissected, path.name
+        assert len(scanned) >= 2
+
+
+@pytest.fixture(scope="module")
+def mixed_captures(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    where = tmp_path_factory.mktemp("mixed")
+    return [mixed_capture.write_ethernet(where / "mixed.pcap", 3000, seed=5),
+            mixed_capture.write_infiniband(where / "mixed-ib.pcap", 1500, seed=5)]
+
+
+@pytest.mark.parametrize("both_ways", BOTH_WAYS)
+def test_the_benchmarks_mixed_captures_both_ways(mixed_captures, both_ways):
+    """Every opcode, reserved ones, MADs, CNPs, VLAN stacks, IPv6, RoCEv1, IPv4 options,
+    other traffic, bad CRCs, native IB with raw packets (the captures of tools/bench_scan)."""
+    for path in mixed_captures:
+        scanned, dissected = both_ways(path)
+        assert scanned == dissected, path.name
+        assert len(scanned) > 1000
+
+
+def test_the_columns_tell_what_they_can(odd_captures, mixed_captures):
+    """Which rows the columns write: all of the mixed captures, of the odd frames only those
+    whose reason the columns can tell (so that the tests above test the templates)."""
+    from ibwire.cli import shapes
+    from ibwire.cli.common import scanned
+
+    args = argparse.Namespace(count=None, where=None, no_progress=True)
+
+    def dissected(path: Path) -> list[int]:
+        rows = []
+        for _batch, cols, _failed in scanned(str(path), args, None):
+            key, _extra = shapes.classify(cols, "tree")
+            rows += (cols["record"][key == 0] + 1).tolist()
+        return rows
+
+    assert [dissected(p) for p in mixed_captures] == [[], []]
+    # ARP/LLDP under 2-3 tags, UDP or IPv4 header cut, bad length, IHL, versions, IPv6
+    # extension headers, RoCEv1 cut, cut tag, no Ethernet; warned-about ACK and MAD
+    assert dissected(odd_captures[0]) == [3, 4, 11, 12, 13, 14, 15, 19, 20, 21, 22, 23, 24,
+                                          25, 28, 29]
+    assert dissected(odd_captures[1]) == [4, 5, 6]
+
+
+def test_show_writes_the_same_with_the_python_twins(mixed_captures, monkeypatch, capsys):
+    """The whole command, C engines against the pure-Python twins (a fresh process each)."""
+    import subprocess
+
+    outputs = []
+    for env in ({}, {"IBWIRE_NO_EXTENSIONS": "1"}):
+        for flags in ([], ["-V"], ["--json"]):
+            done = subprocess.run([sys.executable, "-m", "ibwire.cli.main", "show", *flags,
+                                   str(mixed_captures[0])], capture_output=True, check=True,
+                                  env={**__import__("os").environ, **env})
+            outputs.append(done.stdout)
+    assert outputs[:3] == outputs[3:]
+    assert all(len(out) > 100_000 for out in outputs)
+    assert np.all([out.endswith(b"\n") for out in outputs])

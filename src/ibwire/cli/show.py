@@ -104,7 +104,7 @@ def summary(found: Inspection, start_ns: int) -> str:
         return line + f"[{found.error}]" if found.error else line + "(not parsed)"
     if packet.is_ib:
         name = packet.opcode.name if packet.opcode else packet.unknown
-        line += _transport(packet.encapsulation, name, fields, len(packet.payload),
+        line += _transport(packet.encapsulation, name, fields, packet.payload_length,
                            found.icrc_ok, found.vcrc_ok)
     elif packet.encapsulation == "ib_raw":
         line += f"{_NAMES[packet.encapsulation]} {packet.unknown} VCRC " \
@@ -183,8 +183,8 @@ def scanned_fields(source: Source, args: argparse.Namespace, keys: tuple[str, ..
                    ) -> Iterator[dict[str, Any] | Inspection]:
     """Record by record: the fields ``Inspection.fields()`` would give, in its order, from the
     scanner's columns (only the header fields ``keys``; None: all); or, for a row the columns
-    cannot tell whole (see the module; also stacked VLAN tags and IPv4 options), the row
-    dissected."""
+    cannot tell whole (see the module; also stacked VLAN tags, IPv4 options and MADs), the
+    row dissected."""
     from ibwire.headers.aeth import decode_syndrome
     from ibwire.inspect import inspect
     from ibwire.pcap.records import LINK_NAMES
@@ -201,6 +201,7 @@ def scanned_fields(source: Source, args: argparse.Namespace, keys: tuple[str, ..
     wanted = tuple(c.name for c in columns()) if keys is None else keys
     scan_keys = tuple({*wanted, "bth.opcode", "ip.hdr_len", "aeth.syndrome"})
     ipv4 = 1 << column("ip.hdr_len").slot
+    mad = 1 << column("mad.mgmtclass").slot  # MAD bodies are the dissector's (ibwire.mads)
     present: dict[tuple[int, int], tuple[tuple[str, bool], ...]] = {}
     syndromes: dict[int, dict[str, Any]] = {}
     for batch, c, _failed in scanned(source, args, fields=scan_keys):
@@ -213,7 +214,8 @@ def scanned_fields(source: Source, args: argparse.Namespace, keys: tuple[str, ..
             encapsulation = kinds[kind[r]]
             opcode = values["bth.opcode"][r]
             if (error[r] or encapsulation in (None, "ib_raw") or opcode not in names
-                    or vlans[r] > 1 or headers[r] & ipv4 and values["ip.hdr_len"][r] != 5):
+                    or vlans[r] > 1 or headers[r] & ipv4 and values["ip.hdr_len"][r] != 5
+                    or headers[r] & mad):
                 yield inspect(_record(batch, r))
                 continue
             has = present.get((headers[r], opcode))

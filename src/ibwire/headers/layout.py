@@ -148,6 +148,15 @@ class Header:
         return word.to_bytes(self.size, "big")
 
 
+class Record(Header):
+    """A header whose field names are already full keys (``cm.req.localqpn``): MAD attributes,
+    where Wireshark's field names do not all share one prefix (a DREQ's remote QPN is
+    ``cm.req.remoteqpneecn``, a REQ's local communication ID is ``cm.req`` itself)."""
+
+    def key(self, field: str) -> str:
+        return field
+
+
 def bits(n: int) -> cs.BitsInteger:
     """An unsigned big-endian field of ``n`` bits (inside a BitStruct)."""
     return cs.BitsInteger(n)

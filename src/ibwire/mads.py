@@ -253,26 +253,26 @@ def _cut(part: Part, offset: int, limit: int, start: int) -> MalformedError:
     cut = next(f for f in header.fields if header.size * 8 - f.shift > left * 8)
     return MalformedError(f"{header.title} runs past the end of the MAD: {part.size} bytes "
                           f"needed at MAD byte {offset - start}, the ICRC follows "
-                          f"{limit - start} bytes in", header=header.name, field=cut.name,
+                          f"{limit - start} bytes in", **header.where(cut.name),
                           offset=offset)
 
 
 def derived(mad: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
     """Keys Wireshark shows that are views of other fields: a REQ's service ID split and
-    RDMA-CM IP private data, a directed-route SMP's D bit, status and hops."""
+    RDMA-CM IP private data (in the RDMA IP CM service ID range only, as Wireshark), a
+    directed-route SMP's D bit, status and hops."""
     out: dict[str, Any] = {}
     if mad["mgmtclass"] == SMP_DIRECTED:
         out["smpdirected.d"] = mad["status"] >> 15
         out["smpdirected.smpstatus"] = mad["status"] & 0x7FFF
         out["smpdirected.hoppointer"] = mad["classspecific"] >> 8
         out["smpdirected.hopcount"] = mad["classspecific"] & 0xFF
-    if "cm.req.serviceid" in values:
+    if "cm.req.serviceid" in values and values["cm.req.serviceid"] >> 24 == cm.IP_CM_PREFIX:
         sid = values["cm.req.serviceid"]
         out["cm.req.serviceid.prefix"] = (sid >> 24).to_bytes(5, "big")
         out["cm.req.serviceid.protocol"] = (sid >> 16) & 0xFF
         out["cm.req.serviceid.dport"] = sid & 0xFFFF
-        if sid >> 24 == cm.IP_CM_PREFIX:
-            out.update(ip_cm(values["cm.req.private"]))
+        out.update(ip_cm(values["cm.req.private"]))
     return out
 
 
@@ -371,8 +371,8 @@ def _build_entries(part: Part, values: Mapping[str, Any]) -> bytes:
     lists = {f.name: values[f.name] for f in header.fields if f.name in values}
     for name, value in lists.items():
         if not isinstance(value, (list, tuple)) or len(value) != part.entries:
-            raise BuildError(f"{name} needs a list of {part.entries} values", header=header.name,
-                             field=name)
+            raise BuildError(f"{name} needs a list of {part.entries} values",
+                             **header.where(name))
     gaps = values.get(f"{header.name}.gap", [bytes(part.gap)] * part.entries)
     for i in range(part.entries):
         out += header.build({k: v[i] for k, v in lists.items()})

@@ -28,7 +28,7 @@ import construct as cs
 from ibwire.errors import BuildError, MalformedError, UnknownAttributeError
 from ibwire.headers import cm, perf, sa, smp
 from ibwire.headers.layout import Record, display, octets
-from ibwire.headers.mad import CLASS_PORT_INFO, MAD_SIZE, NOTICE
+from ibwire.headers.mad import CLASS_PORT_INFO, MAD_SIZE, NOTICE, NOTICE_GS
 from ibwire.packet import HeaderValue
 from ibwire.tables import MadAttribute, mad_attributes
 
@@ -43,7 +43,7 @@ MAX_HOPS = 63
 
 #: Every attribute declaration, by the name specs/mad_attributes.tsv gives it.
 RECORDS: dict[str, Record] = {r.name: r for r in (
-    *cm.CM_MESSAGES, CLASS_PORT_INFO, NOTICE,
+    *cm.CM_MESSAGES, CLASS_PORT_INFO, NOTICE, NOTICE_GS,
     smp.NODE_DESCRIPTION, smp.NODE_INFO, smp.SWITCH_INFO, smp.GUID_INFO, smp.PORT_INFO,
     smp.P_KEY_TABLE, smp.SL_TO_VL, smp.VL_ARBITRATION, smp.LINEAR_FORWARDING, smp.SM_INFO,
     sa.PATH_RECORD, sa.MC_MEMBER_RECORD, sa.NODE_RECORD, sa.PORT_INFO_RECORD,
@@ -55,6 +55,10 @@ RECORDS: dict[str, Record] = {r.name: r for r in (
 FRAMES: tuple[Record, ...] = (smp.SMP_LID, smp.SMP_LID_TAIL, smp.SMP_DIRECTED,
                               smp.SMP_DIRECTED_PATHS, sa.SA_HEADER, perf.PERF_HEADER,
                               sa.MULTI_PATH_GID)
+
+
+#: Titles of the parts, by name (fillers are titled 'reserved').
+TITLES: dict[str, str] = {r.name: r.title for r in (*RECORDS.values(), *FRAMES)}
 
 
 class Part(NamedTuple):
@@ -354,7 +358,14 @@ def build_body(mad: Mapping[str, Any], rmpp: Mapping[str, Any] | None,
     used = set(given) & DERIVED_KEYS
     out = bytearray()
     seen: dict[str, Any] = {}
-    for part in plan(mad, rmpp, seen):
+    parts = plan(mad, rmpp, seen)
+    while True:
+        try:
+            part = next(parts, None)
+        except MalformedError as exc:  # a layout the values contradict (AttributeOffset ...)
+            raise BuildError(exc.reason, header=exc.header, field=exc.field) from exc
+        if part is None:
+            break
         header = part.header
         if not part.entries:
             mine = {f.name: values[f.name] for f in header.fields if f.name in values}

@@ -170,7 +170,8 @@ def mad_fields(draw: st.DrawFn, attribute: MadAttribute | None = None) -> dict[s
         if part.entries:
             more = [values, *(draw(header_values(part.header)) for _ in range(part.entries - 1))]
             values = {k: [v[k] for v in more] for k in values}
-        values.update({k: v for k, v in seen.items() if k in part.header.by_name})
+        else:
+            values.update({k: v for k, v in seen.items() if k in part.header.by_name})
         seen.update(values)
         fields.update(values)
     return fields

@@ -179,3 +179,9 @@ def mad_status() -> dict[str, dict[int, str]]:
     for r in read_table("mad_status"):
         out.setdefault(r["kind"], {})[_int(r["value"])] = r["name"]
     return out
+
+
+@cache
+def rnr_timers() -> dict[int, int]:
+    """RNR NAK timer code -> microseconds (``specs/rnr_timers.tsv``)."""
+    return {int(r["code"]): int(r["usec"]) for r in read_table("rnr_timers")}

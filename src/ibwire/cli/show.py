@@ -87,6 +87,10 @@ def _transport(encapsulation: str, name: str, fields: Mapping[str, Any], payload
         if key in fields:
             text = fmt.format(fields[key])
             line += f" {label}={text}" if label else f" {text}"
+    if "mad.mgmtclass" in fields:
+        from ibwire.names import mad_summary
+
+        line += f" {mad_summary(fields)}"
     if payload:
         line += f" payload={payload}"
     line += f" ICRC {'ok' if icrc_ok else 'BAD'}"
@@ -121,16 +125,28 @@ def tree(found: Inspection) -> str:
     packet = found.packet
     if packet is None:
         return "\n".join(lines)
-    for header in packet.headers:
-        from ibwire.headers import ALL
+    from ibwire.headers import ALL
+    from ibwire.mads import TITLES
+    from ibwire.names import DECIMAL, describe
 
-        spec = ALL[header.name]
-        lines.append(f"  {spec.title} (offset {header.offset}, {header.length} bytes)")
+    fields = packet.fields()
+
+    def line(key: str, value: Any) -> str:
+        if isinstance(value, int) and value > 9 and key not in DECIMAL:
+            shown = f"{value:#x}"
+        else:
+            shown = jsonable(value)
+        name = describe(key, value, fields)
+        return f"      {key} = {shown}" + (f" ({name})" if name else "")
+
+    for header in packet.headers:
+        spec = None if header.full_keys else ALL[header.name]
+        title = spec.title if spec else TITLES.get(header.name, header.name)
+        lines.append(f"  {title} (offset {header.offset}, {header.length} bytes)")
         for name, value in header.values.items():
-            shown = f"{value:#x}" if isinstance(value, int) and value > 9 else jsonable(value)
-            lines.append(f"      {spec.key(name)} = {shown}")
+            lines.append(line(name if spec is None else spec.key(name), value))
     for key, value in packet.derived.items():
-        lines.append(f"      {key} = {jsonable(value)}")
+        lines.append(line(key, value))
     if packet.is_ib:
         lines.append(f"  Payload ({len(packet.payload)} bytes at {packet.payload_offset}), "
                      f"pad {len(packet.pad)}")

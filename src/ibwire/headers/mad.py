@@ -77,6 +77,7 @@ CLASS_PORT_INFO = Record("classportinfo", "ClassPortInfo", cs.BitStruct(
     "classportinfo.trapqkey" / bits(32),
 ), formats={"classportinfo.redirectgid": "ipv6", "classportinfo.trapgid": "ipv6"})
 
+#: Notice as an SMP carries it (14.2.5.1: 64 bytes, no IssuerGID).
 NOTICE = Record("notice", "Notice", cs.BitStruct(
     "notice.isgeneric" / bits(1),
     "notice.type" / bits(7),
@@ -86,5 +87,10 @@ NOTICE = Record("notice", "Notice", cs.BitStruct(
     "notice.noticetoggle" / bits(1),
     "notice.noticecount" / bits(15),
     "notice.datadetails" / octets(54),
+))
+
+#: Notice as a GMP (SA) carries it (13.4.8.2: 80 bytes, the IssuerGID after the details).
+NOTICE_GS = Record("notice_gs", "Notice", cs.BitStruct(
+    *NOTICE.declaration.subcon.subcons,
     "notice.issuergid" / octets(16),
 ), formats={"notice.issuergid": "ipv6"})

@@ -14,6 +14,7 @@ from scapy.packet import NoPayload, Packet, Raw
 import ibwire
 from ibwire.builder import DERIVED_KEYS
 from ibwire.headers import ALL, Header
+from ibwire.mads import DECODED
 from ibwire.scapy import BTH, ERF, LAYERS, LRH
 from ibwire.scapy.fields import scapy_name
 from ibwire.tables import mad_classes, opcodes
@@ -118,8 +119,10 @@ def frame_values(encapsulation: str, link: str, opcode: int, seed: int,
     if op.transport == "UD" and rng.random() < 0.5:
         given["bth.destqp"] = rng.choice((0, 1))
         _header_values(ALL["mad"], rng, given)
-        if rng.random() < 0.5:
-            given["mad.mgmtclass"] = rng.choice(sorted(mad_classes()))
+        # the scapy layers stop at the MAD (and RMPP) header: a class whose body ibwire
+        # decodes (ibwire.mads) would need a whole 256-byte MAD of a known attribute
+        if rng.random() < 0.5 or given["mad.mgmtclass"] in DECODED:
+            given["mad.mgmtclass"] = rng.choice(sorted(set(mad_classes()) - DECODED))
         if mad_classes().get(given["mad.mgmtclass"], ("", False))[1]:
             _header_values(ALL["rmpp"], rng, given)
     if tags:

@@ -328,7 +328,7 @@ def inferred(given: Mapping[str, Any]) -> dict[str, Any]:
     """Defaults for a frame given keys of a MAD attribute (``cm.req.localqpn`` ...) but no
     ``mad.attributeid``: the class and attribute the keys belong to, when only one has them,
     and the MAD's addressing. Empty when nothing is to be inferred."""
-    if "mad.attributeid" in given:
+    if "mad.attributeid" in given or given.keys().isdisjoint(body_keys()):
         return {}
     names = {r.name for r in RECORDS.values() if any(f.name in given for f in r.fields)}
     rows = [row for row in mad_attributes().values() if row.record in names]

@@ -113,6 +113,9 @@ def _mads(v: _Values, encapsulation: str, link: str) -> list[Kind]:
                  "mad.baseversion": 1}
         if rmpp:
             given["rmpp.rmpptype"] = v.rng.randrange(5)
+        if klass == 0x81:  # directed route: a hop count and pointer within the 64-hop path
+            hops = v.rng.randrange(64)
+            given["mad.classspecific"] = v.rng.randrange(hops + 2) << 8 | hops
         payload = v.rng.randbytes(256 - 24 - (12 if rmpp else 0))
         out.append(_roce(v, encapsulation, 0x64, 0, link, extra, payload, **given))
     return out

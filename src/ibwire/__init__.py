@@ -16,6 +16,7 @@ from ibwire.errors import (
     MalformedError,
     NotInfinibandError,
     TruncatedError,
+    UnknownAttributeError,
     UnknownOpcodeError,
     UnsupportedError,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "MalformedError",
     "NotInfinibandError",
     "TruncatedError",
+    "UnknownAttributeError",
     "UnknownOpcodeError",
     "UnsupportedError",
 ]

@@ -31,6 +31,7 @@ from ibwire.headers import (
 from ibwire.headers.aeth import encode_syndrome
 from ibwire.headers.encap import ETHERTYPE_IPV4, ETHERTYPE_IPV6, IP_PROTO_UDP
 from ibwire.headers.mad import carries_mad
+from ibwire.mads import build_body, inferred, is_body_key
 from ibwire.tables import constants, mad_classes, opcodes, opcodes_by_name
 
 _C = constants()
@@ -75,6 +76,7 @@ def build(encapsulation: str, fields: Mapping[str, Any] | None = None, payload: 
     given = dict(fields or {})
     if opcode is not None:
         given["bth.opcode"] = _opcode_value(opcode)
+    given = {**inferred(given), **given}
     if "bth.opcode" not in given:
         raise BuildError("no opcode: pass opcode= or fields['bth.opcode']", header="bth",
                          field="opcode")
@@ -85,6 +87,7 @@ def build(encapsulation: str, fields: Mapping[str, Any] | None = None, payload: 
     honest = honest_frame.assemble()
     unused = sorted(k for k in given if _KEYS.get(k, (None,))[0] is not None
                     and _KEYS[k][0].name not in honest_frame.used)
+    unused += sorted(set(honest_frame.mad_body) - honest_frame.body_used)
     if unused:
         raise BuildError(f"field {unused[0]!r} has no header in a {encapsulation} frame "
                          f"of this opcode", field=unused[0])
@@ -145,6 +148,8 @@ class _Frame:
         self.vlans: list[dict[str, Any]] = []
         self.options = b""
         self.used: set[str] = set()
+        self.mad_body: dict[str, Any] = {}
+        self.body_used: set[str] = set()
         self._sort(given)
 
     def _sort(self, given: dict[str, Any]) -> None:
@@ -153,6 +158,9 @@ class _Frame:
                 continue
             if key == "ip.options":
                 self.options = bytes(value)
+                continue
+            if is_body_key(key):
+                self.mad_body[key] = value
                 continue
             if key not in _KEYS:
                 raise BuildError(f"unknown field {key!r}", field=key)
@@ -217,8 +225,13 @@ class _Frame:
                            self.values["deth"].get("srcqp", 0) if "DETH" in op.headers else None):
                 parts.append(self._emit(MAD, self.values["mad"]))
                 klass = mad_classes().get(self.values["mad"].get("mgmtclass", 0))
+                rmpp = None
                 if klass is not None and klass[1]:
                     parts.append(self._emit(RMPP, self.values["rmpp"]))
+                    rmpp = RMPP.parse(parts[-1])
+                body, self.body_used = build_body(MAD.parse(parts[-2 if rmpp else -1]), rmpp,
+                                                  self.mad_body)
+                parts.append(body)
             pad = self.pad if self.pad is not None else bytes(padcnt)
         return self._emit(BTH, bth) + b"".join(parts) + self.payload + pad + bytes(ICRC.sizeof())
 

@@ -41,6 +41,7 @@ from ibwire.headers.encap import (
 )
 from ibwire.headers.layout import Header
 from ibwire.headers.mad import carries_mad
+from ibwire.mads import parse_body
 from ibwire.packet import OTHER, HeaderValue, Packet
 from ibwire.tables import constants, mad_classes, opcode_status, opcodes
 
@@ -322,14 +323,23 @@ def _transport(walk: _Walk, offset: int, end: int, encapsulation: str,
 
 
 def _mad(walk: _Walk, offset: int, limit: int) -> int:
-    """The MAD (and RMPP) header of a UD SEND to or from QP0/QP1, when there is room for it."""
+    """The MAD (and RMPP) header of a UD SEND to or from QP0/QP1, when there is room for it,
+    and the body of the classes ibwire decodes (:mod:`ibwire.mads`)."""
     if offset + MAD.size > limit:
         walk.warnings.append("a UD packet to QP0/QP1 too short for a MAD header")
         return offset
     mad = walk.take(MAD, offset, limit)
     offset += MAD.size
     klass = mad_classes().get(mad["mgmtclass"])
+    rmpp = None
     if klass is not None and klass[1] and offset + RMPP.size <= limit:
-        walk.take(RMPP, offset, limit)
+        rmpp = walk.take(RMPP, offset, limit)
         offset += RMPP.size
-    return offset
+    elif klass is not None and klass[1]:
+        walk.warnings.append("a MAD too short for its RMPP header")
+        return offset
+    body = parse_body(walk.frame, offset, limit, mad, rmpp, walk.strict)
+    walk.headers.extend(body.headers)
+    walk.derived.update(body.derived)
+    walk.warnings.extend(body.warnings)
+    return body.end

@@ -74,6 +74,11 @@ class UnknownOpcodeError(MalformedError):
     """A reserved or manufacturer-specific BTH opcode, raised only with ``strict=True``."""
 
 
+class UnknownAttributeError(MalformedError):
+    """A MAD attribute ibwire does not decode in a class it does, raised only with
+    ``strict=True`` (otherwise its bytes stay in the payload, with a warning)."""
+
+
 class UnsupportedError(IbwireError):
     """Valid on the wire but not handled (for example an IPv6 extension header before UDP)."""
 

@@ -59,7 +59,7 @@ class Inspection:
             out.update(self.packet.fields())
             if self.packet.opcode is not None:
                 out["bth.opcode.name"] = self.packet.opcode.name
-            out["payload.length"] = len(self.packet.payload)
+            out["payload.length"] = self.packet.payload_length
         out["icrc_ok"] = self.icrc_ok
         out["vcrc_ok"] = self.vcrc_ok
         out["error"] = str(self.error) if self.error is not None else None

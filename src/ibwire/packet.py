@@ -25,6 +25,8 @@ class HeaderValue:
     offset: int
     length: int
     values: Mapping[str, Any]
+    full_keys: bool = False
+    """True when the value names are already flat keys (MAD bodies: ``cm.req.localqpn``)."""
 
     def __getitem__(self, field: str) -> Any:
         return self.values[field]
@@ -62,6 +64,12 @@ class Packet:
         """True when the frame carries an InfiniBand transport packet (BTH and ICRC)."""
         return self.icrc is not None
 
+    @property
+    def payload_length(self) -> int:
+        """Bytes the transport carries after the opcode's headers and any MAD/RMPP header, pad
+        excluded: a decoded MAD body counts, as the scanner's ``payload.length`` counts it."""
+        return len(self.payload) + sum(h.length for h in self.headers if h.full_keys)
+
     def header(self, name: str) -> HeaderValue | None:
         """The first header called ``name`` (``"bth"``, ``"reth"``...), or None."""
         for h in self.headers:
@@ -78,13 +86,15 @@ class Packet:
     def fields(self) -> dict[str, Any]:
         """Flat ``{"bth.psn": 5, ...}`` with Wireshark-style keys.
 
-        A header that can be stacked (VLAN tags) gives a tuple per key, outermost tag first. ``icrc``/``vcrc`` are the CRC values (wire bytes read little-endian).
+        A header that can be stacked (VLAN tags) gives a tuple per key, outermost tag first;
+        a MAD field that repeats (SA GetTableResp records, P_Key table entries ...) a list in
+        wire order. ``icrc``/``vcrc`` are the CRC values (wire bytes read little-endian).
         """
         out: dict[str, Any] = {}
         for h in self.headers:
-            spec = ALL.get(h.name)
+            spec = None if h.full_keys else ALL.get(h.name)
             for name, value in h.values.items():
-                key = spec.key(name) if spec else f"{h.name}.{name}"
+                key = name if h.full_keys else spec.key(name) if spec else f"{h.name}.{name}"
                 if h.name in STACKED:
                     out[key] = (*out.get(key, ()), value)
                 else:

@@ -22,7 +22,9 @@ from ibwire.dissect import parse
 from ibwire.headers import ALL, Header
 from ibwire.headers.layout import display
 from ibwire.headers.mad import carries_mad
-from ibwire.tables import mad_classes, opcodes
+from ibwire.headers.sa import SA_HEADER
+from ibwire.mads import DECODED, MAX_HOPS, RECORDS, RMPP_DATA, SMP_DIRECTED, TABLE_METHODS, plan
+from ibwire.tables import MadAttribute, mad_attributes, mad_classes, opcodes
 
 ENCAPSULATIONS = tuple(DEFAULT_LINK)
 #: Fields a valid frame must hold at one value (versions), besides the derived ones.
@@ -107,11 +109,7 @@ def packets(draw: st.DrawFn, encapsulation: str | None = None,
     if op.transport == "UD" and draw(st.integers(0, 7)) == 0:
         fields["deth.srcqp"] = draw(st.sampled_from((0, 1)))  # a response from QP0/QP1
     if carries_mad(op.transport, fields["bth.destqp"], fields.get("deth.srcqp")):
-        fields.update(draw(_keyed(ALL["mad"])))
-        if draw(st.booleans()):
-            fields["mad.mgmtclass"] = draw(st.sampled_from(sorted(mad_classes())))
-        if mad_classes().get(fields["mad.mgmtclass"], ("", False))[1]:
-            fields.update(draw(_keyed(ALL["rmpp"])))
+        fields.update(draw(mad_fields()))
     if op.name.endswith("ATOMIC_WRITE"):
         payload = draw(st.binary(min_size=8, max_size=8))
     else:
@@ -122,6 +120,61 @@ def packets(draw: st.DrawFn, encapsulation: str | None = None,
         fields = {k: v for k, v in fields.items() if not k.startswith(("eth.", "vlan."))}
     frame = build(enc, fields, payload, link=link)
     return GeneratedPacket(frame, link, enc, op.value, fields, payload)
+
+
+@st.composite
+def mad_fields(draw: st.DrawFn, attribute: MadAttribute | None = None) -> dict[str, Any]:
+    """Flat keys of a valid MAD: its common (and RMPP) header and, for the classes ibwire
+    decodes, every field of one declared attribute (``attribute``, drawn when None), random
+    values within the rules a MAD must keep (RMPP segments, directed-route hop counts, SA
+    record offsets); other classes get random headers and their body is the payload."""
+    fields = draw(_keyed(ALL["mad"]))
+    if attribute is None and draw(st.integers(0, 3)):
+        attribute = draw(st.sampled_from(list(mad_attributes().values())))
+    if attribute is None:
+        klass = draw(st.sampled_from(sorted(set(mad_classes()) - DECODED)))
+        fields["mad.mgmtclass"] = klass
+        if mad_classes()[klass][1]:
+            fields.update(draw(_keyed(ALL["rmpp"])))
+        return fields
+    fields["mad.mgmtclass"] = attribute.mgmtclass
+    fields["mad.attributeid"] = attribute.attribute
+    if attribute.mgmtclass == SMP_DIRECTED:
+        hops = draw(st.integers(0, MAX_HOPS))
+        fields["mad.classspecific"] = draw(st.integers(0, hops + 1)) << 8 | hops
+    rmpp = None
+    if mad_classes()[attribute.mgmtclass][1]:
+        fields.update(draw(_keyed(ALL["rmpp"])))
+        record = RECORDS[attribute.record]
+        table = draw(st.booleans())
+        fields["mad.method"] = draw(st.sampled_from(sorted(TABLE_METHODS))) if table else \
+            draw(st.sampled_from((0x01, 0x02, 0x12, 0x15)))
+        active = draw(st.booleans())
+        fields["rmpp.rmppflags"] = 0x7 if active else 0
+        fields["rmpp.rmpptype"] = RMPP_DATA if active else draw(st.integers(0, 4))
+        fields["rmpp.data1"] = 1 if active else fields["rmpp.data1"]
+        if active:
+            fields["rmpp.data2"] = draw(st.integers(SA_HEADER.size, 220))
+        stride = -(-record.size // 8) + draw(st.integers(0, 2))
+        fields["sa.attributeoffset"] = stride if table else draw(st.integers(0, 0xFFFF))
+        rmpp = {"rmppflags": fields["rmpp.rmppflags"], "rmpptype": fields["rmpp.rmpptype"],
+                "data1": fields["rmpp.data1"], "data2": fields.get("rmpp.data2", 0)}
+    mad = {"mgmtclass": attribute.mgmtclass, "attributeid": attribute.attribute,
+           "method": fields["mad.method"]}
+    seen: dict[str, Any] = {k: v for k, v in fields.items() if k.startswith("sa.")}
+    if attribute.record == "multipathrecord":
+        seen["multipathrecord.sgidcount"] = draw(st.integers(0, 5))
+        seen["multipathrecord.dgidcount"] = draw(st.integers(0, 6))
+    for part in plan(mad, rmpp, seen):
+        values = draw(header_values(part.header))
+        if part.entries:
+            more = [values, *(draw(header_values(part.header)) for _ in range(part.entries - 1))]
+            values = {k: [v[k] for v in more] for k in values}
+        else:
+            values.update({k: v for k, v in seen.items() if k in part.header.by_name})
+        seen.update(values)
+        fields.update(values)
+    return fields
 
 
 #: Extended-header names of specs/opcodes.tsv -> key prefixes.

@@ -143,3 +143,45 @@ def opcode_status(value: int) -> str:
     if value in opcodes():
         return "known"
     return "manufacturer" if value >= MANUFACTURER_FIRST else "reserved"
+
+
+class MadAttribute(NamedTuple):
+    """One row of ``specs/mad_attributes.tsv``."""
+
+    mgmtclass: int
+    attribute: int
+    name: str
+    record: str
+    entries: int
+    source: str
+
+
+@cache
+def mad_attributes() -> dict[tuple[int, int], MadAttribute]:
+    """(MgmtClass, AttributeID) -> the attribute ibwire decodes there."""
+    table = {}
+    for r in read_table("mad_attributes"):
+        row = MadAttribute(_int(r["class"]), _int(r["attribute"]), r["name"], r["record"],
+                           int(r["entries"]), r["source"])
+        table[row.mgmtclass, row.attribute] = row
+    return table
+
+
+@cache
+def cm_rej_reasons() -> dict[int, str]:
+    return {int(r["reason"]): r["name"] for r in read_table("cm_rej_reasons")}
+
+
+@cache
+def mad_status() -> dict[str, dict[int, str]]:
+    """kind ('bit', 'code', 'sa') -> value -> name (see specs/mad_status.tsv)."""
+    out: dict[str, dict[int, str]] = {}
+    for r in read_table("mad_status"):
+        out.setdefault(r["kind"], {})[_int(r["value"])] = r["name"]
+    return out
+
+
+@cache
+def rnr_timers() -> dict[int, int]:
+    """RNR NAK timer code -> microseconds (``specs/rnr_timers.tsv``)."""
+    return {int(r["code"]): int(r["usec"]) for r in read_table("rnr_timers")}

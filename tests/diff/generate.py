@@ -20,8 +20,9 @@ from typing import Any
 from ibwire.builder import DERIVED_KEYS
 from ibwire.builder import build as build_frame
 from ibwire.headers import ALL, Header
+from ibwire.mads import RECORDS, TABLE_METHODS, plan
 from ibwire.pcap import PcapWriter, infiniband_to_erf
-from ibwire.tables import mad_classes, opcodes, opcodes_by_name
+from ibwire.tables import MadAttribute, mad_attributes, mad_classes, opcodes, opcodes_by_name
 
 SEED = 0x1B_2024
 LINKTYPE_ETHERNET = 1
@@ -222,6 +223,8 @@ def special(values: Values) -> list[Generated]:
             extra = ("mad", "rmpp") if rmpp else ("mad",)
             given: dict[str, Any] = {"bth.destqp": klass & 1, "deth.srcqp": 1,
                                      "mad.mgmtclass": klass, "mad.baseversion": 1}
+            if klass == 0x81:  # a hop count within the 64-entry path (ibwire.mads)
+                given["mad.classspecific"] = values.rng.randrange(64)
             if rmpp:  # the RMPP types IBA defines (0 none, DATA, ACK, STOP, ABORT)
                 given["rmpp.rmpptype"] = (klass + variant.tags + len(out)) % 5
             size = 256 - 24 - (12 if rmpp else 0)
@@ -265,11 +268,81 @@ def special(values: Values) -> list[Generated]:
     return out
 
 
+def mad_body(values: Values, row: MadAttribute, method: int | None = None
+             ) -> dict[str, Any]:
+    """Random values for every field of a MAD of attribute ``row``: its common header (a
+    method that may carry it), RMPP header (inactive, or one active DATA segment), class
+    header and the attribute's parts as ibwire.mads.plan lays them out."""
+    rng = values.rng
+    out = {**values.header(ALL["mad"]), "mad.baseversion": 1, "mad.mgmtclass": row.mgmtclass,
+           "mad.attributeid": row.attribute}
+    out["mad.method"] = method if method is not None else rng.choice((0x01, 0x02, 0x03, 0x81))
+    out["mad.classversion"] = rng.choice((1, 2))
+    rmpp = None
+    if mad_classes()[row.mgmtclass][1]:
+        active = rng.getrandbits(1)
+        out.update(values.header(ALL["rmpp"]))
+        out.update({"rmpp.rmppflags": 0x7 if active else 0, "rmpp.rmpptype": 1 if active else 0,
+                    "rmpp.data1": 1 if active else out["rmpp.data1"]})
+        if active:
+            out["rmpp.data2"] = rng.randrange(20, 221)
+        rmpp = {k.split(".")[1]: out[k] for k in ("rmpp.rmppflags", "rmpp.rmpptype",
+                                                  "rmpp.data1", "rmpp.data2")}
+    if row.mgmtclass == 0x81:
+        hops = rng.randrange(64)
+        out["mad.classspecific"] = rng.randrange(hops + 2) << 8 | hops
+    seen: dict[str, Any] = {}
+    if out["mad.method"] in TABLE_METHODS:
+        seen["sa.attributeoffset"] = -(-RECORDS[row.record].size // 8) + rng.randrange(3)
+    if row.record == "multipathrecord":
+        seen["multipathrecord.sgidcount"] = rng.randrange(6)
+        seen["multipathrecord.dgidcount"] = rng.randrange(6)
+    mad = {k.split(".")[1]: v for k, v in out.items() if k.startswith("mad.")}
+    for part in plan(mad, rmpp, seen):
+        draws = [values.header(part.header) for _ in range(part.entries or 1)]
+        drawn = draws[0] if not part.entries else {k: [d[k] for d in draws] for k in draws[0]}
+        if not part.entries:
+            drawn.update({k: v for k, v in seen.items() if k in part.header.by_name})
+        seen.update(drawn)
+        out.update(drawn)
+    return out
+
+
+def mads(values: Values) -> list[Generated]:
+    """A MAD of every declared attribute (``specs/mad_attributes.tsv``) in two encapsulations
+    with random field values; SA attributes also as a GetTableResp (records as a list), CM
+    REQs also with an RDMA-CM IP service ID and IPv4/IPv6 private data."""
+    out = []
+    v4, ib_local = VARIANTS[0], VARIANTS[-2]
+    for row in mad_attributes().values():
+        methods: tuple[int | None, ...] = (None, 0x92) if row.mgmtclass == 3 else (None,)
+        for variant in (v4, ib_local):
+            for method in methods:
+                body = mad_body(values, row, method)
+                qp = 0 if row.mgmtclass in (0x01, 0x81) else 1
+                fields = {**values.fields(variant, 0x64, ()), **body, "bth.destqp": qp,
+                          "deth.srcqp": qp}
+                frame = build_frame(variant.encapsulation, fields, link=variant.link)
+                out.append(Generated(frame, variant.link, variant.name, 0x64,
+                                     f"MAD 0x{row.mgmtclass:02x} {row.name}"))
+    for ipv in (4, 6, 5):
+        row = mad_attributes()[0x07, 0x10]
+        body = mad_body(values, row)
+        body["cm.req.serviceid"] = 0x0000000001060000 | values.rng.getrandbits(16)
+        private = bytearray(body["cm.req.private"])
+        private[1] = ipv << 4 | private[1] & 0xF
+        body["cm.req.private"] = bytes(private)
+        fields = {**values.fields(v4, 0x64, ()), **body, "bth.destqp": 1, "deth.srcqp": 1}
+        out.append(Generated(build_frame(v4.encapsulation, fields, link=v4.link), v4.link,
+                             v4.name, 0x64, f"MAD CM REQ, RDMA-CM IP version {ipv}"))
+    return out
+
+
 @cache
 def all_packets(seed: int = SEED) -> tuple[Generated, ...]:
     """Every generated frame, in the order the capture files hold them (per link type)."""
     values = Values(seed)
-    return (*every_opcode(values), *short_payloads(values), *special(values))
+    return (*every_opcode(values), *short_payloads(values), *special(values), *mads(values))
 
 
 def write_captures(packets: Iterable[Generated], directory: Path) -> dict[int, Path]:

@@ -51,6 +51,8 @@ from tests.diff.compare import (
     tags,
 )
 from tests.diff.generate import LINKTYPE_INFINIBAND, VARIANTS, all_packets, write_captures
+from tests.diff.mad_fields import DIVERGENCES as MAD_DIVERGENCES
+from tests.diff.mad_fields import cm_fields, reserved_field
 from tests.diff.tshark import Dissection, TsharkError, run_many, run_tshark, tshark_path
 
 REFERENCE_DOC = "shared/reference/wireshark.md"
@@ -481,6 +483,9 @@ FIELDS: dict[str, Field] = {
     "infiniband/infiniband.variant.crc": swapped("vcrc", 2),
 }
 
+FIELDS.update(cm_fields())
+FIELDS.update(reserved_field())
+
 #: tshark fields not compared (fnmatch patterns on the qualified key), and why.
 NOT_COMPARED: dict[str, str] = {
     "eth.dst/*": "derived by tshark from eth.dst (I/G and U/L bits, OUI, names); eth.dst "
@@ -511,17 +516,33 @@ NOT_COMPARED: dict[str, str] = {
     "infiniband/infiniband.smp*": "MAD class contents: the SMP (LID-routed, directed-route) "
                                   "class header, and the blob tshark labels smplid.smpdata "
                                   "for every class it decodes (SMP, PerfMgt, BM, DevMgt, "
-                                  "CM, SNMP, vendor); ibwire stops at the common MAD header "
-                                  "(and RMPP): the bytes are compared as infiniband.mad.data",
-    "infiniband.smp*/*": "MAD class contents under those items: SMP fields, attribute "
-                         "decoders (SMInfo ...), CM messages (REQ, REP, RTU, DREQ, DREP); "
-                         "see infiniband/infiniband.smp*",
-    "infiniband/infiniband.sa.*": "SA class header and records (PathRecord ...): ibwire stops "
-                                  "at the common MAD header and RMPP; the bytes are compared "
-                                  "as infiniband.mad.data",
+                                  "CM, SNMP, vendor); the bytes are compared as "
+                                  "infiniband.mad.data, the CM messages field by field "
+                                  "(tests/diff/mad_fields.py)",
+    "infiniband.smp*/*": "MAD class contents under those items that are not yet compared "
+                         "field by field: SMP attributes (ibwire decodes them: "
+                         "src/ibwire/headers/smp.py) and PerfMgt attributes; the bytes are "
+                         "compared as infiniband.mad.data (CM messages are compared field by "
+                         "field, see tests/diff/mad_fields.py)",
+    "infiniband/infiniband.sa.*": "SA class header and records (PathRecord ...): ibwire "
+                                  "decodes them (src/ibwire/headers/sa.py) but they are not "
+                                  "yet compared field by field; the bytes are compared as "
+                                  "infiniband.mad.data",
     "infiniband.sa.*/*": "SA class fields and records (see infiniband/infiniband.sa.*)",
-    "infiniband.cm.*/*": "subfields of CM messages (IP CM service ID and private data; see "
-                         "infiniband.smp*/*)",
+    "infiniband/infiniband.classportinfo*": "PerfMgt ClassPortInfo, which tshark puts at the "
+                                            "top of the IB tree: decoded by ibwire "
+                                            "(classportinfo.*), not yet compared field by "
+                                            "field; the bytes are compared as "
+                                            "infiniband.mad.data",
+    "infiniband.portcounters*/*": "PerfMgt PortCounters(Extended) fields: decoded by ibwire "
+                                  "(src/ibwire/headers/perf.py), not yet compared field by "
+                                  "field; the bytes are compared as infiniband.mad.data",
+    "infiniband.p_keytable.p_keytableblock/*": "SMP P_KeyTable entries: decoded by ibwire "
+                                               "(p_keytable.* lists), not yet compared field "
+                                               "by field",
+    "infiniband.portinfo.capabilitymask/*": "PortInfo CapabilityMask bits: ibwire keeps the "
+                                            "mask (portinfo.capabilitymask), not yet "
+                                            "compared field by field",
 }
 
 #: tshark expert items that may appear, and why they are not a disagreement.
@@ -870,6 +891,8 @@ DIVERGENCES += (
         _model_raw_vcrc),
 )
 
+DIVERGENCES += MAD_DIVERGENCES
+
 TABLES = Tables(FIELDS, NOT_COMPARED, EXPERTS, PAYLOAD_DISSECTORS, DIVERGENCES,
                 payload_dissector)
 
@@ -1141,3 +1164,23 @@ def test_comparison_catches_planted_mismatches(runs: dict[str, Run]):
     assert keys and set(keys) == {"data/data.data <- payload", "data/data.len <- len(payload)",
                                   "infiniband/infiniband.payload <- payload "
                                   "(EtherType-encapsulated)"}
+
+
+def test_cm_connection_fields_are_compared_on_the_real_capture(runs: dict[str, Run]):
+    """The CM fields that pair a connection were compared on the RDMA-CM capture, and a changed
+    tshark value of one of them is reported."""
+    run = runs["linlinw5-rdma_ib_tutorial_rdma_cm.pcap"]
+    parent = "infiniband.smplid.smpdata/infiniband."
+    for name in ("cm.req.localqpn", "cm.req.startpsn", "cm.rep.localqpn", "cm.rep.startpsn",
+                 "cm.req.serviceid", "cm.req.pppmtu", "cm.rtu.localcommid"):
+        assert run.tally.per_field[parent + name] >= 2, name
+    assert run.tally.per_field["infiniband.cm.req.ip_cm/infiniband.cm.req.ip_cm.sip4"] == 2
+    index = next(i for i, d in enumerate(run.dissections)
+                 if parent + "cm.req.localqpn" in d.fields)
+    fields = {k: list(v) for k, v in run.dissections[index].fields.items()}
+    fields[parent + "cm.req.localqpn"] = [hex(int(fields[parent + "cm.req.localqpn"][0], 16) + 1)]
+    dissections = list(run.dissections)
+    dissections[index] = replace(run.dissections[index], fields=fields)
+    tally = compare_file(run.path, dissections)
+    assert [m.key for m in tally.mismatches] == [
+        "infiniband.smplid.smpdata/infiniband.cm.req.localqpn <- cm.req.localqpn"]

@@ -167,6 +167,7 @@ def classify(cols: dict[str, np.ndarray], mode: str = "tree"
     # InfiniBand transport packets, known opcodes or not
     ib = (error == 0) & _any_of(kind, _IB_KINDS) & has("bth") & (vlans <= _MAX_TAGS)
     ib &= ~(has("ip") & (hdr_len < 5))
+    ib &= ~has("mad")  # MAD bodies (ibwire.mads) and their named trees: the dissector's
     known = _KNOWN[opcode]
     warned = known & _NO_PAYLOAD[opcode] & (cols["offset.icrc"] > cols["offset.payload"])
     warned |= (known & _UD[opcode] & ~has("mad")

@@ -88,6 +88,10 @@ def _transport(encapsulation: str, name: str, fields: Mapping[str, Any], payload
         if key in fields:
             text = fmt.format(fields[key])
             line += f" {label}={text}" if label else f" {text}"
+    if "mad.mgmtclass" in fields:
+        from ibwire.names import mad_summary
+
+        line += f" {mad_summary(fields)}"
     if payload:
         line += f" payload={payload}"
     line += f" ICRC {'ok' if icrc_ok else 'BAD'}"
@@ -105,7 +109,7 @@ def summary(found: Inspection, start_ns: int) -> str:
         return line + f"[{found.error}]" if found.error else line + "(not parsed)"
     if packet.is_ib:
         name = packet.opcode.name if packet.opcode else packet.unknown
-        line += _transport(packet.encapsulation, name, fields, len(packet.payload),
+        line += _transport(packet.encapsulation, name, fields, packet.payload_length,
                            found.icrc_ok, found.vcrc_ok)
     elif packet.encapsulation == "ib_raw":
         line += f"{_NAMES[packet.encapsulation]} {packet.unknown} VCRC " \
@@ -132,15 +136,33 @@ def tree(found: Inspection) -> str:
     packet = found.packet
     if packet is None:
         return "\n".join(lines)
-    for header in packet.headers:
-        from ibwire.headers import ALL
+    from ibwire.headers import ALL
+    from ibwire.mads import TITLES
+    from ibwire.names import DECIMAL, describe
 
-        spec = ALL[header.name]
-        lines.append(f"  {spec.title} (offset {header.offset}, {header.length} bytes)")
+    fields = packet.fields()
+
+    # A packet with a MAD is always dissected (ibwire.cli.shapes): its tree names numbers.
+    # Others keep the plain tree the column path writes (names there: not yet).
+    mad = "mad.mgmtclass" in fields
+
+    def named(key: str, value: Any) -> str:
+        if isinstance(value, int) and value > 9 and key not in DECIMAL:
+            shown = f"{value:#x}"
+        else:
+            shown = jsonable(value)
+        name = describe(key, value, fields)
+        return f"      {key} = {shown}" + (f" ({name})" if name else "")
+
+    for header in packet.headers:
+        spec = None if header.full_keys else ALL[header.name]
+        title = spec.title if spec else TITLES.get(header.name, header.name)
+        lines.append(f"  {title} (offset {header.offset}, {header.length} bytes)")
         for name, value in header.values.items():
-            lines.append(f"      {spec.key(name)} = {field_text(value)}")
+            key = name if spec is None else spec.key(name)
+            lines.append(named(key, value) if mad else f"      {key} = {field_text(value)}")
     for key, value in packet.derived.items():
-        lines.append(f"      {key} = {derived_text(value)}")
+        lines.append(named(key, value) if mad else f"      {key} = {derived_text(value)}")
     if packet.is_ib:
         lines.append(f"  Payload ({len(packet.payload)} bytes at {packet.payload_offset}), "
                      f"pad {len(packet.pad)}")

@@ -93,7 +93,7 @@ def _inspected(args: argparse.Namespace, tables: dict[str, Counter[str]],
             continue
         totals["ib_packets"] += 1
         totals["ib_bytes"] += found.record.orig_len
-        totals["payload_bytes"] += len(packet.payload)
+        totals["payload_bytes"] += packet.payload_length
         totals["icrc_bad"] += found.icrc_ok is False
         totals["vcrc_bad"] += found.vcrc_ok is False
         tables["encapsulation"][packet.encapsulation] += 1

@@ -74,9 +74,12 @@ def display(value: int, field: Field) -> Any:
     return raw
 
 
-def _unshow(value: Any, field: Field, header: str) -> int:
-    """The integer of a field value given as a number, bytes or address text."""
-    key = f"{header}.{field.name}"
+def _unshow(value: Any, field: Field, header: str, key: str | None = None,
+            where: Mapping[str, Any] | None = None) -> int:
+    """The integer of a field value given as a number, bytes or address text; ``key`` and
+    ``where`` (header and field) name it in errors (default: ``header.field``)."""
+    key = key or f"{header}.{field.name}"
+    where = where if where is not None else {"header": header, "field": field.name}
     if field.fmt is not None:
         if isinstance(value, str):
             try:
@@ -87,19 +90,19 @@ def _unshow(value: Any, field: Field, header: str) -> int:
                 else:
                     value = ipaddress.IPv6Address(value).packed
             except ValueError as exc:
-                raise BuildError(f"{key}: bad {field.fmt} text {value!r}", header=header,
-                                 field=field.name) from exc
+                raise BuildError(f"{key}: bad {field.fmt} text {value!r}",
+                                 **where) from exc
         if isinstance(value, (bytes, bytearray, memoryview)):
             if len(value) * 8 != field.bits:
                 raise BuildError(f"{key} needs {field.bits // 8} bytes, got {len(value)}",
-                                 header=header, field=field.name)
+                                 **where)
             return int.from_bytes(value, "big")
     if isinstance(value, bool) or not isinstance(value, int):
         raise BuildError(f"{key} must be an integer, got {type(value).__name__}",
-                         header=header, field=field.name)
+                         **where)
     if not 0 <= value <= field.mask:
         raise BuildError(f"{key}={value} does not fit in {field.bits} bits",
-                         header=header, field=field.name)
+                         **where)
     return value
 
 
@@ -126,6 +129,10 @@ class Header:
         """The flat key of a field: ``bth.psn``; a header's lone namesake field is just ``immdt``."""
         return self.name if field == self.name else f"{self.name}.{field}"
 
+    def where(self, field: str) -> dict[str, str | None]:
+        """The ``header`` and ``field`` an error about ``field`` carries."""
+        return {"header": self.name, "field": field}
+
     def parse(self, data: bytes | memoryview, offset: int = 0) -> dict[str, Any]:
         """Field values of the header at ``offset`` (numbers as int, addresses as text)."""
         end = offset + self.size
@@ -144,8 +151,27 @@ class Header:
         word = 0
         for f in self.fields:
             if f.name in values:
-                word |= _unshow(values[f.name], f, self.name) << f.shift
+                word |= _unshow(values[f.name], f, self.name, self.key(f.name),
+                                self.where(f.name)) << f.shift
         return word.to_bytes(self.size, "big")
+
+
+class Record(Header):
+    """A header whose field names are already full keys (``cm.req.localqpn``): MAD attributes,
+    where Wireshark's field names do not all share one prefix (a DREQ's remote QPN is
+    ``cm.req.remoteqpneecn``, a REQ's local communication ID is ``cm.req`` itself)."""
+
+    def key(self, field: str) -> str:
+        return field
+
+    def where(self, field: str) -> dict[str, str | None]:
+        """Name the key once in errors: ``cm.req.localqpn``, not ``cm.req.cm.req.localqpn``."""
+        if field == self.name:
+            return {"header": field, "field": None}
+        if field.startswith(self.name + "."):
+            return {"header": self.name, "field": field[len(self.name) + 1:]}
+        head, _, tail = field.rpartition(".")
+        return {"header": head, "field": tail}
 
 
 def bits(n: int) -> cs.BitsInteger:

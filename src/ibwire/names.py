@@ -1,0 +1,103 @@
+"""Names beside numbers: what ``ibwire show -V`` prints next to a field's value.
+
+Every name comes from a table in ``specs/`` (opcodes, AETH syndromes and RNR timers, MAD
+classes, methods, attributes and status, CM REJ reasons); nothing is hand-listed here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ibwire.tables import (
+    aeth_types,
+    cm_rej_reasons,
+    mad_attributes,
+    mad_classes,
+    mad_methods,
+    mad_status,
+    nak_codes,
+    opcodes,
+    rnr_timers,
+)
+
+#: Short class names for summary lines (Wireshark's column names where it has them).
+_CLASS_SHORT = {0x01: "SMP", 0x81: "SMP(DR)", 0x03: "SA", 0x04: "PerfMgt", 0x07: "CM"}
+#: Fields printed in decimal, not hex (ports, lengths Wireshark shows in decimal).
+DECIMAL = frozenset({"udp.srcport", "udp.dstport", "udp.length", "ip.len", "ipv6.plen",
+                     "grh.paylen", "lrh.pktlen", "reth.dmalen", "aeth.msn", "bth.psn"})
+
+
+def syndrome(value: int) -> str:
+    """An AETH syndrome: ``ACK credits=N``, ``RNR NAK timer=0.64 ms``, ``NAK <code name>``."""
+    kind, low = (value >> 5) & 3, value & 0x1F
+    name = aeth_types()[kind]
+    if name == "ACK":
+        return "ACK credits=unlimited" if low == 0x1F else f"ACK credits={low}"
+    if name == "RNR_NAK":
+        return f"RNR NAK timer={rnr_timers()[low] / 1000:g} ms"
+    if name == "NAK":
+        return f"NAK {nak_codes().get(low, 'RESERVED')}"
+    return f"RESERVED value={low}"
+
+
+def method(value: int) -> str:
+    name = mad_methods().get(value)
+    if name is None and value & 0x80:
+        base = mad_methods().get(value & 0x7F)
+        name = f"{base}_RESP" if base else None
+    return name or "UNKNOWN"
+
+
+def status(value: int, mgmtclass: int | None = None) -> str:
+    """The MAD status: its flags, the invalid-field code, the SA class code."""
+    table = mad_status()
+    parts = [name for bit, name in table["bit"].items() if value & bit]
+    parts.append(table["code"].get((value >> 2) & 7, f"code {(value >> 2) & 7}"))
+    if mgmtclass == 0x03 and value >> 8:
+        parts.append(table["sa"].get(value >> 8, f"SA code {value >> 8}"))
+    return ", ".join(parts)
+
+
+def attribute(mgmtclass: int, value: int) -> str:
+    row = mad_attributes().get((mgmtclass, value))
+    return row.name if row else "unknown attribute"
+
+
+def describe(key: str, value: Any, fields: Mapping[str, Any]) -> str | None:
+    """The name to print beside ``key``'s value (None: nothing to add)."""
+    namer = _NAMERS.get(key)
+    if namer is None or not isinstance(value, int):
+        return None
+    return namer(value, fields)
+
+
+_NAMERS: dict[str, Callable[[int, Mapping[str, Any]], str]] = {
+    "bth.opcode": lambda v, f: opcodes()[v].name if v in opcodes() else "unknown opcode",
+    "aeth.syndrome": lambda v, f: syndrome(v),
+    "mad.mgmtclass": lambda v, f: mad_classes().get(v, ("unknown class", False))[0],
+    "mad.method": lambda v, f: method(v),
+    "mad.status": lambda v, f: status(v, f.get("mad.mgmtclass")),
+    "mad.attributeid": lambda v, f: attribute(f.get("mad.mgmtclass", -1), v),
+    "cm.rej.reason": lambda v, f: cm_rej_reasons().get(v, "unknown reason"),
+}
+
+
+def mad_summary(fields: Mapping[str, Any]) -> str | None:
+    """``CM ConnectRequest QPN=0x11 PSN=0x123``: the MAD of a summary line (None: no MAD)."""
+    klass = fields.get("mad.mgmtclass")
+    if klass is None:
+        return None
+    row = mad_attributes().get((klass, fields.get("mad.attributeid", -1)))
+    short = _CLASS_SHORT.get(klass, mad_classes().get(klass, (f"class 0x{klass:02x}", 0))[0])
+    text = f"{short} {row.name if row else method(fields.get('mad.method', 0))}"
+    for key, label in (("cm.req.localqpn", "QPN"), ("cm.req.startpsn", "PSN"),
+                       ("cm.rep.localqpn", "QPN"), ("cm.rep.startpsn", "PSN"),
+                       ("cm.req.remoteqpneecn", "QPN"), ("cm.sidr_rep.qpn", "QPN")):
+        if key in fields:
+            text += f" {label}={fields[key]:#x}"
+    if "cm.rej.reason" in fields:
+        text += f" reason={cm_rej_reasons().get(fields['cm.rej.reason'], fields['cm.rej.reason'])}"
+    if fields.get("mad.status"):
+        text += f" status={status(fields['mad.status'], klass)}"
+    return text

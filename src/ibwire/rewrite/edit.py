@@ -174,14 +174,12 @@ def _ports(frame: bytearray, l4: int, o: RewriteOptions, edit: FrameEdit) -> Non
 def _bth(frame: bytearray, bth: int, src: bytes, dst: bytes, o: RewriteOptions,
          psn: PsnPairs, edit: FrameEdit) -> None:
     opcode = frame[bth]
-    if opcode == CNP_OPCODE:
-        return
     if o.pkey is not None:
         _put(frame, bth + 2, o.pkey.to_bytes(2, "big"), "bth.pkey", edit)
     dest_qp = int.from_bytes(frame[bth + 5:bth + 8], "big")
     response = opcode & 0x1F in RESPONSE_OPCODES and opcode & 0xE0 in (0x00, 0xA0)
-    offset = psn.offset(src, dst, dest_qp, response)
-    if offset:
+    offset = psn.offset(src, dst, dest_qp, response) if opcode != CNP_OPCODE else 0
+    if offset:  # a CNP's PSN belongs to no sequence
         old = int.from_bytes(frame[bth + 9:bth + 12], "big")
         _put(frame, bth + 9, ((old + offset) & 0xFFFFFF).to_bytes(3, "big"), "bth.psn", edit)
     if dest_qp in o.qpmap:

@@ -80,28 +80,19 @@ def _link(frame: bytearray, o: RewriteOptions, edit: FrameEdit) -> tuple[int, in
         _put(frame, 0, o.enet_dmac, "eth.dst", edit)
     if o.enet_smac is not None:
         _put(frame, 6, o.enet_smac, "eth.src", edit)
-    etype = int.from_bytes(frame[12:14], "big")
-    tagged = etype in ETH_VLAN and len(frame) >= 18
-    if o.enet_vlan == "del" and tagged:
+    if o.enet_vlan == "del" and frame[12:14] in (b"\x81\x00", b"\x88\xa8") and len(frame) >= 18:
         del frame[12:16]
         edit.changed.append("vlan.del")
-        tagged = False
-    elif o.enet_vlan == "add":
-        if not tagged:
-            frame[12:12] = b"\x81\x00\0\0"
-            edit.changed.append("vlan.add")
-            tagged = True
-        tci = int.from_bytes(frame[14:16], "big")
-        if o.vlan_tag is not None:
-            tci = (tci & 0xF000) | o.vlan_tag
-        if o.vlan_pri is not None:
-            tci = (tci & 0x1FFF) | o.vlan_pri << 13
-        if o.vlan_cfi is not None:
-            tci = (tci & 0xEFFF) | o.vlan_cfi << 12
-        _put(frame, 14, tci.to_bytes(2, "big"), "vlan.tci", edit)
-    if tagged:
-        return int.from_bytes(frame[16:18], "big"), 18
-    return int.from_bytes(frame[12:14], "big"), 14
+    elif o.enet_vlan == "add":  # a new outer tag, over any tag already there (as tcprewrite)
+        tci = (o.vlan_pri or 0) << 13 | (o.vlan_cfi or 0) << 12 | (o.vlan_tag or 0)
+        frame[12:12] = b"\x81\x00" + tci.to_bytes(2, "big")
+        edit.changed.append("vlan.add")
+    at = 12
+    etype = int.from_bytes(frame[at:at + 2], "big")
+    while etype in ETH_VLAN and len(frame) >= at + 6:  # walk to the innermost EtherType
+        at += 4
+        etype = int.from_bytes(frame[at:at + 2], "big")
+    return etype, at + 2
 
 
 def _class_byte(old: int, o: RewriteOptions, whole: int | None) -> int:
@@ -247,7 +238,7 @@ def edit_frame(frame: bytearray, link: str, o: RewriteOptions, psn: PsnPairs) ->
     etype, l3 = (ETH_IPV4 if frame[:1] and frame[0] >> 4 == 4 else ETH_IPV6, 0) \
         if link == "ip" else _link(frame, o, edit) if link == "ethernet" else (ETH_ROCEV1, 0)
     layer = _ip(frame, l3, o, edit) if etype in (ETH_IPV4, ETH_IPV6) else None
-    fix_l4 = fix_ip = o.fixcsum
+    fix_l4 = fix_ip = o.fixcsum or o.edits
     if layer is not None:
         version, proto, l4, l4_len = layer
         if proto in (6, 17):

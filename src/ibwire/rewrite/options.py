@@ -14,7 +14,8 @@ The RoCE options (``--qpmap``, ``--psn-offset``, ``--pkey``) and the native Infi
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
+from functools import cached_property
 
 from ibwire.errors import IbwireError
 
@@ -209,6 +210,11 @@ class RewriteOptions:
         if self.tos is not None and (self.dscp is not None or self.ecn is not None):
             raise OptionError("--tos sets the whole byte; give it or --dscp/--ecn, not both")
 
-    @property
-    def edits_ip(self) -> bool:
-        return bool(self.srcipmap or self.dstipmap or self.pnat or self.portmap)
+    @cached_property
+    def edits(self) -> bool:
+        """True when any edit is asked for. tcprewrite 4.4 then recomputes the IPv4 and TCP/UDP
+        checksums of every IP packet, as ``--fixcsum`` does; so does ibwire."""
+        defaults = RewriteOptions.__dataclass_fields__
+        return any(getattr(self, name) != (f.default if f.default_factory is MISSING
+                                           else f.default_factory())
+                   for name, f in defaults.items() if name not in ("fixcsum", "keep_bad_icrc"))

@@ -197,3 +197,16 @@ def test_summary_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     rewrite(SAMPLES / "sample-rocev2.pcap", tmp_path / "o.pcap", "--qpmap", "0x22:0x23")
     err = capsys.readouterr().err
     assert "22 packets, 10 edited; ICRC: 10 kept, 10 recomputed" in err
+
+
+def test_mtu_trunc_cuts_ip_packets_and_marks_roce_cut(tmp_path: Path) -> None:
+    src = SAMPLES / "sample-rocev2.pcap"
+    out = tmp_path / "o.pcap"
+    report = rewrite(src, out, "--mtu-trunc", "200")
+    for (_, a), (_, b), r in zip(frames(src), frames(out), report, strict=True):
+        ip_len = len(a) - 14
+        if a[12:14] == b"\x08\x00" and ip_len > 200:
+            assert len(b) == 214 and int.from_bytes(b[16:18], "big") == 200
+            assert r["icrc"] == "cut" and "mtu-trunc" in r["changed"]
+        elif ip_len <= 200:
+            assert len(b) == len(a)

@@ -70,5 +70,8 @@ class PacketSocket:
                 self.failed += 1
         return sent
 
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
     def close(self) -> None:
         self.sock.close()

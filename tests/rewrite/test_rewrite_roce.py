@@ -44,7 +44,8 @@ CAPTURE_FILES = [SAMPLES / "sample-rocev2.pcap", SAMPLES / "sample-ib.pcap",
                  CAPTURES / "linlinw5-rdma_ib_tutorial_rdma_read_bw.pcap",
                  CAPTURES / "linlinw5-rdma_ib_tutorial_pingpong_ud.pcap",
                  CAPTURES / "sanderw71-SoftRoce_Frame_req_and_response.pcapng",
-                 CAPTURES / "softroce-demo_infiniband.pcap"]
+                 CAPTURES / "softroce-demo_infiniband.pcap",
+                 CAPTURES / "linlinw5-rdma_ib_tutorial_rdma_cm.pcap"]
 GOLDEN = Path(__file__).with_name("golden.json")
 
 
@@ -210,3 +211,22 @@ def test_mtu_trunc_cuts_ip_packets_and_marks_roce_cut(tmp_path: Path) -> None:
             assert r["icrc"] == "cut" and "mtu-trunc" in r["changed"]
         elif ip_len <= 200:
             assert len(b) == len(a)
+
+
+def test_qpmap_and_psn_offset_reach_cm_req_and_rep(tmp_path: Path) -> None:
+    """The QPNs a CM REQ/REP sets up move with --qpmap, their starting PSNs with
+    --psn-offset; the data packets that follow agree (checked against tshark's fields by the
+    offsets: REQ Local QPN 0x3d, Starting PSN 0x7cc204; REP Local QPN 0x3b, PSN 0x727d6d)."""
+    src = CAPTURES / "linlinw5-rdma_ib_tutorial_rdma_cm.pcap"
+    out = tmp_path / "o.pcap"
+    report = rewrite(src, out, "--qpmap", "0x3d:0x13d,0x3b:0x13b", "--psn-offset", "0x10")
+    (_, req), (_, rep) = frames(out)[:2]
+    mad = crc.locate(req, "ethernet").bth + 20 + 24
+    assert req[mad + 32:mad + 35] == bytes.fromhex("00013d")
+    assert req[mad + 44:mad + 47] == bytes.fromhex("7cc214")
+    mad = crc.locate(rep, "ethernet").bth + 20 + 24
+    assert rep[mad + 12:mad + 15] == bytes.fromhex("00013b")
+    assert rep[mad + 20:mad + 23] == bytes.fromhex("727d7d")
+    assert "cm.req.localqpn" in report[0]["changed"] and "cm.rep.startpsn" in report[1]["changed"]
+    qps = {bth_fields(link, f)[2] for link, f in frames(out)[3:] if bth_fields(link, f)}
+    assert {0x13d, 0x13b} <= qps and not {0x3d, 0x3b} & qps

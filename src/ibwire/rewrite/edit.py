@@ -179,6 +179,33 @@ def _bth(frame: bytearray, bth: int, src: bytes, dst: bytes, o: RewriteOptions,
         src_qp = int.from_bytes(frame[bth + 17:bth + 20], "big")
         if src_qp in o.qpmap:
             _put(frame, bth + 17, o.qpmap[src_qp].to_bytes(3, "big"), "deth.sqpn", edit)
+        if dest_qp == 1:
+            _cm(frame, bth + 20, o, edit)
+
+
+CM_CLASS = 0x07
+CM_QPN_PSN = {0x0010: (32, 44, "cm.req"), 0x0013: (12, 20, "cm.rep")}
+"""Communication Management MADs on QP1 (IBA 1.4 §12.6.5 REQ, §12.6.8 REP): attribute ID ->
+byte offsets of Local QPN and Starting PSN after the 24-byte MAD header (the same as
+Wireshark's infiniband.cm.req.localqpn/startpsn and infiniband.cm.rep.localqpn)."""
+
+
+def _cm(frame: bytearray, mad: int, o: RewriteOptions, edit: FrameEdit) -> None:
+    """The QPN (``--qpmap``) and starting PSN (``--psn-offset N``) a CM REQ or REP sets up."""
+    if mad + 24 > len(frame) or frame[mad + 1] != CM_CLASS:
+        return
+    where = CM_QPN_PSN.get(int.from_bytes(frame[mad + 16:mad + 18], "big"))
+    if where is None:
+        return
+    qpn_at, psn_at, name = (mad + 24 + where[0], mad + 24 + where[1], where[2])
+    if psn_at + 3 > len(frame):
+        return
+    qpn = int.from_bytes(frame[qpn_at:qpn_at + 3], "big")
+    if qpn in o.qpmap:
+        _put(frame, qpn_at, o.qpmap[qpn].to_bytes(3, "big"), f"{name}.localqpn", edit)
+    if o.psn_offset:
+        psn = (int.from_bytes(frame[psn_at:psn_at + 3], "big") + o.psn_offset) & 0xFFFFFF
+        _put(frame, psn_at, psn.to_bytes(3, "big"), f"{name}.startpsn", edit)
 
 
 def _native(frame: bytearray, o: RewriteOptions, edit: FrameEdit) -> tuple[bytes, bytes]:

@@ -21,6 +21,8 @@ VERBS: dict[str, tuple[str, str]] = {
     "convert": ("ibwire.cli.convert", "LINKTYPE_INFINIBAND <-> ERF, pcapng -> pcap"),
     "qp": ("ibwire.cli.qp", "per connection: retransmissions, NAKs, CNPs, latencies, findings"),
     "gen": ("ibwire.cli.gen", "generate an RDMA conversation (faults, ECN) and its manifest"),
+    "rewrite": ("ibwire.cli.rewrite", "tcprewrite's edits plus QPN/PSN/P_Key, every CRC right"),
+    "replay": ("ibwire.cli.replay", "tcpreplay's timing on AF_PACKET; --unique-ip keeps ICRCs"),
 }
 
 

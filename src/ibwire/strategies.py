@@ -202,7 +202,7 @@ def mutated(draw: st.DrawFn, base: st.SearchStrategy[GeneratedPacket] | None = N
     kind = draw(st.sampled_from(("bitflip", "truncate", "length", "crc", "placed")))
     frame = bytearray(good.frame)
     if kind == "placed":
-        return draw(_placed(good))
+        return draw(placed_mutations(good))
     if kind == "bitflip":
         packet = parse(good.frame, good.link)
         header = draw(st.sampled_from(packet.headers))
@@ -239,9 +239,10 @@ _PLACED_KEYS = {
 
 
 @st.composite
-def _placed(draw: st.DrawFn, good: GeneratedPacket) -> Mutation:
-    """``good`` with one field of ``_PLACED_KEYS`` changed in place: an opcode bit flipped,
-    or another value; then, if drawn, its CRCs computed again where they are placed."""
+def placed_mutations(draw: st.DrawFn, good: GeneratedPacket) -> Mutation:
+    """``good`` broken where its CRCs are (mostly) still placed: one field of its
+    encapsulation's ``_PLACED_KEYS`` changed in place (an opcode bit flipped, or another
+    value); then, if drawn, its CRCs computed again where they are placed (``resealed``)."""
     from ibwire import crc
     from ibwire.errors import IbwireError
 

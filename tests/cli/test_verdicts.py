@@ -18,7 +18,7 @@ import pytest
 from ibwire.cli.check import _inspected, _scanned, _tallied
 from ibwire.scan import tally
 from ibwire.scan.tally import open_tally
-from tests.cli.test_cli import _fields_both_ways, _show_both_ways, run
+from tests.cli.test_cli import _json_both_ways, _show_both_ways, _trees_both_ways, run
 from tests.pcap.capture_synth import pcap_file
 from tests.scan.test_scan_verdicts import NOT_PLACED, PLACED, V4, built_wrong, corrupted
 
@@ -117,9 +117,14 @@ def test_show_and_show_json_give_the_verdict_both_ways(tmp_path, link):
     path, expect = captures(tmp_path)[link]
     lines, dissected = _show_both_ways(path)
     assert lines == dissected
-    objects, dissected_objects = _fields_both_ways(path)
+    objects, dissected_objects = _json_both_ways(path)
     assert objects == dissected_objects
-    for line, fields, kind in zip(lines, (dict(o) for o in objects), expect, strict=True):
+    trees, dissected_trees = _trees_both_ways(path)
+    assert trees == dissected_trees
+    for line, tree, fields, kind in zip(lines, trees, (json.loads(o) for o in objects), expect,
+                                        strict=True):
+        head = tree.splitlines()[0]  # -V: the summary line first (its time from the record)
+        assert head.split(None, 2)[2] == line.split(None, 2)[2]
         verdicts = (fields["icrc_ok"], fields["vcrc_ok"])
         if kind == "good":
             assert fields["error"] is None and verdicts == (True, None)

@@ -5,7 +5,7 @@
 #   2. a C fuzz loop straight on kernel.c: random bytes and mutated valid frames in buffers
 #      malloc'd to their exact size, through locate/verify/icrc/vcrc/fix and the batch, for
 #      every CRC-32 code path the CPU has;
-#   3. a Python fuzz loop through icrc/vcrc/verify/fix/verify_batch, the scanner's
+#   3. a Python fuzz loop through icrc/vcrc/verify/fix (also lenient)/verify_batch, the scanner's
 #      scan_frames (every column), its pcapng EPB walk, and the counting scan's check_pcap,
 #      check_pcapng (frames at the record or behind SLL/SLL2 headers), pcap_sync and
 #      pcapng_sync, with exact-size numpy buffers.
@@ -73,14 +73,15 @@ static void one(const uint8_t *src, size_t n, uint64_t *sink)
     for (int link = 0; link < IBW_LINK_COUNT; link++) {
         ibw_span s;
         ibw_check c;
-        if (ibw_verify(p, (int64_t)n, link, &s, &c) == IBW_OK) {
+        /* also a fault that leaves the CRCs placed: their spans are read and written too */
+        if (ibw_verify(p, (int64_t)n, link, &s, &c) == IBW_OK || s.icrc >= 0 || s.vcrc >= 0) {
             if (s.icrc >= 0)
                 *sink += ibw_icrc_of(p, &s);
             if (s.vcrc >= 0)
                 *sink += ibw_vcrc_of(p, &s);
         }
-        *sink += (uint64_t)c.error + c.kind + (uint64_t)s.where;
-        ibw_fix(p, (int64_t)n, link, &s);
+        *sink += (uint64_t)c.error + c.kind + (uint64_t)s.where + (uint64_t)c.icrc_ok;
+        ibw_fix(p, (int64_t)n, link, (int)(next() & 1), &s);
     }
     int64_t off = 0, len = (int64_t)n;
     int8_t a, b;
@@ -212,9 +213,11 @@ for i in range(cases):
         if rng.random() < 0.1:
             link = rng.choice(links)
     arr = np.frombuffer(bytes(frame), np.uint8).copy()  # exactly sized heap buffer
-    for fn in (crc.icrc, crc.vcrc, crc.verify, crc.locate, crc.fix):
+    lenient = {"lenient": True}
+    for fn, kw in ((crc.icrc, {}), (crc.vcrc, {}), (crc.verify, {}), (crc.locate, {}),
+                   (crc.fix, {}), (crc.verify, lenient), (crc.fix, lenient)):
         try:
-            fn(arr, link)
+            fn(arr, link, **kw)
         except IbwireError:
             errors += 1
     scan.scan_frames(arr, [0], [len(arr)], [links.index(link)])

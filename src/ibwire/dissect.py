@@ -3,6 +3,18 @@
 The walk follows the encapsulation to the BTH, takes the chain of extended headers from the
 opcode table in specs/, and finds the ICRC from the length fields (IPv4 total length, IPv6
 payload length, GRH PayLen, LRH PktLen), never from the end of the frame.
+
+A frame whose headers are broken where the length fields still place the ICRC (or, on native
+IB, the VCRC) is not raised but returned with the fault in ``Packet.error``, so that its CRC
+verdict can tell a corrupted packet (CRC bad) from one the sender built wrong (CRC good): an
+extended header or MAD running past the ICRC (a flipped opcode bit), a PadCnt larger than
+the payload, a GRH whose IPVer or next header is wrong, a UDP length that disagrees with the
+IP length (the IP length places the ICRC: it is what delimits the datagram in a padded
+Ethernet frame), a GRH PayLen that disagrees with the LRH PktLen (PktLen places both CRCs: the
+link layer goes by it), a PktLen too short for the transport headers (it still places the
+VCRC). The headers stop at the fault; the bytes from there to the ICRC are the payload. A
+fault that leaves no CRC placed (a frame cut before its CRCs, a length pointing past the
+frame or before the BTH) is raised; ``strict=True`` raises every fault.
 """
 
 from __future__ import annotations
@@ -11,6 +23,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ibwire.errors import (
+    IbwireError,
     MalformedError,
     TruncatedError,
     UnknownOpcodeError,
@@ -43,7 +56,7 @@ from ibwire.headers.layout import Header
 from ibwire.headers.mad import carries_mad
 from ibwire.mads import parse_body
 from ibwire.packet import OTHER, HeaderValue, Packet
-from ibwire.tables import constants, mad_classes, opcode_status, opcodes
+from ibwire.tables import Opcode, constants, mad_classes, opcode_status, opcodes
 
 LINKS = ("ethernet", "infiniband", "ip", "grh")
 _C = constants()
@@ -62,6 +75,36 @@ class _Walk:
         self.headers: list[HeaderValue] = []
         self.derived: dict[str, Any] = {}
         self.warnings: list[str] = []
+        self.fault: IbwireError | None = None
+        """The first fault found before the CRCs are placed, kept to see whether they are."""
+
+    def broken(self, error: IbwireError) -> None:
+        """A fault that the length fields may yet leave with its CRCs placed: raised at once
+        in strict mode, else kept while the walk goes on to place them."""
+        if self.strict:
+            raise error
+        if self.fault is None:
+            self.fault = error
+
+    def with_fault(self, error: IbwireError, encapsulation: str, icrc_at: int | None,
+                   vcrc_at: int | None, opcode: Opcode | None = None) -> Packet:
+        """A packet whose CRCs are placed although ``error`` broke its headers: the headers
+        found before the fault, the bytes from there to the first CRC as the payload."""
+        if self.strict:
+            raise error
+        frame = self.frame
+        end = icrc_at if icrc_at is not None else vcrc_at
+        assert end is not None
+        start = min(end, max((h.offset + h.length for h in self.headers), default=0))
+        tail = vcrc_at + VCRC.sizeof() if vcrc_at is not None else end + ICRC.sizeof()
+        return Packet(
+            frame, self.link, encapsulation, tuple(self.headers),
+            payload=frame[start:end], payload_offset=start,
+            icrc=None if icrc_at is None else frame[icrc_at:icrc_at + ICRC.sizeof()],
+            icrc_offset=icrc_at,
+            vcrc=None if vcrc_at is None else frame[vcrc_at:vcrc_at + VCRC.sizeof()],
+            vcrc_offset=vcrc_at, trailer=frame[tail:], opcode=opcode,
+            warnings=tuple(self.warnings), derived=MappingProxyType(self.derived), error=error)
 
     def take(self, header: Header, offset: int, limit: int | None = None) -> dict[str, Any]:
         """Parse ``header`` at ``offset``; it must end by ``limit`` (the ICRC), else malformed."""
@@ -209,10 +252,10 @@ def _udp(walk: _Walk, offset: int, ip_end: int, header: str, field: str
     if offset + UDP.size > ip_end:
         raise MalformedError("IP length leaves no room for UDP", header=header, field=field,
                              offset=offset)
-    if udp["length"] != ip_end - offset:
-        raise MalformedError(f"UDP length {udp['length']} disagrees with the IP length "
-                             f"({ip_end - offset} bytes)", header="udp", field="length",
-                             offset=offset)
+    if udp["length"] != ip_end - offset:  # the IP length may still place the ICRC
+        walk.broken(MalformedError(f"UDP length {udp['length']} disagrees with the IP length "
+                                   f"({ip_end - offset} bytes)", header="udp", field="length",
+                                   offset=offset))
     return udp
 
 
@@ -223,13 +266,15 @@ def _grh_roce_v1(walk: _Walk, offset: int) -> Packet:
 
 
 def _grh(walk: _Walk, offset: int) -> dict[str, Any]:
+    """The GRH; a wrong next header or IPVer is a fault that its lengths may leave with the
+    CRCs placed."""
     grh = walk.take(GRH, offset)
     if grh["nxthdr"] != GRH_NXTHDR:
-        raise MalformedError(f"GRH next header 0x{grh['nxthdr']:02x} is not 0x1b (IBA transport)",
-                             header="grh", field="nxthdr", offset=offset)
+        walk.broken(MalformedError(f"GRH next header 0x{grh['nxthdr']:02x} is not 0x1b (IBA "
+                                   f"transport)", header="grh", field="nxthdr", offset=offset))
     if grh["ipver"] != 6:
-        raise MalformedError(f"GRH IPVer {grh['ipver']} is not 6", header="grh", field="ipver",
-                             offset=offset)
+        walk.broken(MalformedError(f"GRH IPVer {grh['ipver']} is not 6", header="grh",
+                                   field="ipver", offset=offset))
     return grh
 
 
@@ -250,14 +295,22 @@ def _lrh(walk: _Walk) -> Packet:
                       payload=frame[LRH.size:vcrc_at], payload_offset=LRH.size,
                       vcrc=frame[vcrc_at:vcrc_at + 2], vcrc_offset=vcrc_at,
                       trailer=frame[vcrc_at + 2:], unknown=f"LNH {lrh['lnh']} (not IBA transport)")
+    encapsulation = "ib_global" if lrh["lnh"] == 3 else "ib_local"
+    first = LRH.size + (GRH.size if lrh["lnh"] == 3 else 0)  # the BTH
+    if vcrc_at < first + BTH.size + ICRC.sizeof():  # PktLen still places the VCRC
+        if lrh["lnh"] == 3 and len(walk.frame) >= first:  # the GRH, as far as it is there
+            walk.take(GRH, LRH.size)
+        return walk.with_fault(MalformedError(
+            f"PktLen {lrh['pktlen']} leaves no room for the "
+            f"{'GRH, ' if lrh['lnh'] == 3 else ''}BTH and ICRC", header="lrh", field="pktlen",
+            offset=0), encapsulation, None, vcrc_at)
     if lrh["lnh"] == 3:
         grh = _grh(walk, LRH.size)
-        if grh["paylen"] != vcrc_at - LRH.size - GRH.size:
-            raise MalformedError(f"GRH PayLen {grh['paylen']} disagrees with LRH PktLen "
-                                 f"{lrh['pktlen']}", header="grh", field="paylen",
-                                 offset=LRH.size + 4)
-        return _transport(walk, LRH.size + GRH.size, vcrc_at, "ib_global", lrh_end=vcrc_at)
-    return _transport(walk, LRH.size, vcrc_at, "ib_local", lrh_end=vcrc_at)
+        if grh["paylen"] != vcrc_at - LRH.size - GRH.size:  # PktLen places both CRCs
+            walk.broken(MalformedError(f"GRH PayLen {grh['paylen']} disagrees with LRH PktLen "
+                                       f"{lrh['pktlen']}", header="grh", field="paylen",
+                                       offset=LRH.size + 4))
+    return _transport(walk, first, vcrc_at, encapsulation, lrh_end=vcrc_at)
 
 
 def _transport(walk: _Walk, offset: int, end: int, encapsulation: str,
@@ -266,47 +319,45 @@ def _transport(walk: _Walk, offset: int, end: int, encapsulation: str,
     frame = walk.frame
     icrc_at = end - ICRC.sizeof()
     if end > len(frame):
-        raise TruncatedError(f"the length fields put the ICRC end at byte {end}, the frame "
-                             f"has {len(frame)}", header="icrc", offset=icrc_at)
+        raise walk.fault or TruncatedError(f"the length fields put the ICRC end at byte {end}, "
+                                           f"the frame has {len(frame)}", header="icrc",
+                                           offset=icrc_at)
     if icrc_at < offset + BTH.size:
-        raise MalformedError("the length fields leave no room for BTH and ICRC",
-                             header="bth", offset=offset)
-    bth = walk.take(BTH, offset, icrc_at)
-    if walk.strict and bth["tver"] != 0:
-        raise MalformedError(f"BTH TVer {bth['tver']}", header="bth", field="tver", offset=offset)
-    cursor = offset + BTH.size
-    op = opcodes().get(bth["opcode"])
-    unknown = None
-    if op is None:
-        unknown = f"{opcode_status(bth['opcode'])} opcode 0x{bth['opcode']:02x}"
-        if walk.strict:
-            raise UnknownOpcodeError(unknown, header="bth", field="opcode", offset=offset)
-    else:
-        srcqp = None
-        for name in op.headers:
-            header = EXTENDED[name]
-            values = walk.take(header, cursor, icrc_at)
-            if header.name == "aeth":
-                walk.derived.update(decode_syndrome(values["syndrome"]))
-            elif header.name == "deth":
-                srcqp = values["srcqp"]
-            cursor += header.size
-        if carries_mad(op.transport, bth["destqp"], srcqp):
-            cursor = _mad(walk, cursor, icrc_at)
-    payload_end = icrc_at
-    pad = b""
-    if unknown is None:
-        padcnt = bth["padcnt"]
-        if padcnt > icrc_at - cursor:
-            raise MalformedError(f"PadCnt {padcnt} exceeds the {icrc_at - cursor} payload bytes",
-                                 header="bth", field="padcnt", offset=offset + 1)
-        payload_end = icrc_at - padcnt
-        pad = frame[payload_end:icrc_at]
-        if op is not None and not op.payload and icrc_at > cursor:
-            message = f"{op.name} carries no payload, found {icrc_at - cursor} bytes"
+        raise walk.fault or MalformedError("the length fields leave no room for BTH and ICRC",
+                                           header="bth", offset=offset)
+    if walk.fault is not None:  # a broken header before the BTH, the CRCs placed all the same
+        return walk.with_fault(walk.fault, encapsulation, icrc_at, lrh_end)
+    op = None
+    try:
+        bth = walk.take(BTH, offset, icrc_at)
+        if walk.strict and bth["tver"] != 0:
+            raise MalformedError(f"BTH TVer {bth['tver']}", header="bth", field="tver",
+                                 offset=offset)
+        cursor = offset + BTH.size
+        op = opcodes().get(bth["opcode"])
+        unknown = None
+        if op is None:
+            unknown = f"{opcode_status(bth['opcode'])} opcode 0x{bth['opcode']:02x}"
             if walk.strict:
-                raise MalformedError(message, header="bth", field="opcode", offset=cursor)
-            walk.warnings.append(message)
+                raise UnknownOpcodeError(unknown, header="bth", field="opcode", offset=offset)
+        else:
+            cursor = _extended(walk, op, bth, cursor, icrc_at)
+        payload_end = icrc_at
+        pad = b""
+        if unknown is None:
+            padcnt = bth["padcnt"]
+            if padcnt > icrc_at - cursor:
+                raise MalformedError(f"PadCnt {padcnt} exceeds the {icrc_at - cursor} payload "
+                                     f"bytes", header="bth", field="padcnt", offset=offset + 1)
+            payload_end = icrc_at - padcnt
+            pad = frame[payload_end:icrc_at]
+            if op is not None and not op.payload and icrc_at > cursor:
+                message = f"{op.name} carries no payload, found {icrc_at - cursor} bytes"
+                if walk.strict:
+                    raise MalformedError(message, header="bth", field="opcode", offset=cursor)
+                walk.warnings.append(message)
+    except MalformedError as exc:  # a broken transport: its CRCs are placed all the same
+        return walk.with_fault(exc, encapsulation, icrc_at, lrh_end, op)
     vcrc = vcrc_at = None
     tail = end
     if lrh_end is not None:
@@ -320,6 +371,22 @@ def _transport(walk: _Walk, offset: int, end: int, encapsulation: str,
         trailer=frame[tail:], opcode=op, unknown=unknown, warnings=tuple(walk.warnings),
         derived=MappingProxyType(walk.derived),
     )
+
+
+def _extended(walk: _Walk, op: Opcode, bth: dict[str, Any], cursor: int, icrc_at: int) -> int:
+    """The opcode's extended headers and its MAD, from ``cursor``; where they end."""
+    srcqp = None
+    for name in op.headers:
+        header = EXTENDED[name]
+        values = walk.take(header, cursor, icrc_at)
+        if header.name == "aeth":
+            walk.derived.update(decode_syndrome(values["syndrome"]))
+        elif header.name == "deth":
+            srcqp = values["srcqp"]
+        cursor += header.size
+    if carries_mad(op.transport, bth["destqp"], srcqp):
+        cursor = _mad(walk, cursor, icrc_at)
+    return cursor
 
 
 def _mad(walk: _Walk, offset: int, limit: int) -> int:

@@ -6,10 +6,10 @@ capture into :class:`Inspection` objects and report on them.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
-from ibwire import crc
 from ibwire.dissect import parse
 from ibwire.errors import IbwireError
 from ibwire.packet import Packet
@@ -39,9 +39,10 @@ class Inspection:
 
     @property
     def reason(self) -> str:
-        """Why it failed, for a line that names the record first."""
+        """Why it failed, for a line that names the record first: the error, and what the
+        CRCs it left placed say."""
         if self.error is not None:
-            return self.error.in_record()
+            return self.error.in_record() + crc_note(self.icrc_ok, self.vcrc_ok)
         bad = []
         if self.icrc_ok is False:
             bad.append("ICRC mismatch")
@@ -66,6 +67,20 @@ class Inspection:
         return out
 
 
+def crc_note(icrc_ok: bool | None, vcrc_ok: bool | None) -> str:
+    """What the CRCs of a packet whose headers are broken say, after its error: a good CRC
+    over the broken bytes means the sender built it so, a bad one that it was corrupted on
+    the way (or in the capture). Empty when no CRC is placed."""
+    verdicts = [(name, ok) for name, ok in (("ICRC", icrc_ok), ("VCRC", vcrc_ok))
+                if ok is not None]
+    if not verdicts:
+        return ""
+    said = ", ".join(f"{name} {'ok' if ok else 'bad'}" for name, ok in verdicts)
+    if all(ok for _, ok in verdicts):
+        return f"; {said}: the sender built it wrong"
+    return f"; {said}: corrupted after the sender built it"
+
+
 def inspect(record: CaptureRecord) -> Inspection:
     """Dissect and verify one record; problems become the inspection's ``error``."""
     number = record.index + 1  # messages count records from 1, like frame numbers
@@ -82,7 +97,8 @@ def inspect(record: CaptureRecord) -> Inspection:
     if packet.icrc is None and packet.vcrc is None:
         return Inspection(record, packet, None, None, None)
     try:
-        verdict = crc.verify(frame, record.link)
+        verdict = packet.verify()
     except IbwireError as exc:
         return Inspection(record, packet, None, None, exc.at_record(number))
-    return Inspection(record, packet, verdict.icrc_ok, verdict.vcrc_ok, None)
+    error = None if packet.error is None else copy.copy(packet.error).at_record(number)
+    return Inspection(record, packet, verdict.icrc_ok, verdict.vcrc_ok, error)

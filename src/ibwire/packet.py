@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from ibwire.errors import IbwireError
 from ibwire.headers import ALL
 from ibwire.tables import Opcode
 
@@ -40,6 +41,11 @@ class Packet:
     bytes (``None`` where the encapsulation has none); ``trailer`` is what follows the last
     InfiniBand byte (Ethernet padding, FCS). ``unknown`` gives the reason when the opcode is
     reserved or manufacturer-specific: the bytes after the BTH then stay in ``payload``.
+
+    ``error`` is the fault of a frame whose headers are broken where the length fields still
+    place its ICRC (or its VCRC): ``headers`` stop at the fault, the bytes from there to the
+    CRC are ``payload``, and :meth:`verify` gives the verdict that tells a corrupted packet
+    (CRC bad) from one the sender built wrong (CRC good). None for a sound packet.
     """
 
     frame: bytes
@@ -58,6 +64,7 @@ class Packet:
     unknown: str | None = None
     warnings: tuple[str, ...] = ()
     derived: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    error: IbwireError | None = None
 
     @property
     def is_ib(self) -> bool:
@@ -107,7 +114,8 @@ class Packet:
         return out
 
     def verify(self) -> Any:
-        """The ICRC/VCRC verdict of this frame (see :func:`ibwire.crc.verify`)."""
+        """The ICRC/VCRC verdict of this frame (see :func:`ibwire.crc.verify`), also when
+        ``error`` broke its headers but left its CRCs placed."""
         from ibwire import crc
 
-        return crc.verify(self.frame, self.link)
+        return crc.verify(self.frame, self.link, lenient=self.error is not None)

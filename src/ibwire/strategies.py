@@ -4,7 +4,10 @@
 * :func:`packets` -- whole valid frames per encapsulation and opcode, with the values that
   built them alongside the bytes (:class:`GeneratedPacket`);
 * :func:`mutated` -- frames broken on purpose: bit flips inside a chosen header, truncation,
-  lying length fields, corrupted CRCs (:class:`Mutation` says what was done).
+  lying length fields, corrupted CRCs, and headers broken where the length fields still
+  place the CRCs (a flipped opcode bit, a lying PadCnt, a broken GRH, a UDP length or PktLen
+  that lies), either after the CRCs were computed (corrupted) or before (the sender built it
+  so: ``Mutation.resealed``) (:class:`Mutation` says what was done).
 
 Everything derives from the Construct declarations and specs/opcodes.tsv, so a new opcode or
 field is generated without touching this module.
@@ -57,9 +60,12 @@ class Mutation:
 
     frame: bytes
     link: str
-    kind: str  # "bitflip", "truncate", "length", "crc"
+    kind: str  # "bitflip", "truncate", "length", "crc", "placed"
     where: str  # header or field that was touched
     original: GeneratedPacket
+    resealed: bool = False
+    """The CRCs were computed over the broken bytes, where the length fields place them (a
+    packet the sender built wrong); otherwise a broken packet keeps its old CRCs."""
 
 
 def _field_value(header: Header, name: str) -> st.SearchStrategy[Any]:
@@ -193,8 +199,10 @@ _LENGTH_KEYS = {
 def mutated(draw: st.DrawFn, base: st.SearchStrategy[GeneratedPacket] | None = None) -> Mutation:
     """A valid packet broken one way: bit flip in a header, truncation, a lying length, bad CRC."""
     good = draw(base if base is not None else packets())
-    kind = draw(st.sampled_from(("bitflip", "truncate", "length", "crc")))
+    kind = draw(st.sampled_from(("bitflip", "truncate", "length", "crc", "placed")))
     frame = bytearray(good.frame)
+    if kind == "placed":
+        return draw(placed_mutations(good))
     if kind == "bitflip":
         packet = parse(good.frame, good.link)
         header = draw(st.sampled_from(packet.headers))
@@ -216,3 +224,49 @@ def mutated(draw: st.DrawFn, base: st.SearchStrategy[GeneratedPacket] | None = N
     fields = {**good.fields, key: draw(st.integers(0, 0xFFFF if key == "vcrc" else 0xFFFFFFFF))}
     frame = bytearray(build(good.encapsulation, fields, good.payload, link=good.link))
     return Mutation(bytes(frame), good.link, kind, key, good)
+
+
+#: Fields whose lie breaks the headers while the length fields still place the CRCs (mostly;
+#: a drawn value may also leave them unplaced, or break nothing), per encapsulation.
+_PLACED_KEYS = {
+    "rocev2_ipv4": ("bth.opcode", "bth.padcnt", "udp.length"),
+    "rocev2_ipv6": ("bth.opcode", "bth.padcnt", "udp.length"),
+    "rocev1": ("bth.opcode", "bth.padcnt", "grh.ipver", "grh.nxthdr"),
+    "ib_local": ("bth.opcode", "bth.padcnt", "lrh.pktlen"),
+    "ib_global": ("bth.opcode", "bth.padcnt", "grh.ipver", "grh.nxthdr", "grh.paylen",
+                  "lrh.pktlen"),
+}
+
+
+@st.composite
+def placed_mutations(draw: st.DrawFn, good: GeneratedPacket) -> Mutation:
+    """``good`` broken where its CRCs are (mostly) still placed: one field of its
+    encapsulation's ``_PLACED_KEYS`` changed in place (an opcode bit flipped, or another
+    value); then, if drawn, its CRCs computed again where they are placed (``resealed``)."""
+    from ibwire import crc
+    from ibwire.errors import IbwireError
+
+    key = draw(st.sampled_from(_PLACED_KEYS[good.encapsulation]))
+    name, field_name = key.split(".", 1)
+    header = ALL[name]
+    field = header.by_name[field_name]
+    found = parse(good.frame, good.link).header(name)
+    assert found is not None
+    frame = bytearray(good.frame)
+    word = int.from_bytes(frame[found.offset:found.offset + header.size], "big")
+    old = (word >> field.shift) & field.mask
+    if key == "bth.opcode":
+        new = old ^ (1 << draw(st.integers(0, field.bits - 1)))
+    elif key == "lrh.pktlen":  # short of the transport, yet placing the VCRC in the frame
+        new = draw(st.integers(0, max(0, min(old, len(frame) // 4) - 1)))
+    else:
+        new = draw(st.integers(0, field.mask).filter(lambda v: v != old))
+    word = word & ~(field.mask << field.shift) | new << field.shift
+    frame[found.offset:found.offset + header.size] = word.to_bytes(header.size, "big")
+    resealed = draw(st.booleans())
+    if resealed:
+        try:
+            crc.fix(frame, good.link, lenient=True)
+        except IbwireError:
+            resealed = False  # nothing placed: left as broken
+    return Mutation(bytes(frame), good.link, "placed", key, good, resealed)

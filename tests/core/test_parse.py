@@ -105,7 +105,6 @@ def test_lying_lengths_are_malformed_with_their_place():
     frame = ibwire.build("rocev2_ipv4", WRITE, b"hello", opcode="RC_RDMA_WRITE_ONLY")
     cases = [
         (_mutate(frame, 16, (20).to_bytes(2, "big")), "ip", "len"),   # IP total length 20
-        (_mutate(frame, 38, (9).to_bytes(2, "big")), "udp", "length"),    # UDP length lies
         (_mutate(frame, 14, b"\x44"), "ip", "hdr_len"),                   # IHL 4
     ]
     for bad, header, field in cases:
@@ -113,19 +112,39 @@ def test_lying_lengths_are_malformed_with_their_place():
             ibwire.parse(bad)
         assert (info.value.header, info.value.field) == (header, field), bad.hex()
         assert info.value.offset is not None
+    # a UDP length that lies leaves the ICRC placed by the IP length: a packet with its error
+    udp_lies = _mutate(frame, 38, (9).to_bytes(2, "big"))
+    packet = ibwire.parse(udp_lies)
+    assert (packet.error.header, packet.error.field, packet.error.offset) == ("udp", "length", 34)
+    assert packet.icrc_offset == len(frame) - 4 and packet.verify().icrc_ok is False
+    with pytest.raises(MalformedError):
+        ibwire.parse(udp_lies, strict=True)
+
+
+def _fault(packet: ibwire.Packet) -> tuple[object, ...]:
+    assert isinstance(packet.error, MalformedError)
+    return packet.error.header, packet.error.field, packet.error.offset
 
 
 def test_padcnt_exceeding_payload_is_malformed():
     frame = ibwire.build("rocev2_ipv4", {"bth.padcnt": 3}, b"", opcode="RC_SEND_ONLY")
+    packet = ibwire.parse(frame)  # the ICRC is placed all the same
+    assert _fault(packet) == ("bth", "padcnt", 43)
+    assert [h.name for h in packet.headers] == ["eth", "ip", "udp", "bth"]
+    assert packet.icrc == frame[-4:] and packet.payload == b""
     with pytest.raises(MalformedError) as info:
-        ibwire.parse(frame)
+        ibwire.parse(frame, strict=True)
     assert (info.value.header, info.value.field, info.value.offset) == ("bth", "padcnt", 43)
 
 
 def test_grh_next_header_must_be_iba():
     frame = ibwire.build("rocev1", {"grh.nxthdr": 0x11}, b"", opcode="RC_ACKNOWLEDGE")
+    packet = ibwire.parse(frame)  # PayLen places the ICRC: the headers stop at the GRH
+    assert _fault(packet) == ("grh", "nxthdr", 14)
+    assert [h.name for h in packet.headers] == ["eth", "grh"]
+    assert (packet.payload_offset, packet.payload) == (54, frame[54:-4])
     with pytest.raises(MalformedError) as info:
-        ibwire.parse(frame)
+        ibwire.parse(frame, strict=True)
     assert (info.value.header, info.value.field, info.value.offset) == ("grh", "nxthdr", 14)
 
 
@@ -141,9 +160,12 @@ def test_lver_and_tver_are_checked_in_strict_mode():
 
 def test_pktlen_shorter_than_headers_and_frame_cut_short():
     frame = ibwire.build("ib_local", {"lrh.pktlen": 4}, b"", opcode="RC_ACKNOWLEDGE")
+    packet = ibwire.parse(frame, "infiniband")  # no room for the BTH, the VCRC is placed
+    assert _fault(packet) == ("lrh", "pktlen", 0)
+    assert (packet.icrc, packet.vcrc_offset, packet.vcrc) == (None, 16, frame[16:18])
     with pytest.raises(MalformedError) as info:
-        ibwire.parse(frame, "infiniband")
-    assert info.value.header in ("bth", "aeth")
+        ibwire.parse(frame, "infiniband", strict=True)
+    assert (info.value.header, info.value.field) == ("lrh", "pktlen")
     good = ibwire.build("ib_local", {}, b"abcd", opcode="RC_SEND_ONLY")
     with pytest.raises(TruncatedError) as cut:
         ibwire.parse(good[:-3], "infiniband")

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 import ibwire
 from ibwire.headers import EXTENDED
-from ibwire.strategies import ENCAPSULATIONS, mutated, packets
+from ibwire.strategies import ENCAPSULATIONS, mutated, packets, placed_mutations
 from ibwire.tables import opcodes
 from tests.core.roundtrip import roundtrip
 
@@ -61,6 +61,29 @@ def test_mutated_frames_raise_only_our_errors(mutation):
         verdict = packet.verify()
         assert verdict.icrc_ok is False or verdict.vcrc_ok is False or \
             mutation.frame == mutation.original.frame
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_a_broken_packet_with_placed_crcs_tells_built_wrong_from_corrupted(data):
+    """Headers broken where the CRCs stay placed: a packet resealed after the break (built
+    wrong) verifies; one broken after its CRCs were computed does not. A change of at most 32
+    bits inside the ICRC's region is always caught by CRC-32 (a burst error), so the verdict
+    of a corrupted packet is certain where the break did not move the ICRC (PktLen does)."""
+    mutation = data.draw(placed_mutations(data.draw(packets())))
+    try:
+        packet = ibwire.parse(mutation.frame, mutation.link)
+    except ibwire.IbwireError as exc:  # the break left no CRC placed
+        with pytest.raises(type(exc)):
+            ibwire.crc.verify(mutation.frame, mutation.link, lenient=True)
+        return
+    verdict = packet.verify()
+    placed = [ok for ok in (verdict.icrc_ok, verdict.vcrc_ok) if ok is not None]
+    assert placed, packet
+    if mutation.resealed:
+        assert all(placed), (mutation, packet.error)
+    elif mutation.where != "lrh.pktlen" and mutation.frame != mutation.original.frame:
+        assert verdict.icrc_ok is False, (mutation, packet.error)
 
 
 @pytest.mark.parametrize("link", ["ethernet", "infiniband", "ip", "grh"])

@@ -182,6 +182,57 @@ def test_fault_is_named(crc, case):
         assert bytes(buf) == frame  # a failed fix writes nothing
 
 
+#: CASES whose fault still leaves CRCs placed by the length fields: (ICRC placed, VCRC placed).
+PLACED = {
+    "udp length lies": (True, False),  # the IP length places the ICRC
+    "ipv6 udp length lies": (True, False),
+    "grh ipver": (True, False),  # PayLen places it
+    "grh next header": (True, False),
+    "lrh pktlen < lrh+bth+icrc": (False, True),  # no room for a BTH: the VCRC only
+    "lnh3 pktlen < lrh+grh+bth+icrc": (False, True),
+    "lnh3 grh ipver": (True, True),  # PktLen places both
+    "lnh3 grh next header": (True, True),
+    "lnh3 grh paylen disagrees with pktlen": (True, True),
+}
+
+
+def test_placed_cases_exist():
+    assert set(PLACED) <= {c[0] for c in CASES}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_a_fault_that_leaves_the_crcs_placed_gets_verdicts(crc, case):
+    """lenient=True: the verdicts of the CRCs the length fields place despite the fault; bad
+    when the fault came after the CRCs were computed (corrupted), good once they are computed
+    over the broken bytes (the sender built it so). The fault itself is still raised without
+    lenient; a fault that places nothing raises either way and fixes nothing."""
+    name, frame, link, cls, header, field, offset = case
+    buf = bytearray(frame)
+    if field == "lnh":  # no ICRC, but no fault for verify: a VCRC only
+        return
+    if name not in PLACED:
+        with pytest.raises(cls):
+            crc.verify(frame, link, lenient=True)
+        if frame:
+            with pytest.raises(cls):
+                crc.fix(buf, link, lenient=True)
+            assert bytes(buf) == frame
+        return
+    icrc_placed, vcrc_placed = PLACED[name]
+    corrupted = crc.verify(frame, link, lenient=True)
+    assert (corrupted.icrc_ok, corrupted.vcrc_ok) == (False if icrc_placed else None,
+                                                      False if vcrc_placed else None)
+    crc.fix(buf, link, lenient=True)
+    built_wrong = bytes(buf)
+    with pytest.raises(cls) as info:
+        crc.verify(built_wrong, link)
+    assert (info.value.header, info.value.field, info.value.offset) == (header, field, offset)
+    sealed = crc.verify(built_wrong, link, lenient=True)
+    assert (sealed.icrc_ok, sealed.vcrc_ok) == (True if icrc_placed else None,
+                                                True if vcrc_placed else None)
+    assert sealed.icrc_wire == (corrupted.icrc_computed if icrc_placed else None)
+
+
 def test_raw_and_ip_packets_have_a_vcrc_only(crc):
     for lnh, kind in ((0, "ib_raw"), (1, "ib_ip")):
         frame = native_raw(b"abcdefgh" * 3, lnh=lnh)
@@ -231,11 +282,27 @@ def _outcome(mod, fn: str, frame: bytes, link: str):
         return (type(exc), exc.header, exc.field, exc.offset)
 
 
+def _lenient(mod, frame: bytes, link: str):
+    """verify(lenient=True), and the frame after fix(lenient=True)."""
+    buf = bytearray(frame)
+    try:
+        mod.fix(buf, link, lenient=True)
+    except IbwireError as exc:
+        fixed = (type(exc), exc.header, exc.field, exc.offset)
+    else:
+        fixed = bytes(buf)
+    try:
+        return mod.verify(frame, link, lenient=True), fixed
+    except IbwireError as exc:
+        return (type(exc), exc.header, exc.field, exc.offset), fixed
+
+
 def _same_everywhere(engine, frame: bytes) -> None:
     for link in ("ethernet", "infiniband", "ip", "grh"):
         for fn in ("locate", "icrc", "vcrc", "verify"):
             assert _outcome(engine, fn, frame, link) == _outcome(_python, fn, frame, link), (
                 fn, link)
+        assert _lenient(engine, frame, link) == _lenient(_python, frame, link), link
 
 
 @settings(max_examples=1500, **SETTINGS)

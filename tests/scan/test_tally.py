@@ -17,7 +17,7 @@ from ibwire.errors import IbwireError
 from ibwire.pcap import LINK_CODES, read_capture
 from ibwire.scan import _layout, program, scan_capture, tally
 from ibwire.scan import _tally_python as twin
-from ibwire.strategies import packets
+from ibwire.strategies import packets, placed_mutations
 from tests.pcap.capture_synth import (
     SHARED_CAPTURES,
     T0,
@@ -126,11 +126,14 @@ def broken(draw: st.DrawFn, frame: bytes) -> bytes:
 
 def frame_of(draw: st.DrawFn, link: str) -> bytes:
     """A RoCE or native IB frame for records of ``link`` (cooked for SLL/SLL2), maybe
-    broken."""
+    broken (also where its CRCs stay placed)."""
+    links = ("ethernet", "ip", "grh") if link in ("sll", "sll2") else (link,)
+    g = draw(packets(max_payload=96).filter(lambda g: g.link in links))
+    placed = draw(st.integers(0, 5)) == 0  # broken headers, CRCs placed, resealed or not
+    frame = draw(placed_mutations(g)).frame if placed else g.frame
     if link in ("sll", "sll2"):
-        g = draw(packets(max_payload=96).filter(lambda g: g.link in ("ethernet", "ip", "grh")))
-        return broken(draw, cooked(draw, g.frame, g.link, link))
-    return broken(draw, draw(packets(max_payload=96).filter(lambda g: g.link == link)).frame)
+        frame = cooked(draw, frame, g.link, link)
+    return frame if placed else broken(draw, frame)
 
 
 @st.composite

@@ -4,7 +4,10 @@ every InfiniBand/RoCE packet, in capture files or as they are captured.
 Exit status: 0 when everything verified, 1 when a packet (or a capture record) failed, 2 when
 a file could not be read at all. Frames of other protocols are counted, not failed; a record
 the capture is unsure of (caplen over the snaplen or its original length) is printed as a
-warning and verified like any other.
+warning and verified like any other. A packet whose headers are broken where the length fields
+still place its CRCs is printed with its error and what the CRCs say: good, the sender built
+it wrong; bad, it was corrupted after (``ibwire.inspect.crc_note``); a bad CRC there counts in
+both the ICRC (or VCRC) and the errors column, the packet once in ``failed``.
 
 The work is one batch scan per window of the file (``ibwire.scan``): headers, lengths and
 both CRCs in C, no Python per packet. A classic pcap or pcapng file (without ``-c``) is only

@@ -207,10 +207,12 @@ def inspections(source: Source, args: argparse.Namespace) -> Iterator[Inspection
 
 def failure_reason(batch: ScanBatch, row: int) -> str:
     """Why a failing row failed, for a line that names the record first: the dissector's
-    error where it has one (the most precise), else the scanner's, else the CRC values."""
+    error where it has one (the most precise), else the scanner's, then what the CRCs the
+    error left placed say; else the CRC values."""
     from ibwire import crc
     from ibwire.dissect import parse
     from ibwire.errors import IbwireError
+    from ibwire.inspect import crc_note
 
     number = int(batch["record"][row]) + 1
     code = int(batch["error"][row])
@@ -218,12 +220,14 @@ def failure_reason(batch: ScanBatch, row: int) -> str:
         error = batch.error(row)
         if code != 5:
             try:
-                parse(bytes(batch.frame(row)), batch.link(row))
+                error = parse(bytes(batch.frame(row)), batch.link(row)).error or error
             except IbwireError as exc:
                 error = exc
         assert error is not None
         cut = error.cut_by_capture(int(batch["frame.len"][row]), int(batch["frame.orig_len"][row]))
-        return cut.at_record(number).in_record()
+        icrc_ok, vcrc_ok = (int(batch[name][row]) for name in ("icrc_ok", "vcrc_ok"))
+        return cut.at_record(number).in_record() + crc_note(
+            None if icrc_ok < 0 else icrc_ok == 1, None if vcrc_ok < 0 else vcrc_ok == 1)
     verdict = crc.verify(bytes(batch.frame(row)), batch.link(row))
     bad = []
     if verdict.icrc_ok is False:

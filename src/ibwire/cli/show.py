@@ -30,6 +30,7 @@ from ibwire.cli.common import (
 
 if TYPE_CHECKING:
     from ibwire.inspect import Inspection
+    from ibwire.packet import Packet
     from ibwire.pcap.records import CaptureRecord
     from ibwire.pcap.source import Source
     from ibwire.scan import ScanBatch
@@ -100,6 +101,21 @@ def _transport(encapsulation: str, name: str, fields: Mapping[str, Any], payload
     return line
 
 
+def _broken(packet: Packet, fields: Mapping[str, Any], icrc_ok: bool | None,
+            vcrc_ok: bool | None) -> str:
+    """The line of a packet whose headers are broken but whose CRCs are placed: its
+    encapsulation, opcode, QP and PSN when its BTH was read, and the verdicts (the error
+    follows in brackets)."""
+    line = _NAMES.get(packet.encapsulation, packet.encapsulation)
+    if "bth.opcode" in fields:
+        name = packet.opcode.name if packet.opcode else f"opcode 0x{fields['bth.opcode']:02x}"
+        line += f" {name} QP={fields['bth.destqp']:#08x} PSN={fields['bth.psn']}"
+    for crc, ok in (("ICRC", icrc_ok), ("VCRC", vcrc_ok)):
+        if ok is not None:
+            line += f" {crc} {'ok' if ok else 'BAD'}"
+    return line
+
+
 def summary(found: Inspection, start_ns: int) -> str:
     fields = found.fields()
     timestamp = None if found.record.error is not None else found.record.timestamp_ns
@@ -107,7 +123,9 @@ def summary(found: Inspection, start_ns: int) -> str:
     packet = found.packet
     if packet is None:
         return line + f"[{found.error}]" if found.error else line + "(not parsed)"
-    if packet.is_ib:
+    if packet.error is not None:  # broken headers, CRCs placed: what is known, the verdicts
+        line += _broken(packet, fields, found.icrc_ok, found.vcrc_ok)
+    elif packet.is_ib:
         name = packet.opcode.name if packet.opcode else packet.unknown
         line += _transport(packet.encapsulation, name, fields, packet.payload_length,
                            found.icrc_ok, found.vcrc_ok)

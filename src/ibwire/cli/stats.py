@@ -84,8 +84,10 @@ def _inspected(args: argparse.Namespace, tables: dict[str, Counter[str]],
             totals["failed"] += 1
             if len(failures) < args.top:
                 failures.append(f"record {found.record.index + 1}: {found.reason}")
-        if found.error is not None:
+        if found.error is not None:  # with the verdicts of the CRCs it left placed
             totals["errors"] += 1
+            totals["icrc_bad"] += found.icrc_ok is False
+            totals["vcrc_bad"] += found.vcrc_ok is False
             continue
         packet = found.packet
         if packet is None or (not packet.is_ib and packet.encapsulation != "ib_raw"):

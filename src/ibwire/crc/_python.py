@@ -87,11 +87,14 @@ def crc16(data: Buffer) -> int:
 
 
 class _Fault(Exception):
-    """Internal: a walker fault with the encapsulation known so far."""
+    """Internal: a walker fault with the encapsulation known so far, and the span when the
+    length fields still place the CRCs (see ``kernel.h``, ``ibw_locate``)."""
 
-    def __init__(self, code: int, site: str, offset: int, kind: int) -> None:
+    def __init__(self, code: int, site: str, offset: int, kind: int,
+                 span: IcrcSpan | None = None) -> None:
         super().__init__(code, site, offset, kind)
         self.code, self.site, self.offset, self.kind = code, SITE[site], offset, kind
+        self.span = span
 
     def error(self) -> IbwireError:
         return fault(self.code, self.site, self.offset)
@@ -115,16 +118,18 @@ def _grh(b: memoryview, n: int, g: int) -> IcrcSpan:
     k = _KIND["rocev1"]
     if n - g < 40:
         raise _Fault(TRUNCATED, "GRH.header", g, k)
-    if b[g] >> 4 != 6:
-        raise _Fault(MALFORMED, "GRH.ipver", g, k)
-    if b[g + 6] != GRH_NEXT_HEADER_IBA:
-        raise _Fault(MALFORMED, "GRH.next_header", g + 6, k)
     paylen = _be16(b, g + 4)
+    placed = 16 <= paylen <= n - g - 40  # PayLen alone places the ICRC
+    span = _span(k, g, _grh_masks(g), g + 40, g + 40 + paylen - 4) if placed else None
+    if b[g] >> 4 != 6:
+        raise _Fault(MALFORMED, "GRH.ipver", g, k, span)
+    if b[g + 6] != GRH_NEXT_HEADER_IBA:
+        raise _Fault(MALFORMED, "GRH.next_header", g + 6, k, span)
     if paylen < 16:
         raise _Fault(MALFORMED, "GRH.payload_length", g + 4, k)
-    if paylen > n - g - 40:
+    if span is None:
         raise _Fault(TRUNCATED, "GRH.payload_length", g + 4, k)
-    return _span(k, g, _grh_masks(g), g + 40, g + 40 + paylen - 4)
+    return span
 
 
 def _ipv4(b: memoryview, n: int, o: int) -> IcrcSpan:
@@ -153,13 +158,17 @@ def _ipv4(b: memoryview, n: int, o: int) -> IcrcSpan:
     total = _be16(b, o + 2)
     if total < ihl + 8 + 16:
         raise _Fault(MALFORMED, "IPv4.total_length", o + 2, k)
-    if _be16(b, u + 4) != total - ihl:
-        raise _Fault(MALFORMED, "UDP.length", u + 4, k)
-    if total > n - o:
+    udp_lies = _be16(b, u + 4) != total - ihl
+    if total > n - o:  # the UDP length's lie, if any, is the first fault
+        if udp_lies:
+            raise _Fault(MALFORMED, "UDP.length", u + 4, k)
         raise _Fault(TRUNCATED, "IPv4.total_length", o + 2, k)
     masks = [(o + 1, 0xFF), (o + 8, 0xFF), (o + 10, 0xFF), (o + 11, 0xFF),
              (u + 6, 0xFF), (u + 7, 0xFF)]
-    return _span(k, o, masks, u + 8, o + total - 4)
+    span = _span(k, o, masks, u + 8, o + total - 4)
+    if udp_lies:  # the IP total length still places the ICRC
+        raise _Fault(MALFORMED, "UDP.length", u + 4, k, span)
+    return span
 
 
 def _ipv6_ext(b: memoryview, n: int, o: int) -> IcrcSpan:
@@ -204,12 +213,16 @@ def _ipv6(b: memoryview, n: int, o: int) -> IcrcSpan:
     plen = _be16(b, o + 4)
     if plen < 8 + 16:
         raise _Fault(MALFORMED, "IPv6.payload_length", o + 4, k)
-    if _be16(b, u + 4) != plen:
-        raise _Fault(MALFORMED, "UDP.length", u + 4, k)
+    udp_lies = _be16(b, u + 4) != plen
     if plen > n - u:
+        if udp_lies:
+            raise _Fault(MALFORMED, "UDP.length", u + 4, k)
         raise _Fault(TRUNCATED, "IPv6.payload_length", o + 4, k)
     masks = [*_grh_masks(o), (u + 6, 0xFF), (u + 7, 0xFF)]
-    return _span(k, o, masks, u + 8, u + plen - 4)
+    span = _span(k, o, masks, u + 8, u + plen - 4)
+    if udp_lies:  # as IPv4: the IP payload length places the ICRC
+        raise _Fault(MALFORMED, "UDP.length", u + 4, k, span)
+    return span
 
 
 def _ethernet(b: memoryview, n: int) -> IcrcSpan:
@@ -250,22 +263,25 @@ def _lrh(b: memoryview, n: int) -> IcrcSpan:
     lnh = b[1] & 3
     length = (_be16(b, 4) & 0x7FF) * 4  # PktLen: word 1, bits 5..15
     k = _LNH_KIND[lnh]
-    if length < _LNH_LEAST[lnh]:
-        raise _Fault(MALFORMED, "LRH.packet_length", 4, k)
+    if length < _LNH_LEAST[lnh]:  # no room for the transport, but the VCRC is placed
+        vcrc_only = IcrcSpan(KIND_NAMES[k], 0, False, (), -1, -1, length) \
+            if 8 <= length and length + 2 <= n else None
+        raise _Fault(MALFORMED, "LRH.packet_length", 4, k, vcrc_only)
     if length + 2 > n:
         raise _Fault(TRUNCATED, "LRH.packet_length", 4, k)
     if lnh < 2:
         return IcrcSpan(KIND_NAMES[k], 0, False, (), -1, -1, length)
     if lnh == 2:
         return _span(k, 0, [(0, 0xF0)], 8, length - 4, length, pseudo=False)  # VL
-    g = 8  # LNH 3: the whole LRH is variant (8 x 0xFF), then the GRH
+    g = 8  # LNH 3: the whole LRH is variant (8 x 0xFF), then the GRH; PktLen places both CRCs
+    span = _span(k, g, _grh_masks(g), g + 40, length - 4, length)
     if b[g] >> 4 != 6:
-        raise _Fault(MALFORMED, "GRH.ipver", g, k)
+        raise _Fault(MALFORMED, "GRH.ipver", g, k, span)
     if b[g + 6] != GRH_NEXT_HEADER_IBA:
-        raise _Fault(MALFORMED, "GRH.next_header", g + 6, k)
+        raise _Fault(MALFORMED, "GRH.next_header", g + 6, k, span)
     if _be16(b, g + 4) != length - 48:
-        raise _Fault(MALFORMED, "GRH.payload_length", g + 4, k)
-    return _span(k, g, _grh_masks(g), g + 40, length - 4, length)
+        raise _Fault(MALFORMED, "GRH.payload_length", g + 4, k, span)
+    return span
 
 
 _WALKERS = (_ethernet, _lrh, _ip, lambda b, n: _grh(b, n, 0))
@@ -290,10 +306,12 @@ def _icrc_of(b: memoryview, s: IcrcSpan) -> int:
     return zlib.crc32(b[cut:s.icrc], c)
 
 
-def _locate(b: memoryview, link: str) -> IcrcSpan:
+def _locate(b: memoryview, link: str, lenient: bool = False) -> IcrcSpan:
     try:
         return _walk(b, link_code(link))
     except _Fault as f:
+        if lenient and f.span is not None:
+            return f.span
         raise f.error() from None
 
 
@@ -333,18 +351,26 @@ def _verdict(b: memoryview, s: IcrcSpan) -> CrcVerdict:
     return CrcVerdict(icrc_ok, vcrc_ok, icrc_wire, icrc_computed, vcrc_wire, vcrc_computed)
 
 
-def verify(frame: Buffer, link: str = "ethernet") -> CrcVerdict:
-    """Checks the ICRC (and the VCRC on native IB) against the bytes on the wire."""
+def verify(frame: Buffer, link: str = "ethernet", *, lenient: bool = False) -> CrcVerdict:
+    """Checks the ICRC (and the VCRC on native IB) against the bytes on the wire.
+
+    A frame with a fault raises it, unless ``lenient`` and the length fields still place its
+    CRCs (a broken GRH or a UDP length that disagrees with the IP length, for instance): it
+    then gets the verdict of the CRCs they place (``ibwire.parse`` reports the fault). A good
+    CRC over a broken header says the sender built it so; a bad one, that it was corrupted.
+    """
     b = _view(frame)
-    return _verdict(b, _locate(b, link))
+    return _verdict(b, _locate(b, link, lenient))
 
 
-def fix(buf: bytearray, link: str = "ethernet") -> None:
-    """Writes the correct ICRC, and on native IB then the VCRC, into ``buf`` in place."""
+def fix(buf: bytearray, link: str = "ethernet", *, lenient: bool = False) -> None:
+    """Writes the correct ICRC, and on native IB then the VCRC, into ``buf`` in place
+    (``lenient``: also the CRCs a fault leaves placed, as ``verify``: a packet built wrong
+    on purpose)."""
     b = _view(buf)
     if b.readonly:
         raise TypeError("fix() needs a writable buffer such as a bytearray")
-    s = _locate(b, link)
+    s = _locate(b, link, lenient)
     if s.icrc >= 0:
         b[s.icrc:s.icrc + 4] = _icrc_of(b, s).to_bytes(4, "little")
     if s.vcrc >= 0:
@@ -353,7 +379,8 @@ def fix(buf: bytearray, link: str = "ethernet") -> None:
 
 def verify_batch(buf: Buffer, offsets: np.ndarray, lengths: np.ndarray,
                  links: str | np.ndarray = "ethernet") -> BatchVerdict:
-    """Verifies many records of one buffer; per-record problems become error codes."""
+    """Verifies many records of one buffer; per-record problems become error codes (with the
+    verdicts of the CRCs they leave placed, as ``verify(lenient=True)``)."""
     data = _view(buf)
     offs, lens, codes = batch_arrays(offsets, lengths, links)
     bad = first_outside(len(data), offs, lens)
@@ -371,7 +398,9 @@ def verify_batch(buf: Buffer, offsets: np.ndarray, lengths: np.ndarray,
             s = _walk(b, link)
         except _Fault as f:
             error[i], kind[i] = f.code, f.kind
-            continue
+            if f.span is None:
+                continue
+            s = f.span  # a fault that leaves the CRCs placed: verdicts too
         v = _verdict(b, s)
         kind[i] = KIND_NAMES.index(s.kind)
         if v.icrc_ok is not None:

@@ -115,19 +115,24 @@ static int walk_grh(const uint8_t *p, int64_t n, int64_t g, ibw_span *s)
     s->kind = IBW_KIND_ROCEV1;
     if (n - g < IBW_GRH)
         return fault(s, IBW_TRUNCATED, IBW_SITE_GRH_HEADER, g);
+    int64_t paylen = be16(p + g + 4);
+    /* PayLen alone places the ICRC: a wrong IPVer or next header still gets its verdict */
+    int placed = paylen >= IBW_BTH + IBW_ICRC && paylen <= n - g - IBW_GRH;
+    if (placed) {
+        s->start = g;
+        s->pseudo_lrh = 1;
+        mask_grh(s, g);
+        done(s, g + IBW_GRH, g + IBW_GRH + paylen - IBW_ICRC);
+    }
     if (p[g] >> 4 != 6)
         return fault(s, IBW_MALFORMED, IBW_SITE_GRH_VERSION, g);
     if (p[g + 6] != IBW_GRH_NEXT_HEADER_IBA)
         return fault(s, IBW_MALFORMED, IBW_SITE_GRH_NEXT_HEADER, g + 6);
-    int64_t paylen = be16(p + g + 4);
     if (paylen < IBW_BTH + IBW_ICRC)
         return fault(s, IBW_MALFORMED, IBW_SITE_GRH_PAYLOAD_LENGTH, g + 4);
-    if (paylen > n - g - IBW_GRH)
+    if (!placed)
         return fault(s, IBW_TRUNCATED, IBW_SITE_GRH_PAYLOAD_LENGTH, g + 4);
-    s->start = g;
-    s->pseudo_lrh = 1;
-    mask_grh(s, g);
-    return done(s, g + IBW_GRH, g + IBW_GRH + paylen - IBW_ICRC);
+    return IBW_OK;
 }
 
 static int walk_ipv4(const uint8_t *p, int64_t n, int64_t o, ibw_span *s)
@@ -156,10 +161,10 @@ static int walk_ipv4(const uint8_t *p, int64_t n, int64_t o, ibw_span *s)
     int64_t total = be16(p + o + 2);
     if (total < ihl + IBW_UDP + IBW_BTH + IBW_ICRC)
         return fault(s, IBW_MALFORMED, IBW_SITE_IPV4_TOTAL_LENGTH, o + 2);
-    if ((int64_t)be16(p + u + 4) != total - ihl)
-        return fault(s, IBW_MALFORMED, IBW_SITE_UDP_LENGTH, u + 4);
-    if (total > n - o)
-        return fault(s, IBW_TRUNCATED, IBW_SITE_IPV4_TOTAL_LENGTH, o + 2);
+    int udp_lies = (int64_t)be16(p + u + 4) != total - ihl;
+    if (total > n - o) /* the UDP length's lie, if any, is the first fault */
+        return udp_lies ? fault(s, IBW_MALFORMED, IBW_SITE_UDP_LENGTH, u + 4)
+                        : fault(s, IBW_TRUNCATED, IBW_SITE_IPV4_TOTAL_LENGTH, o + 2);
     s->start = o;
     s->pseudo_lrh = 1;
     mask(s, o + 1, 0xFF);  /* TOS: DSCP + ECN */
@@ -168,7 +173,10 @@ static int walk_ipv4(const uint8_t *p, int64_t n, int64_t o, ibw_span *s)
     mask(s, o + 11, 0xFF);
     mask(s, u + 6, 0xFF); /* UDP checksum */
     mask(s, u + 7, 0xFF);
-    return done(s, u + IBW_UDP, o + total - IBW_ICRC);
+    done(s, u + IBW_UDP, o + total - IBW_ICRC);
+    /* a UDP length that disagrees: the IP total length (which delimits the datagram in a
+     * padded Ethernet frame) still places the ICRC, so the packet gets its verdict too */
+    return udp_lies ? fault(s, IBW_MALFORMED, IBW_SITE_UDP_LENGTH, u + 4) : IBW_OK;
 }
 
 /* IPv6 whose next header is not UDP: follow the extension headers only to tell RoCE
@@ -227,16 +235,17 @@ static int walk_ipv6(const uint8_t *p, int64_t n, int64_t o, ibw_span *s)
     int64_t plen = be16(p + o + 4);
     if (plen < IBW_UDP + IBW_BTH + IBW_ICRC)
         return fault(s, IBW_MALFORMED, IBW_SITE_IPV6_PAYLOAD_LENGTH, o + 4);
-    if ((int64_t)be16(p + u + 4) != plen)
-        return fault(s, IBW_MALFORMED, IBW_SITE_UDP_LENGTH, u + 4);
+    int udp_lies = (int64_t)be16(p + u + 4) != plen;
     if (plen > n - u)
-        return fault(s, IBW_TRUNCATED, IBW_SITE_IPV6_PAYLOAD_LENGTH, o + 4);
+        return udp_lies ? fault(s, IBW_MALFORMED, IBW_SITE_UDP_LENGTH, u + 4)
+                        : fault(s, IBW_TRUNCATED, IBW_SITE_IPV6_PAYLOAD_LENGTH, o + 4);
     s->start = o;
     s->pseudo_lrh = 1;
     mask_grh(s, o);      /* same layout: traffic class, flow label, hop limit */
     mask(s, u + 6, 0xFF); /* UDP checksum */
     mask(s, u + 7, 0xFF);
-    return done(s, u + IBW_UDP, u + plen - IBW_ICRC);
+    done(s, u + IBW_UDP, u + plen - IBW_ICRC);
+    return udp_lies ? fault(s, IBW_MALFORMED, IBW_SITE_UDP_LENGTH, u + 4) : IBW_OK; /* as IPv4 */
 }
 
 static int walk_ethernet(const uint8_t *p, int64_t n, ibw_span *s)
@@ -282,8 +291,12 @@ static int walk_lrh(const uint8_t *p, int64_t n, ibw_span *s)
     unsigned lnh = p[1] & 3;
     int64_t len = (int64_t)(be16(p + 4) & 0x7FF) * 4; /* PktLen: word 1, bits 5..15 */
     s->kind = kinds[lnh];
-    if (len < least[lnh])
+    if (len < least[lnh]) {
+        /* no room for the transport headers, but the VCRC is still where PktLen says */
+        if (len >= IBW_LRH && len + 2 <= n)
+            s->vcrc = len;
         return fault(s, IBW_MALFORMED, IBW_SITE_LRH_PACKET_LENGTH, 4);
+    }
     if (len + 2 > n)
         return fault(s, IBW_TRUNCATED, IBW_SITE_LRH_PACKET_LENGTH, 4);
     s->vcrc = len;
@@ -293,18 +306,20 @@ static int walk_lrh(const uint8_t *p, int64_t n, ibw_span *s)
         mask(s, 0, 0xF0); /* VL */
         return done(s, IBW_LRH, len - IBW_ICRC);
     }
-    /* LNH 3: the whole LRH is variant, i.e. the 8 x 0xFF pseudo LRH, then the GRH. */
+    /* LNH 3: the whole LRH is variant, i.e. the 8 x 0xFF pseudo LRH, then the GRH. PktLen
+     * places both CRCs (the link layer goes by it), so a broken GRH still gets verdicts. */
     const int64_t g = IBW_LRH;
+    s->start = g;
+    s->pseudo_lrh = 1;
+    mask_grh(s, g);
+    done(s, g + IBW_GRH, len - IBW_ICRC);
     if (p[g] >> 4 != 6)
         return fault(s, IBW_MALFORMED, IBW_SITE_GRH_VERSION, g);
     if (p[g + 6] != IBW_GRH_NEXT_HEADER_IBA)
         return fault(s, IBW_MALFORMED, IBW_SITE_GRH_NEXT_HEADER, g + 6);
     if ((int64_t)be16(p + g + 4) != len - IBW_LRH - IBW_GRH)
         return fault(s, IBW_MALFORMED, IBW_SITE_GRH_PAYLOAD_LENGTH, g + 4);
-    s->start = g;
-    s->pseudo_lrh = 1;
-    mask_grh(s, g);
-    return done(s, g + IBW_GRH, len - IBW_ICRC);
+    return IBW_OK;
 }
 
 int ibw_locate(const uint8_t *p, int64_t n, int link, ibw_span *s)
@@ -354,8 +369,8 @@ int ibw_verify(const uint8_t *p, int64_t n, int link, ibw_span *s, ibw_check *c)
     c->vcrc_wire = c->vcrc_computed = 0;
     c->error = (uint8_t)ibw_locate(p, n, link, s);
     c->kind = (uint8_t)s->kind;
-    if (c->error != IBW_OK)
-        return c->error;
+    if (c->error != IBW_OK && s->icrc < 0 && s->vcrc < 0)
+        return c->error; /* the fault leaves no CRC placed */
     if (s->icrc >= 0) {
         c->icrc_computed = ibw_icrc_of(p, s);
         c->icrc_wire = le32(p + s->icrc);
@@ -366,12 +381,12 @@ int ibw_verify(const uint8_t *p, int64_t n, int link, ibw_span *s, ibw_check *c)
         c->vcrc_wire = (uint16_t)(p[s->vcrc] | p[s->vcrc + 1] << 8);
         c->vcrc_ok = c->vcrc_computed == c->vcrc_wire;
     }
-    return IBW_OK;
+    return c->error;
 }
 
-int ibw_fix(uint8_t *p, int64_t n, int link, ibw_span *s)
+int ibw_fix(uint8_t *p, int64_t n, int link, int placed, ibw_span *s)
 {
-    if (ibw_locate(p, n, link, s) != IBW_OK)
+    if (ibw_locate(p, n, link, s) != IBW_OK && !placed)
         return s->error;
     if (s->icrc >= 0) {
         uint32_t v = ibw_icrc_of(p, s);
@@ -383,7 +398,7 @@ int ibw_fix(uint8_t *p, int64_t n, int link, ibw_span *s)
         p[s->vcrc] = (uint8_t)v;
         p[s->vcrc + 1] = (uint8_t)(v >> 8);
     }
-    return IBW_OK;
+    return s->error;
 }
 
 /* ---------------------------------------------------------------- batch */

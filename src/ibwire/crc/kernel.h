@@ -105,7 +105,7 @@ typedef struct ibw_span {
     uint8_t first_or;
 } ibw_span;
 
-/* One packet's verdict (batch columns). */
+/* One packet's verdict (batch columns); also set on a fault that leaves the CRC placed. */
 typedef struct ibw_check {
     int8_t icrc_ok;  /* 1 ok, 0 bad, -1 not applicable */
     int8_t vcrc_ok;
@@ -127,15 +127,22 @@ uint32_t ibw_crc32(uint32_t crc, const uint8_t *p, size_t n);
 /* The VCRC CRC-16 (poly 0x100B reflected, init and xorout 0xFFFF). */
 uint16_t ibw_crc16(const uint8_t *p, size_t n);
 
-/* The walker: fills s and returns s->error. link is enum ibw_link. */
+/* The walker: fills s and returns s->error. link is enum ibw_link. A fault may still leave
+ * the CRCs placed (s->icrc >= 0 or s->vcrc >= 0, with the masks): the length fields put them
+ * inside the frame although a header is broken (a GRH IPVer or next header; a UDP length
+ * that disagrees with the IP length, which then places the ICRC; an LRH PktLen too short for
+ * the transport headers, which still places the VCRC; a GRH PayLen that disagrees with the
+ * LRH PktLen, which then places both). The verdict then tells a corrupted packet (CRC bad)
+ * from one the sender built wrong (CRC good). */
 int ibw_locate(const uint8_t *p, int64_t n, int link, ibw_span *s);
 /* CRC values for a span that ibw_locate accepted (icrc >= 0, resp. vcrc >= 0). */
 uint32_t ibw_icrc_of(const uint8_t *p, const ibw_span *s);
 uint16_t ibw_vcrc_of(const uint8_t *p, const ibw_span *s);
-/* locate + both checks; returns c->error. */
+/* locate + both checks, also of the CRCs a fault leaves placed; returns c->error. */
 int ibw_verify(const uint8_t *p, int64_t n, int link, ibw_span *s, ibw_check *c);
-/* locate + write the ICRC (and the VCRC after it) in place; returns s->error. */
-int ibw_fix(uint8_t *p, int64_t n, int link, ibw_span *s);
+/* locate + write the ICRC (and the VCRC after it) in place; returns s->error. placed: also
+ * write the CRCs that a fault leaves placed (else a fault writes nothing). */
+int ibw_fix(uint8_t *p, int64_t n, int link, int placed, ibw_span *s);
 
 /* Index of the first record outside [0, buflen), or -1 when all are inside. */
 int64_t ibw_check_records(int64_t buflen, const int64_t *offs, const int64_t *lens, int64_t count);

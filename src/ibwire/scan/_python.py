@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ibwire.crc._common import KIND_NAMES, MALFORMED, NOT_IB, TRUNCATED, Buffer
+from ibwire.crc._common import KIND_NAMES, MALFORMED, NOT_IB, TRUNCATED, Buffer, IcrcSpan
 from ibwire.crc._python import _Fault, _verdict, _view, _walk
 from ibwire.headers.layout import Header
 from ibwire.headers.mad import carries_mad
@@ -166,6 +166,15 @@ def _transport(r: _Row, bth: int, icrc: int) -> None:
     r["payload.length"] = icrc - cursor - pad
 
 
+def _verdicts(r: _Row, span: IcrcSpan) -> None:
+    """The CRC columns of a row."""
+    v = _verdict(r.frame, span)
+    for name, ok, wire in (("icrc", v.icrc_ok, v.icrc_wire), ("vcrc", v.vcrc_ok, v.vcrc_wire)):
+        if ok is not None:
+            r[name + "_ok"], r[name] = ok, wire
+    r["offset.icrc"], r["offset.vcrc"] = span.icrc, span.vcrc
+
+
 def scan_frames(buffer: Buffer, offsets: object, lengths: object, links: object,
                 fields: object = None) -> dict[str, np.ndarray]:
     """Columns for the frames ``buffer[offsets[i]:][:lengths[i]]`` (see the C twin)."""
@@ -196,13 +205,11 @@ def scan_frames(buffer: Buffer, offsets: object, lengths: object, links: object,
         except _Fault as f:
             r["encapsulation"] = f.kind
             r.fault(f.code, f.site, f.offset)
+            if f.span is not None:  # the fault leaves the CRCs placed: their verdicts
+                _verdicts(r, f.span)
             continue
         r["encapsulation"] = _KINDS[span.kind]
-        v = _verdict(r.frame, span)
-        for name, ok, wire in (("icrc", v.icrc_ok, v.icrc_wire), ("vcrc", v.vcrc_ok, v.vcrc_wire)):
-            if ok is not None:
-                r[name + "_ok"], r[name] = ok, wire
-        r["offset.icrc"], r["offset.vcrc"] = span.icrc, span.vcrc
+        _verdicts(r, span)
         if span.bth >= 0:
             _transport(r, span.bth, span.icrc)
         else:

@@ -215,6 +215,18 @@ static void defaults(const ibw_scan_out *out, int64_t i)
     out->icrc_ok[i] = out->vcrc_ok[i] = -1;
 }
 
+/* The CRC columns of row i. */
+static inline void verdicts(const ibw_scan_out *out, int64_t i, const ibw_span *s,
+                            const ibw_check *c)
+{
+    out->icrc_ok[i] = c->icrc_ok;
+    out->vcrc_ok[i] = c->vcrc_ok;
+    out->icrc[i] = c->icrc_wire;
+    out->vcrc[i] = c->vcrc_wire;
+    out->off_icrc[i] = (int32_t)s->icrc;
+    out->off_vcrc[i] = (int32_t)s->vcrc;
+}
+
 /* One frame into row i; network 0: not the link and network columns (only verdicts and the
  * transport walk, which can fail). */
 static inline void scan_frame(const ibw_scan_prog *prog, const ibw_scan_out *out, int64_t i,
@@ -228,14 +240,11 @@ static inline void scan_frame(const ibw_scan_prog *prog, const ibw_scan_out *out
     out->encapsulation[i] = c.kind;
     if (c.error != IBW_OK) {
         fault(out, i, c.error, s.site, s.where);
+        if (s.icrc >= 0 || s.vcrc >= 0) /* the fault leaves the CRCs placed: their verdicts */
+            verdicts(out, i, &s, &c);
         return;
     }
-    out->icrc_ok[i] = c.icrc_ok;
-    out->vcrc_ok[i] = c.vcrc_ok;
-    out->icrc[i] = c.icrc_wire;
-    out->vcrc[i] = c.vcrc_wire;
-    out->off_icrc[i] = (int32_t)s.icrc;
-    out->off_vcrc[i] = (int32_t)s.vcrc;
+    verdicts(out, i, &s, &c);
     if (s.bth >= 0) {
         transport(prog, out, i, p, s.bth, s.icrc);
     } else { /* LNH 0/1: no transport, the rest up to the VCRC is payload */

@@ -11,10 +11,9 @@ from functools import cache
 import numpy as np
 
 from ibwire.pcap.erf import ERF_HEADER_LEN, erf_type_links
-from ibwire.pcap.linktypes import sll_link_code
+from ibwire.pcap.linktypes import sll_link_codes
 from ibwire.pcap.locators import LINK_HEADER_LEN
 from ibwire.pcap.records import LINK_OTHER
-from ibwire.tables import link_types
 
 
 @cache
@@ -30,9 +29,8 @@ def _erf_tables() -> tuple[np.ndarray, np.ndarray]:
 @cache
 def _sll_table() -> tuple[np.ndarray, np.ndarray]:
     """Sorted (ARPHRD << 16 | protocol) keys with a link code, and those codes."""
-    pairs = {(arphrd << 16) | protocol: sll_link_code(arphrd, protocol)
-             for (family, arphrd), _row in link_types().items() if family == "arphrd"
-             for (family2, protocol), _row2 in link_types().items() if family2 == "ethertype"}
+    pairs = {(arphrd << 16) | protocol: code
+             for (arphrd, protocol), code in sll_link_codes().items()}
     keys = np.array(sorted(pairs), np.uint32)
     return keys, np.array([pairs[int(k)] for k in keys], np.uint8)
 

@@ -21,6 +21,7 @@ import heapq
 import random
 from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -360,13 +361,21 @@ def write_capture(path: str, scenario: Scenario, *, pcapng: bool | None = None,
     count = 0
     plan = None if pcapng else generation.plan()
     if plan is not None:
-        with PcapWriter(path, linktype, nanoseconds=True) as writer:
+        with PcapWriter(path, linktype, nanoseconds=True) as writer, \
+                ThreadPoolExecutor(1, thread_name_prefix="ibwire-gen-write") as disk:
+            # The disk write of one batch (which releases the GIL) overlaps the making of the
+            # next; at most one batch is in flight, so memory stays bounded.
+            pending: Future[None] | None = None
             for chunk in plan.chunks():
                 data, records, longest = _pcap_records(*chunk)
-                writer.write_prepared(data, records, longest)
+                if pending is not None:
+                    pending.result()
+                pending = disk.submit(writer.write_prepared, data, records, longest)
                 before, count = count, count + records
                 if on_progress is not None and before // PROGRESS_EVERY != count // PROGRESS_EVERY:
                     on_progress(count)
+            if pending is not None:
+                pending.result()
         generation.manifest = plan.manifest(count)
     elif pcapng:
         with PcapngWriter(path) as ng:

@@ -332,7 +332,7 @@ class _Plan:
     def chunks(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
         """Batches of records in capture order: (timestamps, starts, lengths, buffer): the
         frame of record i is ``buffer[starts[i]:starts[i] + lengths[i]]`` and the 16 bytes
-        before it are free for a pcap record header."""
+        before it hold its little-endian nanosecond pcap record header."""
         pending: list[tuple[np.ndarray, ...]] = []   # rows, tie, when, meta
         t0 = 0
         delay, tap = self.delay, self.tap
@@ -432,6 +432,7 @@ def _merge(groups: list[tuple[np.ndarray, ...]], horizon: tuple[int, int] | None
     ends = np.cumsum(sizes)
     dest = ends - sizes
     out = np.empty(int(ends[-1]), dtype=np.uint8)
+    stamps = _record_headers(when[now], sizes - 16)
     for g in np.unique(gnow):
         at = np.flatnonzero(gnow == g)
         r = rnow[at]
@@ -440,8 +441,18 @@ def _merge(groups: list[tuple[np.ndarray, ...]], horizon: tuple[int, int] | None
             rows = rows.part(int(r[0]), int(r[0]) + len(r))
         else:
             rows = rows.take(r)
-        _scatter(out, dest[at], rows)
+        # the pcap record header goes in with the group's own strided copies
+        _scatter(out, dest[at], _Rows(rows.template, [*rows.patches, (0, stamps[at])], len(r)))
     return (when[now], dest + 16, sizes - 16, out, meta[now]), left
+
+
+def _record_headers(when: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Little-endian nanosecond pcap record headers (seconds, nanoseconds, captured and
+    original length), one row of 16 bytes per record."""
+    header = np.empty((len(when), 4), dtype="<u4")
+    header[:, 0], header[:, 1] = np.divmod(when, 1_000_000_000)
+    header[:, 2] = header[:, 3] = lengths
+    return header.view(np.uint8).reshape(len(when), 16)
 
 
 def _scatter(out: np.ndarray, dest: np.ndarray, rows: _Rows) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ibwire.gen.cm import CmExchange
 from ibwire.gen.frames import Framer
 from ibwire.gen.scenario import Fault, Scenario
 from ibwire.transport import (
@@ -110,22 +111,38 @@ class Generation:
         return plan(self)
 
     def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        cm = CmExchange(self)
+        setup, start = cm.setup()
+        for when, frame, _ in setup:
+            yield when, frame
         fast = self.plan()
-        return self._run() if fast is None else self._fast(fast)
+        if fast is None:
+            done = yield from self._run(start, len(setup))
+        else:
+            done = yield from self._fast(fast, start, len(setup))
+        teardown = cm.teardown(done)
+        for when, frame, _ in teardown:
+            yield when, frame
+        self.manifest["records"] += len(teardown)
+        cm.manifest(self.manifest["qps"])
 
-    def _fast(self, fast: Any) -> Iterator[tuple[int, bytes]]:
-        records = 0
+    def _fast(self, fast: Any, start: int, first: int) -> Iterator[tuple[int, bytes]]:
+        records = first
+        fast.begin(start, first)
         for when, starts, lengths, buffer in fast.chunks():
             view = memoryview(buffer)
-            for t, start, n in zip(when.tolist(), starts.tolist(), lengths.tolist(),
-                                   strict=True):
-                yield t, bytes(view[start:start + n])
+            for t, at, n in zip(when.tolist(), starts.tolist(), lengths.tolist(),
+                                strict=True):
+                yield t, bytes(view[at:at + n])
             records += len(when)
         self.manifest = fast.manifest(records)
+        return fast.done
 
     # --- the simulation -----------------------------------------------------------------------
 
-    def _run(self) -> Iterator[tuple[int, bytes]]:
+    def _run(self, start: int = 0, first: int = 0) -> Iterator[tuple[int, bytes]]:
+        """Simulate from ``start`` (ns), the first record being number ``first``; returns
+        when the requester is done (its port free, its last answer in)."""
         s = self.scenario
         rng = random.Random(s.seed)
         conns = [_Conn(k, s) for k in range(len(s.qps))]
@@ -139,12 +156,12 @@ class Generation:
         arrivals: list[tuple[int, int, str, int, Packet, bool, bool]] = []
         taps: list[tuple[int, int, bytes, list[dict[str, Any]]]] = []
         seq = 0
-        free = {"fwd": 0, "rev": 0}
+        free = {"fwd": start, "rev": start}
         ready = {c.k for c in conns}
         turn = {"fwd": 0, "rev": 0}
         delay, tap = s.link.delay_ns, s.tap
-        written = 0
-        t = 0
+        written = first
+        t = start
         while True:
             # 1. each free direction sends one frame
             if free["fwd"] <= t and ready:
@@ -227,6 +244,7 @@ class Generation:
         while taps:
             written = yield from self._flush(taps, written)
         self._finish(conns, faults, written)
+        return max(t, free["fwd"])
 
     def _flush(self, taps: list, written: int) -> Iterator[tuple[int, bytes]]:
         when, _, frame, hits, (c, packet, ce, bad) = heapq.heappop(taps)
@@ -361,8 +379,14 @@ def write_capture(path: str, scenario: Scenario, *, pcapng: bool | None = None,
     count = 0
     plan = None if pcapng else generation.plan()
     if plan is not None:
+        cm = CmExchange(generation)
+        setup, start = cm.setup()
         with PcapWriter(path, linktype, nanoseconds=True) as writer, \
                 ThreadPoolExecutor(1, thread_name_prefix="ibwire-gen-write") as disk:
+            for when, frame, _ in setup:
+                writer.write(frame, when)
+            count = len(setup)
+            plan.begin(start, count)
             # The disk write of one batch (which releases the GIL) overlaps the making of the
             # next; at most one batch is in flight, so memory stays bounded.
             pending: Future[None] | None = None
@@ -376,7 +400,12 @@ def write_capture(path: str, scenario: Scenario, *, pcapng: bool | None = None,
                     on_progress(count)
             if pending is not None:
                 pending.result()
+            teardown = cm.teardown(plan.done)
+            for when, frame, _ in teardown:
+                writer.write(frame, when)
+            count += len(teardown)
         generation.manifest = plan.manifest(count)
+        cm.manifest(generation.manifest["qps"])
     elif pcapng:
         with PcapngWriter(path) as ng:
             for when, frame in generation:

@@ -27,7 +27,10 @@ import numpy as np
 
 from ibwire.analysis import bulk
 from ibwire.analysis.addresses import address_text, row_addresses
+from ibwire.analysis.cm import CmIndex
 from ibwire.scan.program import slot_bit
+from ibwire.transport.cm import CmSession
+from ibwire.transport.cm import report as cm_report
 from ibwire.transport.observed import Observed
 from ibwire.transport.opkinds import (
     ATOMIC,
@@ -61,13 +64,16 @@ class Connection:
     answered: bool = False             # an answer stream has joined
     families: set[int] = field(default_factory=set)  # request families seen (FAMILY)
     trace: list[dict[str, np.ndarray]] | None = field(default=None)
+    cm: CmSession | None = None        # the CM session that set it up, when captured
 
     def identity(self) -> dict[str, Any]:
         return {"requester": {"address": address_text(*self.requester),
                               "qpn": self.requester_qpn},
                 "responder": {"address": address_text(*self.responder),
                               "qpn": self.responder_qpn},
-                "transport": self.transport}
+                "transport": self.transport,
+                "cm": None if self.cm is None else cm_report(self.cm, self.requester),
+                "cm_packets": 0 if self.cm is None else self.cm.packets}
 
 
 def _psn_in(psns: np.ndarray, observed: Observed, batch_psns: np.ndarray) -> bool:
@@ -90,6 +96,7 @@ class Connections:
         self.vectorise = vectorise
         self.trace = trace
         self.list: list[Connection] = []
+        self.cm = CmIndex()
         self._streams: dict[tuple[int, ...], Connection] = {}
         self._by_pair: dict[tuple[int, int, int, int], list[Connection]] = {}
 
@@ -165,16 +172,25 @@ class Connections:
         sh, sl, dh, dl, qpn, is_answer, srcqp = key
         transport = TRANSPORT_NAMES.get(opcode >> 5, "RC")
         if not is_answer:
+            # the CM exchange, when captured, names the requester QPN
+            hint = (self.cm.requester_of((sh, sl), (dh, dl), qpn) if transport != "UD"
+                    else None)
+            known = hint[1] if hint is not None else None
             c = None
             for cand in self._by_pair.get((sh, sl, dh, dl), []):
-                if cand.responder_qpn is None and cand.transport in (transport, "?"):
+                if (cand.responder_qpn is None and cand.transport in (transport, "?")
+                        and (known is None or cand.requester_qpn in (None, known))):
                     c = cand
                     break
             if c is None:
-                c = self._new((sh, sl), (dh, dl), srcqp if transport == "UD" else None, qpn,
+                c = self._new((sh, sl), (dh, dl), srcqp if transport == "UD" else known, qpn,
                               transport)
             else:
                 c.responder_qpn, c.transport = qpn, transport
+                if known is not None:
+                    c.requester_qpn = known
+            if hint is not None:
+                c.cm = hint[0]
         else:
             # answers from (sh, sl) to (dh, dl) for QP qpn: the requester is (dh, dl)
             cands = [c for c in self._by_pair.get((dh, dl, sh, sl), [])
@@ -223,6 +239,20 @@ class Connections:
                         if x.transport == c.transport]
                 if len(back) == 1 and len(ours) == 1:
                     c.requester_qpn = back[0].responder_qpn
+        self._cm_only()
+
+    def _cm_only(self) -> None:
+        """A connection for each CM session no traffic joined (rejected, or set up and
+        never used), requester at the active side."""
+        joined = {id(c.cm) for c in self.list if c.cm is not None}
+        for session in self.cm.sessions.list:
+            a, p = session.active, session.passive
+            if id(session) in joined or a.get("address") is None or p.get("address") is None:
+                continue
+            c = self._new(a["address"], p["address"], a.get("qpn"), p.get("qpn"),
+                          session.transport or "?")
+            c.cm = session
+            c.observed.finish()
 
 
 _MIX = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x85EBCA77C2B2AE63,

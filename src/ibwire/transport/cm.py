@@ -209,6 +209,13 @@ class CmSessions:
                 session.passive["qpn"] = fields.get("cm.req.remoteqpneecn")
             self.list.append(session)
         session.packets += 1
+        if attribute != REQ and not any(end.get("comm_id") == local and end.get("address") == src
+                                        for end in (session.active, session.passive)):
+            # the sender's ID, first seen here (a REJ or MRA of the REQ)
+            for end in (session.passive, session.active):
+                if end.get("comm_id") is None and end.get("address") == src:
+                    end["comm_id"] = local
+                    break
         self._by_end[(src, local)] = session
         if remote:
             self._by_end[(dst, remote)] = session

@@ -2,11 +2,12 @@
 
 A *stream* is the packets of one kind going one way to one QP: requests from address A to
 address B for QP Y (UD: and from source QP S, DETH), or answers (ACK, NAK, READ response,
-atomic ACK, CNP) from B to A for QP X. A connection joins a request stream with the answer
-stream of the same queue pair, found from the traffic alone:
+atomic ACK, CNP) from B to A for QP X. A request stream to a QP that a captured CM exchange
+connected (:mod:`ibwire.analysis.cm`) knows its requester QPN X at once. A connection joins
+a request stream with the answer stream of the same queue pair:
 
 1. an answer stream to QP X joins the connection from A to B whose requester QPN is known to
-   be X (UD's DETH source QPN, or learnt earlier);
+   be X (UD's DETH source QPN, the CM exchange, or learnt earlier);
 2. else, among those that sent READs (for READ responses) or atomics (for atomic ACKs), the
    one whose request PSNs (seen so far or in this batch) hold a PSN the answers echo (an
    ACK, NAK, READ response or atomic ACK carries the request's PSN, IBA 9.7.5.1);

@@ -186,3 +186,21 @@ def test_tshark_decodes_the_cm_mads_with_the_qpns_and_psns_of_the_data(tmp_path,
         first = next(r for r in rows if r["infiniband.bth.destqp"]
                      and int(r["infiniband.bth.destqp"], 16) == responder)
         assert int(first["infiniband.bth.psn"]) == int(rep["infiniband.cm.rep.startpsn"], 16)
+
+
+@pytest.mark.parametrize("offset, acked", [(0, False), (1, False), (2, True), (5, True)])
+def test_lose_ack_is_refused_only_where_coalescing_leaves_no_ack(offset, acked):
+    """3 packets a message: only the last has AckReq; with a drop on the QP a NAK may name
+    any PSN, so nothing is refused then."""
+    from ibwire.gen import ScenarioError
+
+    base = Scenario(qps=(QpSpec(iters=2, size=3000),), faults=(Fault("lose_ack", 0, offset),),
+                    tap="switch")
+    if acked:
+        records, manifest = generate(base)
+        (hit,) = manifest["faults"]
+        assert hit["record"] is not None           # the switch saw the ACK before its loss
+    else:
+        with pytest.raises(ScenarioError, match=f"offset {offset} of QP 0"):
+            generate(base)
+    generate(replace(base, faults=(*base.faults, Fault("drop", 0, 0))))

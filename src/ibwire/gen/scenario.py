@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ibwire.errors import IbwireError
-from ibwire.transport import PSN_MASK, RequesterConfig, WorkRequest
+from ibwire.transport import PSN_MASK, RequesterConfig, WorkRequest, psn_add
 from ibwire.transport.cnp import SCOPES
 from ibwire.transport.segment import Segmenter
 from ibwire.transport.verbs import check_pmtu
@@ -195,6 +195,8 @@ class Scenario:
                                     f"{fault.qp}'s last PSN (it uses {psn_counts[fault.qp]})")
             if fault.kind == "rnr" and self.qps[fault.qp].transport != "RC":
                 raise ScenarioError("RNR NAKs exist only on RC")
+            if fault.kind == "lose_ack":
+                self._check_answered(fault.qp, fault.psn)
             step = self.psns_per_message(fault.qp)
             if (fault.kind != "lose_ack" and self.qps[fault.qp].verb == "read"
                     and fault.psn % step):
@@ -203,3 +205,38 @@ class Scenario:
                     f"READ for its responses, no request carries it (READ requests are at "
                     f"offsets that are multiples of {step})")
         return self
+
+    def _check_answered(self, k: int, offset: int) -> None:
+        """ScenarioError when no answer of QP ``k`` can carry PSN ``offset``: UC and UD are
+        never answered, and a SEND/WRITE packet without AckReq draws no ACK of its own (the
+        ACK of a later packet covers it: ``--ack-every`` coalescing). Unless another fault on
+        the QP could make a NAK or RNR NAK name it, or a window sets AckReq as it fills."""
+        spec = self.qps[k]
+        if spec.transport != "RC":
+            raise ScenarioError(f"lose_ack: QP {k} is {spec.transport}, which is never "
+                                "acknowledged: there is no answer to lose")
+        if spec.verb not in ("send", "send_imm", "send_inv", "write", "write_imm") or (
+                spec.window is not None):
+            return
+        if any(f.kind in ("drop", "corrupt", "rnr") and (f.rate is not None or f.qp == k)
+               for f in self.faults):
+            return
+        config = self.requester_config(k)
+        segmenter = Segmenter(config.transport, config.pmtu, config.dest_qp, config.src_qp,
+                              config.q_key, config.ack_every)
+        wr = next(self.work(k))
+        step = segmenter.psn_count(wr)
+
+        def acked(i: int) -> bool:
+            return segmenter.request(wr, i % step, psn_add(config.start_psn, i), i).ackreq
+
+        if acked(offset):
+            return
+        later = next((i for i in range(offset + 1, self.psn_count(k)) if acked(i)), None)
+        every = (f" and once every {spec.ack_every} packets (--ack-every)" if spec.ack_every
+                 else "")
+        raise ScenarioError(
+            f"lose_ack: no ACK carries PSN offset {offset} of QP {k}: AckReq is set on the "
+            f"last packet of each message{every}, so the ACK of offset {later} covers it "
+            f"(coalesced); lose that one, or set --ack-every")
+

@@ -46,15 +46,30 @@ def test_counts_with_cm_equal_the_manifest(generated, encapsulation, tap):
     assert all(r["first_ns"] > 0 for r in results.values())
 
 
-def test_the_cm_tells_apart_qps_the_traffic_cannot(generated):
-    """Two WRITE QPs on one address pair with the same starting PSNs: their ACKs echo the
-    same PSNs, so the traffic alone cannot say which requester QP each ACK goes to."""
-    scenario = Scenario(qps=(QpSpec(iters=3, size=3000, start_psn=0xFFFFFE),) * 2)
+@pytest.mark.parametrize("encapsulation", ["rocev1", "ib_local"])
+def test_the_cm_tells_apart_qps_the_traffic_cannot(generated, encapsulation):
+    """Three WRITE QPs on one address pair with the same starting PSNs and no UDP: their
+    ACKs echo the same PSNs, so the traffic alone cannot say which requester each goes to."""
+    scenario = Scenario(qps=(QpSpec(iters=3, size=3000, start_psn=0xFFFFFE),) * 3,
+                        encapsulation=encapsulation)
     path, manifest = generated(replace(scenario, cm=True))
     check_with_cm(path, manifest)
     plain_path, _ = generated(scenario)
     plain = analyse(plain_path).as_dicts()
-    assert len(plain) > 2                   # without the CM the ACKs stand alone
+    assert len(plain) == 6                  # without the CM the ACKs stand alone
+
+
+def test_the_udp_source_port_tells_apart_write_qps_without_cm(generated):
+    """RoCEv2: both ends of a connection use one UDP source port (as Linux does), so the
+    ACKs of three WRITE QPs with the same PSNs find their requests without the CM."""
+    scenario = Scenario(qps=(QpSpec(iters=3, size=3000, start_psn=0xFFFFFE),) * 3)
+    path, manifest = generated(scenario)
+    results = by_responder(analyse(path).as_dicts())
+    assert len(results) == 3
+    for q in manifest["qps"]:
+        r = results[q["responder"]["qpn"]]
+        assert r["requester"] == q["requester"]
+        assert {k: r[k] for k in COMPARED} == {k: q[k] for k in COMPARED}
 
 
 @pytest.mark.parametrize("name, hand", [

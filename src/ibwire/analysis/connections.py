@@ -8,11 +8,15 @@ a request stream with the answer stream of the same queue pair:
 
 1. an answer stream to QP X joins the connection from A to B whose requester QPN is known to
    be X (UD's DETH source QPN, the CM exchange, or learnt earlier);
-2. else, among those that sent READs (for READ responses) or atomics (for atomic ACKs), the
+2. else (RoCEv2) the only one whose requests come from the answers' UDP source port: both
+   ends of an RC connection use the port Linux derives from the flow label of the QPN pair
+   (``rdma_get_udp_sport``, include/rdma/ib_verbs.h), so several WRITE QPs on one address
+   pair with the same PSNs are told apart;
+3. else, among those that sent READs (for READ responses) or atomics (for atomic ACKs), the
    one whose request PSNs (seen so far or in this batch) hold a PSN the answers echo (an
    ACK, NAK, READ response or atomic ACK carries the request's PSN, IBA 9.7.5.1);
-3. else the only connection from A to B that has no answers yet;
-4. else it stands alone (requester QPN X, responder QPN unknown) and is joined by the next
+4. else the only connection from A to B that has no answers yet;
+5. else it stands alone (requester QPN X, responder QPN unknown) and is joined by the next
    request stream from A to B that has none.
 
 QP0 and QP1 (subnet and general management, IBA 3.5.2.1) are not connections. Memory grows
@@ -48,6 +52,7 @@ from ibwire.transport.opkinds import (
 TRANSPORT_NAMES = {0: "RC", 1: "UC", 3: "UD", 5: "XRC"}
 #: Scanner columns the analysis reads.
 FIELDS = ("bth.opcode", "bth.destqp", "bth.psn", "bth.a", "aeth.syndrome", "deth.srcqp",
+          "udp.srcport",
           "reth.dmalen")
 
 
@@ -66,6 +71,7 @@ class Connection:
     families: set[int] = field(default_factory=set)  # request families seen (FAMILY)
     trace: list[dict[str, np.ndarray]] | None = field(default=None)
     cm: CmSession | None = None        # the CM session that set it up, when captured
+    udp_sport: int = 0                 # RoCEv2 UDP source port of its requests (0: none)
 
     def identity(self) -> dict[str, Any]:
         return {"requester": {"address": address_text(*self.requester),
@@ -131,6 +137,8 @@ class Connections:
         first, members_of = _streams_of(columns)
         keys = [tuple(int(c[f]) for c in columns) for f in first.tolist()]
         psn = cols["bth.psn"][rows]
+        sport = np.where((cols["headers"][rows] & slot_bit("udp")) != 0,
+                         cols["udp.srcport"][rows], 0)
         conn_of = np.empty(len(keys), np.int64)
         inverse = np.empty(len(rows), np.intp)
         for s, members in enumerate(members_of):
@@ -145,7 +153,7 @@ class Connections:
             c = self._streams.get(keys[s])
             if c is None:
                 c = self._stream(keys[s], op[first[s]], psn[members], kind[members],
-                                 request_psns)
+                                 request_psns, int(sport[first[s]]))
             if not answer[first[s]]:
                 c.families.update(np.unique(FAMILY[op[members]]).tolist())
                 request_psns[c.index] = np.concatenate(
@@ -169,7 +177,8 @@ class Connections:
         return out
 
     def _stream(self, key: tuple[int, ...], opcode: int, psns: np.ndarray,
-                kinds: np.ndarray, request_psns: dict[int, np.ndarray]) -> Connection:
+                kinds: np.ndarray, request_psns: dict[int, np.ndarray], sport: int
+                ) -> Connection:
         sh, sl, dh, dl, qpn, is_answer, srcqp = key
         transport = TRANSPORT_NAMES.get(opcode >> 5, "RC")
         if not is_answer:
@@ -192,6 +201,7 @@ class Connections:
                     c.requester_qpn = known
             if hint is not None:
                 c.cm = hint[0]
+            c.udp_sport = c.udp_sport or sport
         else:
             # answers from (sh, sl) to (dh, dl) for QP qpn: the requester is (dh, dl)
             cands = [c for c in self._by_pair.get((dh, dl, sh, sl), [])
@@ -202,6 +212,11 @@ class Connections:
                     cands = [c for c in cands if family in c.families]
             echo = psns[kinds != CNP]
             c = next((x for x in cands if x.requester_qpn == qpn), None)
+            if c is None and sport and not (kinds == CNP).all():
+                # both ends of an RC connection pick the same UDP source port (Linux
+                # rdma_get_udp_sport: from the flow label of the QPN pair)
+                same = [x for x in cands if x.requester_qpn is None and x.udp_sport == sport]
+                c = same[0] if len(same) == 1 else None
             if c is None and len(echo):
                 found = [x for x in cands if x.requester_qpn is None and _psn_in(
                     echo, x.observed, request_psns.get(x.index, np.zeros(0)))]

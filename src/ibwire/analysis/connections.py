@@ -105,6 +105,8 @@ class Connections:
         self.list: list[Connection] = []
         self.cm = CmIndex()
         self._streams: dict[tuple[int, ...], Connection] = {}
+        #: CNP streams that go to the responder (marks on its READ responses)
+        self._to_responder: set[tuple[int, ...]] = set()
         self._by_pair: dict[tuple[int, int, int, int], list[Connection]] = {}
 
     def _new(self, requester: tuple[int, int], responder: tuple[int, int],
@@ -160,6 +162,10 @@ class Connections:
                     (request_psns.get(c.index, np.zeros(0, psn.dtype)), psn[members]))
             conn_of[s] = c.index
         row_conn = conn_of[inverse]
+        to_responder = np.zeros(len(rows), bool)
+        for s in range(len(keys)):
+            if keys[s] in self._to_responder:
+                to_responder[members_of[s]] = True
         # a stable sort of small integers is a radix sort in numpy
         small = row_conn.astype(np.int16) if len(self.list) < (1 << 15) else row_conn
         by_conn = np.argsort(small, kind="stable")
@@ -169,6 +175,7 @@ class Connections:
         for part in np.split(by_conn, cuts):
             c = self.list[int(row_conn[part[0]])]
             mine = {k: v[part] for k, v in fields.items()}
+            mine["to_responder"] = to_responder[part]
             if self.vectorise:
                 bulk.feed(c.observed, mine)
             else:
@@ -224,6 +231,14 @@ class Connections:
             if c is None:
                 free = [x for x in cands if x.requester_qpn is None and x.transport != "UD"]
                 c = free[0] if len(free) == 1 else None
+            if c is None and (kinds == CNP).all():
+                # CNPs from A to the QP B answered from: its CE-marked READ responses'
+                c = next((x for x in self._by_pair.get((sh, sl, dh, dl), [])
+                          if x.responder_qpn == qpn and READ in x.families), None)
+                if c is not None:
+                    self._streams[key] = c
+                    self._to_responder.add(key)
+                    return c
             if c is None:
                 c = self._new((dh, dl), (sh, sl), qpn, None,
                               "RC" if (kinds != CNP).any() else "?")

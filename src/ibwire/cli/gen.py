@@ -16,7 +16,7 @@ from typing import Any
 
 VERBS = ("send", "send_imm", "send_inv", "write", "write_imm", "read", "fetch_add", "cmp_swap")
 FAULT_OPTIONS = (("drop", "drop"), ("corrupt", "corrupt"), ("lose_ack", "lose-ack"),
-                 ("rnr", "rnr"), ("ecn", "ecn-mark"))
+                 ("rnr", "rnr"), ("ecn", "ecn-mark"), ("ecn_resp", "ecn-mark-resp"))
 """(fault kind, option name) of each fault flag."""
 
 

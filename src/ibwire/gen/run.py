@@ -42,6 +42,7 @@ from ibwire.transport import (
 )
 from ibwire.transport.cnp import CNP_OPCODE
 from ibwire.transport.observed import ROW_FIELDS, Observed
+from ibwire.transport.segment import READ_RESPONSE
 
 MANIFEST_VERSION = 1
 #: Work requests each requester holds posted at most (``ibv_qp_cap.max_send_wr``): the rest
@@ -153,6 +154,10 @@ class Generation:
             self._arm(fault, conns, faults, targeted, rates)
         pacer = CnpPacer(round(s.cnp_interval_us * 1000), s.cnp_scope)
         cnps: deque[tuple[int, Packet]] = deque()
+        # the requester is the notification point of CE-marked READ responses: its CNPs go
+        # to the responder's QP, first on the requester's port
+        req_pacer = CnpPacer(round(s.cnp_interval_us * 1000), s.cnp_scope)
+        fwd_cnps: deque[tuple[int, Packet]] = deque()
         arrivals: list[tuple[int, int, str, int, Packet, bool, bool]] = []
         taps: list[tuple[int, int, bytes, list[dict[str, Any]]]] = []
         seq = 0
@@ -164,7 +169,16 @@ class Generation:
         t = start
         while True:
             # 1. each free direction sends one frame
-            if free["fwd"] <= t and ready:
+            if free["fwd"] <= t and fwd_cnps:
+                k, packet = fwd_cnps.popleft()
+                c = conns[k]
+                frame = self.framer.frame(packet, "fwd", c.udp_sport, dscp=s.cnp_dscp)
+                free["fwd"] = t + self._wire_ns(frame)
+                when = {"requester": t, "switch": t + delay // 2,
+                        "responder": free["fwd"] + delay}[tap]
+                heapq.heappush(taps, (when, seq, frame, [], (c, packet, False, False)))
+                seq += 1
+            elif free["fwd"] <= t and ready:
                 for i in range(len(conns)):
                     c = conns[(turn["fwd"] + i) % len(conns)]
                     if c.k not in ready:
@@ -200,18 +214,23 @@ class Generation:
                 sent = self._send_answer(t, conns, cnps, turn, targeted, rates, rng, faults)
                 if sent is not None:
                     c, packet, frame, hits, lost = sent
+                    ce = any(h["kind"] == "ecn_resp" for h in hits)
                     free["rev"] = t + self._wire_ns(frame)
                     arrive = free["rev"] + delay
                     when = {"responder": t, "switch": t + delay // 2, "requester": arrive}[tap]
                     if tap != "requester" or not lost:
-                        heapq.heappush(taps, (when, seq, frame, hits, (c, packet, False, False)))
+                        marked = ce and tap != "responder"
+                        if marked:
+                            frame = self.framer.frame(packet, "rev", c.udp_sport, ce=True)
+                        heapq.heappush(taps, (when, seq, frame, hits,
+                                              (c, packet, marked, False)))
                         seq += 1
                     if not lost:
-                        heapq.heappush(arrivals, (arrive, seq, "rev", c.k, packet, True, False))
+                        heapq.heappush(arrivals, (arrive, seq, "rev", c.k, packet, True, ce))
                         seq += 1
             # 2. the next moment something happens
             times = [arrivals[0][0]] if arrivals else []
-            if ready:
+            if ready or fwd_cnps:
                 times.append(max(free["fwd"], t))
             if cnps or any(c.resp.has_output for c in conns):
                 times.append(max(free["rev"], t))
@@ -224,6 +243,8 @@ class Generation:
             while arrivals and arrivals[0][0] <= t:
                 _, _, direction, k, packet, icrc_ok, ce = heapq.heappop(arrivals)
                 c = conns[k]
+                if direction == "fwd" and packet.opcode == CNP_OPCODE:
+                    continue
                 if direction == "fwd":
                     c.resp.receive(packet, t, icrc_ok)
                     if ce and icrc_ok and s.encapsulation.startswith("rocev2"):
@@ -231,6 +252,10 @@ class Generation:
                         if pacer.on_marked(src, dst, c.responder_qpn, t):
                             cnps.append((k, cnp_packet(c.requester_qpn)))
                 elif packet.opcode != CNP_OPCODE:
+                    if ce and s.encapsulation.startswith("rocev2"):
+                        src, dst = self.framer.address("rev")
+                        if req_pacer.on_marked(src, dst, c.requester_qpn, t):
+                            fwd_cnps.append((k, cnp_packet(c.responder_qpn)))
                     self._note(c, c.req.receive(packet, t, icrc_ok))
                     ready.add(k)
             for c in conns:
@@ -273,7 +298,8 @@ class Generation:
             if packet is None:
                 continue
             turn["rev"] = c.k + 1
-            hits = list(self._hits(("lose_ack",), c, packet, True, targeted, rates, rng,
+            kinds = ("lose_ack", "ecn_resp") if packet.opcode in READ_RESPONSE else ("lose_ack",)
+            hits = list(self._hits(kinds, c, packet, True, targeted, rates, rng,
                                    faults).values())
             if packet.aeth is not None and packet.aeth.syndrome >> 5 == 1:
                 entry = c.rnr_faults.pop(packet.psn, None)

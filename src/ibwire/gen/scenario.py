@@ -20,8 +20,9 @@ ENCAPSULATIONS = ("rocev2_ipv4", "rocev2_ipv6", "rocev1", "ib_local", "ib_global
 TAPS = ("requester", "responder", "switch")
 #: drop: a request packet lost in the network; corrupt: a request packet with a bad ICRC;
 #: lose_ack: an ACK, NAK, READ response or atomic ACK lost; rnr: the responder answers the
-#: request with an RNR NAK (``timer``); ecn: a request packet marked CE on its way.
-FAULT_KINDS = ("drop", "corrupt", "lose_ack", "rnr", "ecn")
+#: request with an RNR NAK (``timer``); ecn: a request packet marked CE on its way;
+#: ecn_resp: a READ response marked CE on its way (the requester sends the CNP).
+FAULT_KINDS = ("drop", "corrupt", "lose_ack", "rnr", "ecn", "ecn_resp")
 
 
 class ScenarioError(IbwireError):
@@ -181,6 +182,9 @@ class Scenario:
         for fault in self.faults:
             if fault.kind not in FAULT_KINDS:
                 raise ScenarioError(f"fault {fault.kind!r} is not one of {', '.join(FAULT_KINDS)}")
+            if fault.kind == "ecn_resp" and not self.encapsulation.startswith("rocev2"):
+                raise ScenarioError(f"ecn_resp: ECN marks are RoCEv2's (IP), not "
+                                    f"{self.encapsulation}'s")
             if fault.rate is not None:
                 if not 0 <= fault.rate <= 1 or fault.qp is not None or fault.psn is not None:
                     raise ScenarioError(f"{fault.kind}: rate must be 0..1 and stand alone")
@@ -197,8 +201,11 @@ class Scenario:
                 raise ScenarioError("RNR NAKs exist only on RC")
             if fault.kind == "lose_ack":
                 self._check_answered(fault.qp, fault.psn)
+            if fault.kind == "ecn_resp" and self.qps[fault.qp].verb != "read":
+                raise ScenarioError(f"ecn_resp marks READ responses: QP {fault.qp} does "
+                                    f"{self.qps[fault.qp].verb}, not read")
             step = self.psns_per_message(fault.qp)
-            if (fault.kind != "lose_ack" and self.qps[fault.qp].verb == "read"
+            if (fault.kind not in ("lose_ack", "ecn_resp") and self.qps[fault.qp].verb == "read"
                     and fault.psn % step):
                 raise ScenarioError(
                     f"{fault.kind}: psn offset {fault.psn} of QP {fault.qp} is reserved by a "

@@ -21,7 +21,7 @@ a checked :class:`ibwire.gen.Scenario` out. Every error names the file and the k
       - {verb: read, size: 3000, iters: 10, transport: rc, start_psn: 0xFFFFF0}
       - {verb: send, size: 256, iters: 50, transport: ud}
     faults:                        # qp counts queue pairs from 0 across the flows
-      - {kind: drop, qp: 0, psn: 3}
+      - {kind: drop, qp: 0, psn: 3}    # drop, corrupt, lose_ack, rnr, ecn, ecn_resp
       - {kind: ecn, rate: 0.05}
       - {kind: rnr, qp: 2, psn: 0, timer: 3}
 

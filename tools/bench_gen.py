@@ -46,7 +46,7 @@ def run_built(packets: int, path: str) -> dict[str, float]:
     """The same records laid out in memory (pcap headers included) and not written: what the
     generator costs apart from the disk."""
     from ibwire.gen import Generation
-    from ibwire.gen.run import _pcap_records
+    from ibwire.gen.write import _pcap_records
 
     start, cpu = time.perf_counter(), time.process_time()
     plan = Generation(scenario(packets)).plan()

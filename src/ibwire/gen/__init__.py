@@ -8,7 +8,7 @@ else out of band.
 
 from __future__ import annotations
 
-from ibwire.gen.run import MANIFEST_VERSION, Generation, generate, write_capture, write_pcap
+from ibwire.gen.run import MANIFEST_VERSION, Generation, generate
 from ibwire.gen.scenario import (
     ENCAPSULATIONS,
     FAULT_KINDS,
@@ -20,6 +20,7 @@ from ibwire.gen.scenario import (
     Scenario,
     ScenarioError,
 )
+from ibwire.gen.write import write_capture, write_pcap
 
 __all__ = ["ENCAPSULATIONS", "FAULT_KINDS", "MANIFEST_VERSION", "TAPS", "Endpoint", "Fault",
            "Generation", "Link", "QpSpec", "Scenario", "ScenarioError", "generate",

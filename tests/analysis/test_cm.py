@@ -82,8 +82,9 @@ def test_the_udp_source_port_tells_apart_write_qps_without_cm(generated):
         (B, 0x3D, 0x3B): (16, 16, 5, 0x64C0C56D, 0x8988F456, 4),
         (A, 0x3B, 0x3D): (16, 16, 5, 0x8988F456, 0x64C0C56D, 6),
         (B, 0x3E, 0x3C): (15, 5, 7, 0x65C0C56D, 0x8B88F456, 43)}),
-    # rping: REQ (1: 0x2c), REP (2: 0x2b), RTU (3), DREQ (64), DREP (65); SEND ONLY 10
-    # one way, 20 the other (15 ACKs: coalesced).
+    # rping: REQ (1: 0x2c), REP (2: 0x2b), RTU (3), DREQ (64), DREP (65); .62 -> .61: 10
+    # SEND ONLY (10 ACKs); .61 -> .62: 10 SEND ONLY, 5 WRITE ONLY, 5 READ requests (15
+    # ACKs, 5 READ RESPONSE ONLY).
     ("rping.pcap", {
         (B, 0x2C, 0x2B): (10, 10, 5, None, None, None),
         (A, 0x2B, 0x2C): (20, 15, 5, None, None, None)}),

@@ -2,7 +2,8 @@
 """Benchmark of ``ibwire.gen`` writing a capture; prints one side-by-side table (not a test).
 
   ibwire     frames/s of ``write_capture`` for N RC RDMA WRITEs of 1 KiB (PMTU 1024) to a pcap
-             on disk: the data packets and the ACK each one draws, valid ICRCs, atomic file
+             on disk: the data packets and the ACK each one draws, valid ICRCs, atomic file;
+             with the CM exchange before and after them, as ``ibwire gen`` makes by default
   no disk    the same records laid out in memory and not written (the generator alone)
   scapy      the same frames (Ether/IPv4/UDP/BTH/RETH+payload, and BTH/AETH ACKs) built with
              scapy.contrib.roce (ICRC computed by its BTH) and written with scapy's PcapWriter,
@@ -28,7 +29,7 @@ import time
 def scenario(packets: int):  # returns an ibwire.gen.Scenario (imported late)
     from ibwire.gen import QpSpec, Scenario
 
-    return Scenario(qps=(QpSpec("write", 1024, iters=packets, mtu=1024),))
+    return Scenario(qps=(QpSpec("write", 1024, iters=packets, mtu=1024),), cm=True)
 
 
 def run_ibwire(packets: int, path: str) -> dict[str, float]:
@@ -45,7 +46,7 @@ def run_built(packets: int, path: str) -> dict[str, float]:
     """The same records laid out in memory (pcap headers included) and not written: what the
     generator costs apart from the disk."""
     from ibwire.gen import Generation
-    from ibwire.gen.run import _pcap_records
+    from ibwire.gen.write import _pcap_records
 
     start, cpu = time.perf_counter(), time.process_time()
     plan = Generation(scenario(packets)).plan()

@@ -108,6 +108,12 @@ def test_vlan_dscp_ecn_settings_reach_the_frames(tmp_path):
     (["--encap", "ib_local", "--vlan", "3"], "VLAN"),
     (["--dscp", "64"], "dscp"),
     (["--qps", "0"], "--qps"),
+    (["--size", "3000", "--iters", "2", "--lose-ack", "qp=0,psn=3"],
+     "no ACK carries PSN offset 3 of QP 0: AckReq is set on the last packet of each message, "
+     "so the ACK of offset 5 covers it"),
+    (["--size", "3000", "--iters", "2", "--ack-every", "2", "--lose-ack", "qp=0,psn=4"],
+     "once every 2 packets (--ack-every), so the ACK of offset 5"),
+    (["--transport", "uc", "--lose-ack", "qp=0,psn=0"], "never acknowledged"),
 ])
 def test_impossible_settings_are_one_line_errors(tmp_path, capsys, args, message):
     out = tmp_path / "x.pcap"

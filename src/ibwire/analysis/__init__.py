@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ibwire.analysis.addresses import FIELDS as ADDRESS_FIELDS
+from ibwire.analysis.cm import FIELDS as CM_FIELDS
 from ibwire.analysis.cnp_check import CnpCheck
 from ibwire.analysis.connections import FIELDS as CONNECTION_FIELDS
 from ibwire.analysis.connections import Connection, Connections
@@ -33,10 +34,10 @@ from ibwire.transport.observed import COUNTERS, LATENCIES
 #: pays a few numpy calls per connection per batch (memory stays flat: about two windows).
 WINDOW = 32 << 20
 #: Scanner columns the analysis extracts.
-SCAN_FIELDS = (*CONNECTION_FIELDS, *ADDRESS_FIELDS)
+SCAN_FIELDS = (*CONNECTION_FIELDS, *ADDRESS_FIELDS, *CM_FIELDS)
 #: The keys of one connection's result, in output order.
-KEYS = ("requester", "responder", "transport", *COUNTERS, "first_ns", "last_ns",
-        "ack_rtt_ns", *LATENCIES, "rnr_wait_ns", "pmtu", "findings")
+KEYS = ("requester", "responder", "transport", *COUNTERS, "cm_packets", "first_ns",
+        "last_ns", "ack_rtt_ns", *LATENCIES, "rnr_wait_ns", "pmtu", "cm", "findings")
 
 QpReport = make_dataclass(
     "QpReport", [(k, Any) for k in KEYS],
@@ -71,20 +72,22 @@ def report(c: Connection) -> Any:
                     pmtu=o.fixed_pmtu or o.pmtu_seen or None)
 
 
-def batches(source: Source, count: int | None = None) -> Iterator[dict[str, np.ndarray]]:
-    """The scanner's columns for the analysis, batch by batch, at most ``count`` records."""
+def batches(source: Source, count: int | None = None) -> Iterator[Any]:
+    """The scanner's batches for the analysis (columns and frames), at most ``count``
+    records."""
+    from dataclasses import replace
+
     from ibwire.scan import scan_capture
 
     left = count
     for batch in scan_capture(source, fields=SCAN_FIELDS, window=WINDOW):
-        cols = batch.columns
         if left is not None:
             if left <= 0:
                 break
             if len(batch) > left:
-                cols = {k: v[:left] for k, v in cols.items()}
+                batch = replace(batch, columns={k: v[:left] for k, v in batch.columns.items()})
             left -= len(batch)
-        yield cols
+        yield batch
 
 
 def analyse(source: Source, *, pmtu: int | None = None, cnp_scope: str = "qp",
@@ -98,8 +101,10 @@ def analyse(source: Source, *, pmtu: int | None = None, cnp_scope: str = "qp",
     check = CnpCheck(cnp_scope, round(cnp_interval_us * 1000))
     traces: dict[int, list[dict[str, np.ndarray]]] = {}
     records = 0
-    for cols in batches(source, count):
+    for batch in batches(source, count):
+        cols = batch.columns
         records += len(cols["record"])
+        conns.cm.feed(batch)
         parts = conns.feed(cols)
         check.feed(parts)
         if trace:

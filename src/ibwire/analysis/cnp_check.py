@@ -9,9 +9,11 @@ connection of the CNP or of the marked packet:
 - ``cnp_missing``: a CE-marked request for which a CNP was due (none of its key in the
   interval before it) and none of its key came within the interval after it.
 
-Only requests' marks are checked (a mark on an ACK draws a CNP to the responder, which the
-answer stream cannot tell from a request's). A tap before the marking point sees no marks,
-so there only ``cnp_too_soon`` can fire.
+Requests' marks draw CNPs from the responder to the requester's QP; READ responses' marks
+draw CNPs from the requester to the responder's QP (the connection's rows say which CNPs go
+that way: ``to_responder``), keyed the other way round. Marks on ACKs are not checked (their
+CNP to the responder cannot be told from one for a READ response). A tap before the marking
+point sees no marks, so there only ``cnp_too_soon`` can fire.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import numpy as np
 
 from ibwire.analysis.connections import Connection
 from ibwire.transport.cnp import scope_key
-from ibwire.transport.opkinds import CNP, KIND, REQUEST
+from ibwire.transport.opkinds import CNP, KIND, READ_RESP, REQUEST
 
 
 class CnpCheck:
@@ -34,7 +36,13 @@ class CnpCheck:
         self.due: dict[Hashable, tuple[int, int, Connection]] = {}    # key -> mark awaiting
         self.end_ns: int | None = None
 
-    def key(self, c: Connection) -> Hashable:
+    def key(self, c: Connection, to_responder: bool = False) -> Hashable:
+        """The scope key of a mark the responder notifies (or, ``to_responder``, the
+        requester: a READ response's)."""
+        if to_responder:
+            if self.scope == "port":
+                return ("port", c.requester)
+            return scope_key(self.scope, c.responder, c.requester, c.requester_qpn or -1)
         if self.scope == "port":   # one port per notification point (the responder)
             return ("port", c.responder)
         return scope_key(self.scope, c.requester, c.responder, c.responder_qpn or -1)
@@ -46,16 +54,23 @@ class CnpCheck:
             last = int(rows["time"].max())
             self.end_ns = last if self.end_ns is None else max(self.end_ns, last)
             kind = KIND[rows["opcode"]]
-            pick = np.flatnonzero((kind == CNP) | ((kind == REQUEST) & rows["ce"]))
+            marked = rows["ce"].astype(bool)
+            pick = np.flatnonzero((kind == CNP) | (((kind == REQUEST) | (kind == READ_RESP))
+                                                   & marked))
             if len(pick):
+                back = rows.get("to_responder")
+                reverse = ((kind[pick] == READ_RESP) if back is None else
+                           np.where(kind[pick] == CNP, back[pick], kind[pick] == READ_RESP))
                 events.extend(zip(rows["record"][pick].tolist(), rows["time"][pick].tolist(),
-                                  (kind[pick] == CNP).tolist(), [c] * len(pick), strict=True))
+                                  (kind[pick] == CNP).tolist(), [c] * len(pick),
+                                  reverse.tolist(), strict=True))
         events.sort(key=lambda e: e[0])
-        for record, t, is_cnp, c in events:
-            self._event(record, t, is_cnp, c)
+        for record, t, is_cnp, c, reverse in events:
+            self._event(record, t, is_cnp, c, reverse)
 
-    def _event(self, record: int, t: int, is_cnp: bool, c: Connection) -> None:
-        key = self.key(c)
+    def _event(self, record: int, t: int, is_cnp: bool, c: Connection,
+               to_responder: bool = False) -> None:
+        key = self.key(c, to_responder)
         self._expire(key, t)
         if is_cnp:
             last = self.last.get(key)

@@ -2,16 +2,21 @@
 
 A *stream* is the packets of one kind going one way to one QP: requests from address A to
 address B for QP Y (UD: and from source QP S, DETH), or answers (ACK, NAK, READ response,
-atomic ACK, CNP) from B to A for QP X. A connection joins a request stream with the answer
-stream of the same queue pair, found from the traffic alone:
+atomic ACK, CNP) from B to A for QP X. A request stream to a QP that a captured CM exchange
+connected (:mod:`ibwire.analysis.cm`) knows its requester QPN X at once. A connection joins
+a request stream with the answer stream of the same queue pair:
 
 1. an answer stream to QP X joins the connection from A to B whose requester QPN is known to
-   be X (UD's DETH source QPN, or learnt earlier);
-2. else, among those that sent READs (for READ responses) or atomics (for atomic ACKs), the
+   be X (UD's DETH source QPN, the CM exchange, or learnt earlier);
+2. else (RoCEv2) the only one whose requests come from the answers' UDP source port: both
+   ends of an RC connection use the port Linux derives from the flow label of the QPN pair
+   (``rdma_get_udp_sport``, include/rdma/ib_verbs.h), so several WRITE QPs on one address
+   pair with the same PSNs are told apart;
+3. else, among those that sent READs (for READ responses) or atomics (for atomic ACKs), the
    one whose request PSNs (seen so far or in this batch) hold a PSN the answers echo (an
    ACK, NAK, READ response or atomic ACK carries the request's PSN, IBA 9.7.5.1);
-3. else the only connection from A to B that has no answers yet;
-4. else it stands alone (requester QPN X, responder QPN unknown) and is joined by the next
+4. else the only connection from A to B that has no answers yet;
+5. else it stands alone (requester QPN X, responder QPN unknown) and is joined by the next
    request stream from A to B that has none.
 
 QP0 and QP1 (subnet and general management, IBA 3.5.2.1) are not connections. Memory grows
@@ -27,7 +32,10 @@ import numpy as np
 
 from ibwire.analysis import bulk
 from ibwire.analysis.addresses import address_text, row_addresses
+from ibwire.analysis.cm import CmIndex
 from ibwire.scan.program import slot_bit
+from ibwire.transport.cm import CmSession
+from ibwire.transport.cm import report as cm_report
 from ibwire.transport.observed import Observed
 from ibwire.transport.opkinds import (
     ATOMIC,
@@ -44,6 +52,7 @@ from ibwire.transport.opkinds import (
 TRANSPORT_NAMES = {0: "RC", 1: "UC", 3: "UD", 5: "XRC"}
 #: Scanner columns the analysis reads.
 FIELDS = ("bth.opcode", "bth.destqp", "bth.psn", "bth.a", "aeth.syndrome", "deth.srcqp",
+          "udp.srcport",
           "reth.dmalen")
 
 
@@ -61,13 +70,17 @@ class Connection:
     answered: bool = False             # an answer stream has joined
     families: set[int] = field(default_factory=set)  # request families seen (FAMILY)
     trace: list[dict[str, np.ndarray]] | None = field(default=None)
+    cm: CmSession | None = None        # the CM session that set it up, when captured
+    udp_sport: int = 0                 # RoCEv2 UDP source port of its requests (0: none)
 
     def identity(self) -> dict[str, Any]:
         return {"requester": {"address": address_text(*self.requester),
                               "qpn": self.requester_qpn},
                 "responder": {"address": address_text(*self.responder),
                               "qpn": self.responder_qpn},
-                "transport": self.transport}
+                "transport": self.transport,
+                "cm": None if self.cm is None else cm_report(self.cm, self.requester),
+                "cm_packets": 0 if self.cm is None else self.cm.packets}
 
 
 def _psn_in(psns: np.ndarray, observed: Observed, batch_psns: np.ndarray) -> bool:
@@ -90,7 +103,10 @@ class Connections:
         self.vectorise = vectorise
         self.trace = trace
         self.list: list[Connection] = []
+        self.cm = CmIndex()
         self._streams: dict[tuple[int, ...], Connection] = {}
+        #: CNP streams that go to the responder (marks on its READ responses)
+        self._to_responder: set[tuple[int, ...]] = set()
         self._by_pair: dict[tuple[int, int, int, int], list[Connection]] = {}
 
     def _new(self, requester: tuple[int, int], responder: tuple[int, int],
@@ -123,6 +139,8 @@ class Connections:
         first, members_of = _streams_of(columns)
         keys = [tuple(int(c[f]) for c in columns) for f in first.tolist()]
         psn = cols["bth.psn"][rows]
+        sport = np.where((cols["headers"][rows] & slot_bit("udp")) != 0,
+                         cols["udp.srcport"][rows], 0)
         conn_of = np.empty(len(keys), np.int64)
         inverse = np.empty(len(rows), np.intp)
         for s, members in enumerate(members_of):
@@ -137,13 +155,17 @@ class Connections:
             c = self._streams.get(keys[s])
             if c is None:
                 c = self._stream(keys[s], op[first[s]], psn[members], kind[members],
-                                 request_psns)
+                                 request_psns, int(sport[first[s]]))
             if not answer[first[s]]:
                 c.families.update(np.unique(FAMILY[op[members]]).tolist())
                 request_psns[c.index] = np.concatenate(
                     (request_psns.get(c.index, np.zeros(0, psn.dtype)), psn[members]))
             conn_of[s] = c.index
         row_conn = conn_of[inverse]
+        to_responder = np.zeros(len(rows), bool)
+        for s in range(len(keys)):
+            if keys[s] in self._to_responder:
+                to_responder[members_of[s]] = True
         # a stable sort of small integers is a radix sort in numpy
         small = row_conn.astype(np.int16) if len(self.list) < (1 << 15) else row_conn
         by_conn = np.argsort(small, kind="stable")
@@ -153,6 +175,7 @@ class Connections:
         for part in np.split(by_conn, cuts):
             c = self.list[int(row_conn[part[0]])]
             mine = {k: v[part] for k, v in fields.items()}
+            mine["to_responder"] = to_responder[part]
             if self.vectorise:
                 bulk.feed(c.observed, mine)
             else:
@@ -161,20 +184,31 @@ class Connections:
         return out
 
     def _stream(self, key: tuple[int, ...], opcode: int, psns: np.ndarray,
-                kinds: np.ndarray, request_psns: dict[int, np.ndarray]) -> Connection:
+                kinds: np.ndarray, request_psns: dict[int, np.ndarray], sport: int
+                ) -> Connection:
         sh, sl, dh, dl, qpn, is_answer, srcqp = key
         transport = TRANSPORT_NAMES.get(opcode >> 5, "RC")
         if not is_answer:
+            # the CM exchange, when captured, names the requester QPN
+            hint = (self.cm.requester_of((sh, sl), (dh, dl), qpn) if transport != "UD"
+                    else None)
+            known = hint[1] if hint is not None else None
             c = None
             for cand in self._by_pair.get((sh, sl, dh, dl), []):
-                if cand.responder_qpn is None and cand.transport in (transport, "?"):
+                if (cand.responder_qpn is None and cand.transport in (transport, "?")
+                        and (known is None or cand.requester_qpn in (None, known))):
                     c = cand
                     break
             if c is None:
-                c = self._new((sh, sl), (dh, dl), srcqp if transport == "UD" else None, qpn,
+                c = self._new((sh, sl), (dh, dl), srcqp if transport == "UD" else known, qpn,
                               transport)
             else:
                 c.responder_qpn, c.transport = qpn, transport
+                if known is not None:
+                    c.requester_qpn = known
+            if hint is not None:
+                c.cm = hint[0]
+            c.udp_sport = c.udp_sport or sport
         else:
             # answers from (sh, sl) to (dh, dl) for QP qpn: the requester is (dh, dl)
             cands = [c for c in self._by_pair.get((dh, dl, sh, sl), [])
@@ -185,6 +219,11 @@ class Connections:
                     cands = [c for c in cands if family in c.families]
             echo = psns[kinds != CNP]
             c = next((x for x in cands if x.requester_qpn == qpn), None)
+            if c is None and sport and not (kinds == CNP).all():
+                # both ends of an RC connection pick the same UDP source port (Linux
+                # rdma_get_udp_sport: from the flow label of the QPN pair)
+                same = [x for x in cands if x.requester_qpn is None and x.udp_sport == sport]
+                c = same[0] if len(same) == 1 else None
             if c is None and len(echo):
                 found = [x for x in cands if x.requester_qpn is None and _psn_in(
                     echo, x.observed, request_psns.get(x.index, np.zeros(0)))]
@@ -192,6 +231,14 @@ class Connections:
             if c is None:
                 free = [x for x in cands if x.requester_qpn is None and x.transport != "UD"]
                 c = free[0] if len(free) == 1 else None
+            if c is None and (kinds == CNP).all():
+                # CNPs from A to the QP B answered from: its CE-marked READ responses'
+                c = next((x for x in self._by_pair.get((sh, sl, dh, dl), [])
+                          if x.responder_qpn == qpn and READ in x.families), None)
+                if c is not None:
+                    self._streams[key] = c
+                    self._to_responder.add(key)
+                    return c
             if c is None:
                 c = self._new((dh, dl), (sh, sl), qpn, None,
                               "RC" if (kinds != CNP).any() else "?")
@@ -223,6 +270,20 @@ class Connections:
                         if x.transport == c.transport]
                 if len(back) == 1 and len(ours) == 1:
                     c.requester_qpn = back[0].responder_qpn
+        self._cm_only()
+
+    def _cm_only(self) -> None:
+        """A connection for each CM session no traffic joined (rejected, or set up and
+        never used), requester at the active side."""
+        joined = {id(c.cm) for c in self.list if c.cm is not None}
+        for session in self.cm.sessions.list:
+            a, p = session.active, session.passive
+            if id(session) in joined or a.get("address") is None or p.get("address") is None:
+                continue
+            c = self._new(a["address"], p["address"], a.get("qpn"), p.get("qpn"),
+                          session.transport or "?")
+            c.cm = session
+            c.observed.finish()
 
 
 _MIX = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x85EBCA77C2B2AE63,

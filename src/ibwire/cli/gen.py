@@ -12,12 +12,11 @@ also takes ``timer=T``, the RNR timer code).
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 VERBS = ("send", "send_imm", "send_inv", "write", "write_imm", "read", "fetch_add", "cmp_swap")
 FAULT_OPTIONS = (("drop", "drop"), ("corrupt", "corrupt"), ("lose_ack", "lose-ack"),
-                 ("rnr", "rnr"), ("ecn", "ecn-mark"))
+                 ("rnr", "rnr"), ("ecn", "ecn-mark"), ("ecn_resp", "ecn-mark-resp"))
 """(fault kind, option name) of each fault flag."""
 
 
@@ -47,8 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--start-psn", type=_number, default=None, metavar="N",
                         help="starting PSN of every QP (default 0x1000 x (K+1))")
     parser.add_argument("--no-cm", action="store_true",
-                        help="connections set up out of band (the CM exchange is not "
-                        "generated yet: this is always so)")
+                        help="RC/UC connections set up out of band: no CM REQ/REP/RTU before "
+                        "the data nor DREQ/DREP after it")
     parser.add_argument("--ack-every", type=int, default=None, metavar="N",
                         help="AckReq every N packets (and on the last of each message)")
     for kind, option in FAULT_OPTIONS:
@@ -151,6 +150,10 @@ def scenario_of(args: argparse.Namespace) -> Any:
             changes[name] = value
     if args.vlan is not None:
         changes["vlans"] = tuple(args.vlan)
+    if args.no_cm:
+        changes["cm"] = False
+    elif args.scenario is None:
+        changes["cm"] = True
     return replace(base, **changes).check()
 
 
@@ -161,9 +164,6 @@ def run(args: argparse.Namespace) -> int:
     from ibwire.gen import write_capture
 
     scenario = scenario_of(args)
-    if not args.no_cm and any(q.transport != "UD" for q in scenario.qps):
-        print("ibwire gen: note: the CM exchange is not generated yet; connections are set up "
-              "out of band (as with --no-cm)", file=sys.stderr)
     total = sum(scenario.psn_count(k) for k in range(len(scenario.qps)))
     progress = Progress(args.output, total, not args.no_progress)
 

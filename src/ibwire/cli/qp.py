@@ -72,9 +72,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="minimum time between CNPs of one scope (default 4)")
 
 
+#: Keys of a connection's ``cm`` object (CSV columns ``cm.<key>``; empty without CM).
+CM_KEYS = ("service_id", "local_comm_id", "remote_comm_id", "state", "reason")
+
+
 def _flat(d: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in d.items():
+        if k == "cm" and v is None:
+            continue
         if isinstance(v, dict):
             out.update({f"{k}.{sub}": x for sub, x in v.items()})
         elif isinstance(v, list):
@@ -131,8 +137,9 @@ def run(args: argparse.Namespace) -> int:
         flat = [_flat(d) for d in dicts]
         names = list(_flat({k: ({"min": 0, "avg": 0, "max": 0} if k == "ack_rtt_ns" else
                                 {"address": 0, "qpn": 0} if k in ("requester", "responder")
+                                else dict.fromkeys(CM_KEYS, 0) if k == "cm"
                                 else 0) for k in KEYS}))
-        writer = csv.DictWriter(out, names, lineterminator="\n")
+        writer = csv.DictWriter(out, names, restval="", lineterminator="\n")
         writer.writeheader()
         writer.writerows(flat)
     else:

@@ -2,12 +2,13 @@
 
 Drives the sans-IO transport model (:mod:`ibwire.transport`) forward over a simulated link,
 with faults (drops, bad ICRCs, lost ACKs, RNR NAKs), ECN marks and the CNPs they draw.
-Connections are set up out of band (no CM exchange yet).
+RC/UC connections are set up and torn down by the CM when ``Scenario.cm`` (:mod:`ibwire.gen.cm`),
+else out of band.
 """
 
 from __future__ import annotations
 
-from ibwire.gen.run import MANIFEST_VERSION, Generation, generate, write_capture, write_pcap
+from ibwire.gen.run import MANIFEST_VERSION, Generation, generate
 from ibwire.gen.scenario import (
     ENCAPSULATIONS,
     FAULT_KINDS,
@@ -19,6 +20,7 @@ from ibwire.gen.scenario import (
     Scenario,
     ScenarioError,
 )
+from ibwire.gen.write import write_capture, write_pcap
 
 __all__ = ["ENCAPSULATIONS", "FAULT_KINDS", "MANIFEST_VERSION", "TAPS", "Endpoint", "Fault",
            "Generation", "Link", "QpSpec", "Scenario", "ScenarioError", "generate",

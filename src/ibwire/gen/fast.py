@@ -273,6 +273,13 @@ class _Plan:
         self.tap = s.tap
         self.observed = [Observed(spec.mtu) for spec in s.qps]
         self.records = 0
+        self.start = 0
+        self.done = 0       # when the requester is done: its port free, its last ACK in
+
+    def begin(self, start: int, first: int) -> None:
+        """Send the first data packet at ``start`` (ns); the first record is ``first``."""
+        self.start = self.done = start
+        self.records = first
 
     def manifest(self, records: int) -> dict[str, Any]:
         """The manifest, as :meth:`ibwire.gen.Generation._finish` writes it, once every batch
@@ -334,7 +341,7 @@ class _Plan:
         frame of record i is ``buffer[starts[i]:starts[i] + lengths[i]]`` and the 16 bytes
         before it hold its little-endian nanosecond pcap record header."""
         pending: list[tuple[np.ndarray, ...]] = []   # rows, tie, when, meta
-        t0 = 0
+        t0 = self.start
         delay, tap = self.delay, self.tap
         for ks, index in self._order():
             made: list[tuple[np.ndarray, ...]] = []
@@ -349,6 +356,7 @@ class _Plan:
             ends = t0 + np.cumsum(wire)
             sent = ends - wire
             t0 = int(ends[-1])
+            self.done = max(self.done, t0)
             arrive = ends + delay
             seen = {"requester": sent, "switch": sent + delay // 2, "responder": arrive}[tap]
             for q in self.qps:
@@ -377,6 +385,7 @@ class _Plan:
                                  qseen[pick], meta))
                 if q.ack is not None and ackreq.any():
                     s_ack = arrive[sel][ackreq]
+                    self.done = max(self.done, int(s_ack[-1]) + self.ack_wire + delay)
                     done = (qi[ackreq] + 1) // q.n
                     values = {"word": psn[ackreq], "msn": done & PSN_MASK}
                     when = {"requester": s_ack + self.ack_wire + delay,

@@ -20,12 +20,12 @@ from __future__ import annotations
 import heapq
 import random
 from collections import deque
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
+from ibwire.gen.cm import CmExchange
 from ibwire.gen.frames import Framer
 from ibwire.gen.scenario import Fault, Scenario
 from ibwire.transport import (
@@ -41,6 +41,7 @@ from ibwire.transport import (
 )
 from ibwire.transport.cnp import CNP_OPCODE
 from ibwire.transport.observed import ROW_FIELDS, Observed
+from ibwire.transport.segment import READ_RESPONSE
 
 MANIFEST_VERSION = 1
 #: Work requests each requester holds posted at most (``ibv_qp_cap.max_send_wr``): the rest
@@ -110,22 +111,38 @@ class Generation:
         return plan(self)
 
     def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        cm = CmExchange(self)
+        setup, start = cm.setup()
+        for when, frame, _ in setup:
+            yield when, frame
         fast = self.plan()
-        return self._run() if fast is None else self._fast(fast)
+        if fast is None:
+            done = yield from self._run(start, len(setup))
+        else:
+            done = yield from self._fast(fast, start, len(setup))
+        teardown = cm.teardown(done)
+        for when, frame, _ in teardown:
+            yield when, frame
+        self.manifest["records"] += len(teardown)
+        cm.manifest(self.manifest["qps"])
 
-    def _fast(self, fast: Any) -> Iterator[tuple[int, bytes]]:
-        records = 0
+    def _fast(self, fast: Any, start: int, first: int) -> Iterator[tuple[int, bytes]]:
+        records = first
+        fast.begin(start, first)
         for when, starts, lengths, buffer in fast.chunks():
             view = memoryview(buffer)
-            for t, start, n in zip(when.tolist(), starts.tolist(), lengths.tolist(),
-                                   strict=True):
-                yield t, bytes(view[start:start + n])
+            for t, at, n in zip(when.tolist(), starts.tolist(), lengths.tolist(),
+                                strict=True):
+                yield t, bytes(view[at:at + n])
             records += len(when)
         self.manifest = fast.manifest(records)
+        return fast.done
 
     # --- the simulation -----------------------------------------------------------------------
 
-    def _run(self) -> Iterator[tuple[int, bytes]]:
+    def _run(self, start: int = 0, first: int = 0) -> Iterator[tuple[int, bytes]]:
+        """Simulate from ``start`` (ns), the first record being number ``first``; returns
+        when the requester is done (its port free, its last answer in)."""
         s = self.scenario
         rng = random.Random(s.seed)
         conns = [_Conn(k, s) for k in range(len(s.qps))]
@@ -136,18 +153,31 @@ class Generation:
             self._arm(fault, conns, faults, targeted, rates)
         pacer = CnpPacer(round(s.cnp_interval_us * 1000), s.cnp_scope)
         cnps: deque[tuple[int, Packet]] = deque()
+        # the requester is the notification point of CE-marked READ responses: its CNPs go
+        # to the responder's QP, first on the requester's port
+        req_pacer = CnpPacer(round(s.cnp_interval_us * 1000), s.cnp_scope)
+        fwd_cnps: deque[tuple[int, Packet]] = deque()
         arrivals: list[tuple[int, int, str, int, Packet, bool, bool]] = []
         taps: list[tuple[int, int, bytes, list[dict[str, Any]]]] = []
         seq = 0
-        free = {"fwd": 0, "rev": 0}
+        free = {"fwd": start, "rev": start}
         ready = {c.k for c in conns}
         turn = {"fwd": 0, "rev": 0}
         delay, tap = s.link.delay_ns, s.tap
-        written = 0
-        t = 0
+        written = first
+        t = start
         while True:
             # 1. each free direction sends one frame
-            if free["fwd"] <= t and ready:
+            if free["fwd"] <= t and fwd_cnps:
+                k, packet = fwd_cnps.popleft()
+                c = conns[k]
+                frame = self.framer.frame(packet, "fwd", c.udp_sport, dscp=s.cnp_dscp)
+                free["fwd"] = t + self._wire_ns(frame)
+                when = {"requester": t, "switch": t + delay // 2,
+                        "responder": free["fwd"] + delay}[tap]
+                heapq.heappush(taps, (when, seq, frame, [], (c, packet, False, False)))
+                seq += 1
+            elif free["fwd"] <= t and ready:
                 for i in range(len(conns)):
                     c = conns[(turn["fwd"] + i) % len(conns)]
                     if c.k not in ready:
@@ -183,18 +213,23 @@ class Generation:
                 sent = self._send_answer(t, conns, cnps, turn, targeted, rates, rng, faults)
                 if sent is not None:
                     c, packet, frame, hits, lost = sent
+                    ce = any(h["kind"] == "ecn_resp" for h in hits)
                     free["rev"] = t + self._wire_ns(frame)
                     arrive = free["rev"] + delay
                     when = {"responder": t, "switch": t + delay // 2, "requester": arrive}[tap]
                     if tap != "requester" or not lost:
-                        heapq.heappush(taps, (when, seq, frame, hits, (c, packet, False, False)))
+                        marked = ce and tap != "responder"
+                        if marked:
+                            frame = self.framer.frame(packet, "rev", c.udp_sport, ce=True)
+                        heapq.heappush(taps, (when, seq, frame, hits,
+                                              (c, packet, marked, False)))
                         seq += 1
                     if not lost:
-                        heapq.heappush(arrivals, (arrive, seq, "rev", c.k, packet, True, False))
+                        heapq.heappush(arrivals, (arrive, seq, "rev", c.k, packet, True, ce))
                         seq += 1
             # 2. the next moment something happens
             times = [arrivals[0][0]] if arrivals else []
-            if ready:
+            if ready or fwd_cnps:
                 times.append(max(free["fwd"], t))
             if cnps or any(c.resp.has_output for c in conns):
                 times.append(max(free["rev"], t))
@@ -207,6 +242,8 @@ class Generation:
             while arrivals and arrivals[0][0] <= t:
                 _, _, direction, k, packet, icrc_ok, ce = heapq.heappop(arrivals)
                 c = conns[k]
+                if direction == "fwd" and packet.opcode == CNP_OPCODE:
+                    continue
                 if direction == "fwd":
                     c.resp.receive(packet, t, icrc_ok)
                     if ce and icrc_ok and s.encapsulation.startswith("rocev2"):
@@ -214,6 +251,10 @@ class Generation:
                         if pacer.on_marked(src, dst, c.responder_qpn, t):
                             cnps.append((k, cnp_packet(c.requester_qpn)))
                 elif packet.opcode != CNP_OPCODE:
+                    if ce and s.encapsulation.startswith("rocev2"):
+                        src, dst = self.framer.address("rev")
+                        if req_pacer.on_marked(src, dst, c.requester_qpn, t):
+                            fwd_cnps.append((k, cnp_packet(c.responder_qpn)))
                     self._note(c, c.req.receive(packet, t, icrc_ok))
                     ready.add(k)
             for c in conns:
@@ -227,6 +268,7 @@ class Generation:
         while taps:
             written = yield from self._flush(taps, written)
         self._finish(conns, faults, written)
+        return max(t, free["fwd"])
 
     def _flush(self, taps: list, written: int) -> Iterator[tuple[int, bytes]]:
         when, _, frame, hits, (c, packet, ce, bad) = heapq.heappop(taps)
@@ -255,7 +297,8 @@ class Generation:
             if packet is None:
                 continue
             turn["rev"] = c.k + 1
-            hits = list(self._hits(("lose_ack",), c, packet, True, targeted, rates, rng,
+            kinds = ("lose_ack", "ecn_resp") if packet.opcode in READ_RESPONSE else ("lose_ack",)
+            hits = list(self._hits(kinds, c, packet, True, targeted, rates, rng,
                                    faults).values())
             if packet.aeth is not None and packet.aeth.syndrome >> 5 == 1:
                 entry = c.rnr_faults.pop(packet.psn, None)
@@ -332,69 +375,3 @@ def generate(scenario: Scenario) -> tuple[list[tuple[int, bytes]], dict[str, Any
     generation = Generation(scenario)
     records = list(generation)
     return records, generation.manifest
-
-
-def write_pcap(path: str, scenario: Scenario) -> dict[str, Any]:
-    """Write the frames of ``scenario`` to a nanosecond pcap at ``path`` (atomically, through
-    :class:`ibwire.pcap.writer.PcapWriter`); returns the manifest."""
-    return write_capture(path, scenario, pcapng=False)
-
-
-#: Records between two calls of ``write_capture``'s ``on_progress``.
-PROGRESS_EVERY = 4096
-
-
-def write_capture(path: str, scenario: Scenario, *, pcapng: bool | None = None,
-                  on_progress: Callable[[int], None] | None = None,
-                  fast: bool = True) -> dict[str, Any]:
-    """Stream the frames of ``scenario`` into a capture at ``path``, written atomically:
-    a nanosecond pcap, or pcapng when ``pcapng`` (None: when ``path`` ends in ``.pcapng``).
-    Frames are written as they are made (memory does not grow with the packets);
-    ``on_progress(records)`` is called every :data:`PROGRESS_EVERY` records. Returns the
-    manifest."""
-    from ibwire.pcap.writer import PcapngWriter, PcapWriter
-
-    if pcapng is None:
-        pcapng = str(path).lower().endswith(".pcapng")
-    generation = Generation(scenario, fast=fast)
-    linktype = generation.linktype
-    count = 0
-    plan = None if pcapng else generation.plan()
-    if plan is not None:
-        with PcapWriter(path, linktype, nanoseconds=True) as writer, \
-                ThreadPoolExecutor(1, thread_name_prefix="ibwire-gen-write") as disk:
-            # The disk write of one batch (which releases the GIL) overlaps the making of the
-            # next; at most one batch is in flight, so memory stays bounded.
-            pending: Future[None] | None = None
-            for chunk in plan.chunks():
-                data, records, longest = _pcap_records(*chunk)
-                if pending is not None:
-                    pending.result()
-                pending = disk.submit(writer.write_prepared, data, records, longest)
-                before, count = count, count + records
-                if on_progress is not None and before // PROGRESS_EVERY != count // PROGRESS_EVERY:
-                    on_progress(count)
-            if pending is not None:
-                pending.result()
-        generation.manifest = plan.manifest(count)
-    elif pcapng:
-        with PcapngWriter(path) as ng:
-            for when, frame in generation:
-                ng.write(frame, when, linktype)
-                count += 1
-                if on_progress is not None and not count % PROGRESS_EVERY:
-                    on_progress(count)
-    else:
-        with PcapWriter(path, linktype, nanoseconds=True) as writer:
-            for when, frame in generation:
-                writer.write(frame, when)
-                count += 1
-                if on_progress is not None and not count % PROGRESS_EVERY:
-                    on_progress(count)
-    return generation.manifest
-
-
-def _pcap_records(when: Any, starts: Any, lengths: Any, buffer: Any) -> tuple[Any, int, int]:
-    """The fast path's batch as pcap records: the plan already laid each little-endian
-    nanosecond record header in the 16 bytes before its frame."""
-    return buffer, len(when), int(lengths.max())

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ibwire.errors import IbwireError
-from ibwire.transport import PSN_MASK, RequesterConfig, WorkRequest
+from ibwire.transport import PSN_MASK, RequesterConfig, WorkRequest, psn_add
 from ibwire.transport.cnp import SCOPES
 from ibwire.transport.segment import Segmenter
 from ibwire.transport.verbs import check_pmtu
@@ -20,8 +20,9 @@ ENCAPSULATIONS = ("rocev2_ipv4", "rocev2_ipv6", "rocev1", "ib_local", "ib_global
 TAPS = ("requester", "responder", "switch")
 #: drop: a request packet lost in the network; corrupt: a request packet with a bad ICRC;
 #: lose_ack: an ACK, NAK, READ response or atomic ACK lost; rnr: the responder answers the
-#: request with an RNR NAK (``timer``); ecn: a request packet marked CE on its way.
-FAULT_KINDS = ("drop", "corrupt", "lose_ack", "rnr", "ecn")
+#: request with an RNR NAK (``timer``); ecn: a request packet marked CE on its way;
+#: ecn_resp: a READ response marked CE on its way (the requester sends the CNP).
+FAULT_KINDS = ("drop", "corrupt", "lose_ack", "rnr", "ecn", "ecn_resp")
 
 
 class ScenarioError(IbwireError):
@@ -101,6 +102,9 @@ class Scenario:
     pkey: int = 0xFFFF
     #: 802.1Q tags (VLAN ID, priority) on every Ethernet frame, outermost first (two: QinQ).
     vlans: tuple[tuple[int, int], ...] = ()
+    #: RC/UC connections set up and torn down by the CM (REQ, REP, RTU ... DREQ, DREP on
+    #: QP1, :mod:`ibwire.gen.cm`); False: out of band (``ibwire gen --no-cm``).
+    cm: bool = False
 
     def start_psn(self, k: int) -> int:
         spec = self.qps[k]
@@ -178,6 +182,9 @@ class Scenario:
         for fault in self.faults:
             if fault.kind not in FAULT_KINDS:
                 raise ScenarioError(f"fault {fault.kind!r} is not one of {', '.join(FAULT_KINDS)}")
+            if fault.kind == "ecn_resp" and not self.encapsulation.startswith("rocev2"):
+                raise ScenarioError(f"ecn_resp: ECN marks are RoCEv2's (IP), not "
+                                    f"{self.encapsulation}'s")
             if fault.rate is not None:
                 if not 0 <= fault.rate <= 1 or fault.qp is not None or fault.psn is not None:
                     raise ScenarioError(f"{fault.kind}: rate must be 0..1 and stand alone")
@@ -192,11 +199,51 @@ class Scenario:
                                     f"{fault.qp}'s last PSN (it uses {psn_counts[fault.qp]})")
             if fault.kind == "rnr" and self.qps[fault.qp].transport != "RC":
                 raise ScenarioError("RNR NAKs exist only on RC")
+            if fault.kind == "lose_ack":
+                self._check_answered(fault.qp, fault.psn)
+            if fault.kind == "ecn_resp" and self.qps[fault.qp].verb != "read":
+                raise ScenarioError(f"ecn_resp marks READ responses: QP {fault.qp} does "
+                                    f"{self.qps[fault.qp].verb}, not read")
             step = self.psns_per_message(fault.qp)
-            if (fault.kind != "lose_ack" and self.qps[fault.qp].verb == "read"
+            if (fault.kind not in ("lose_ack", "ecn_resp") and self.qps[fault.qp].verb == "read"
                     and fault.psn % step):
                 raise ScenarioError(
                     f"{fault.kind}: psn offset {fault.psn} of QP {fault.qp} is reserved by a "
                     f"READ for its responses, no request carries it (READ requests are at "
                     f"offsets that are multiples of {step})")
         return self
+
+    def _check_answered(self, k: int, offset: int) -> None:
+        """ScenarioError when no answer of QP ``k`` can carry PSN ``offset``: UC and UD are
+        never answered, and a SEND/WRITE packet without AckReq draws no ACK of its own (the
+        ACK of a later packet covers it: ``--ack-every`` coalescing). Unless another fault on
+        the QP could make a NAK or RNR NAK name it, or a window sets AckReq as it fills."""
+        spec = self.qps[k]
+        if spec.transport != "RC":
+            raise ScenarioError(f"lose_ack: QP {k} is {spec.transport}, which is never "
+                                "acknowledged: there is no answer to lose")
+        if spec.verb not in ("send", "send_imm", "send_inv", "write", "write_imm") or (
+                spec.window is not None):
+            return
+        if any(f.kind in ("drop", "corrupt", "rnr") and (f.rate is not None or f.qp == k)
+               for f in self.faults):
+            return
+        config = self.requester_config(k)
+        segmenter = Segmenter(config.transport, config.pmtu, config.dest_qp, config.src_qp,
+                              config.q_key, config.ack_every)
+        wr = next(self.work(k))
+        step = segmenter.psn_count(wr)
+
+        def acked(i: int) -> bool:
+            return segmenter.request(wr, i % step, psn_add(config.start_psn, i), i).ackreq
+
+        if acked(offset):
+            return
+        later = next((i for i in range(offset + 1, self.psn_count(k)) if acked(i)), None)
+        every = (f" and once every {spec.ack_every} packets (--ack-every)" if spec.ack_every
+                 else "")
+        raise ScenarioError(
+            f"lose_ack: no ACK carries PSN offset {offset} of QP {k}: AckReq is set on the "
+            f"last packet of each message{every}, so the ACK of offset {later} covers it "
+            f"(coalesced); lose that one, or set --ack-every")
+

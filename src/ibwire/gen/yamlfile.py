@@ -7,6 +7,8 @@ a checked :class:`ibwire.gen.Scenario` out. Every error names the file and the k
     encapsulation: rocev2_ipv4     # rocev2_ipv6, rocev1, ib_local, ib_global
     tap: requester                 # responder, switch
     link: {gbps: 100, delay_ns: 1000}
+    cm: true                       # RC/UC set up by the CM (REQ/REP/RTU, DREQ/DREP); false:
+                                   # out of band (ibwire gen --no-cm)
     dscp: 26
     ecn: 2
     vlans: [{id: 100, priority: 3}]
@@ -19,7 +21,7 @@ a checked :class:`ibwire.gen.Scenario` out. Every error names the file and the k
       - {verb: read, size: 3000, iters: 10, transport: rc, start_psn: 0xFFFFF0}
       - {verb: send, size: 256, iters: 50, transport: ud}
     faults:                        # qp counts queue pairs from 0 across the flows
-      - {kind: drop, qp: 0, psn: 3}
+      - {kind: drop, qp: 0, psn: 3}    # drop, corrupt, lose_ack, rnr, ecn, ecn_resp
       - {kind: ecn, rate: 0.05}
       - {kind: rnr, qp: 2, psn: 0, timer: 3}
 
@@ -36,7 +38,7 @@ from ibwire.gen.scenario import Endpoint, Fault, Link, QpSpec, Scenario, Scenari
 from ibwire.transport.verbs import TransportError
 
 TOP = ("version", "seed", "encapsulation", "tap", "link", "dscp", "ecn", "vlans", "cnp",
-       "endpoints", "flows", "faults", "pkey")
+       "endpoints", "flows", "faults", "pkey", "cm")
 FLOW = ("name", "verb", "size", "iters", "qps", "transport", "mtu", "start_psn", "ack_every",
         "timeout", "retry_cnt", "rnr_retry", "window", "q_key", "requester_qpn",
         "responder_qpn")
@@ -160,7 +162,11 @@ def scenario_from(data: Any, name: str = "scenario") -> Scenario:
         qps += _flow(flow, name, f"flows[{i}]")
     if not qps:
         raise ScenarioError(f"{name}: flows: empty")
-    kwargs: dict[str, Any] = {"qps": tuple(qps)}
+    kwargs: dict[str, Any] = {"qps": tuple(qps), "cm": True}
+    if "cm" in top:
+        if not isinstance(top["cm"], bool):
+            raise ScenarioError(f"{name}: cm: expected true or false, not {top['cm']!r}")
+        kwargs["cm"] = top["cm"]
     for k in ("seed", "dscp", "ecn", "pkey"):
         if k in top:
             kwargs[k] = _int(top[k], name, k)

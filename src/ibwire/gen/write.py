@@ -1,0 +1,89 @@
+"""Generated conversations into capture files: pcap through the fast path's batches when it
+applies (the CM exchange around them), else frame by frame; pcapng frame by frame."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from ibwire.gen.cm import CmExchange
+from ibwire.gen.run import Generation
+from ibwire.gen.scenario import Scenario
+
+
+def write_pcap(path: str, scenario: Scenario) -> dict[str, Any]:
+    """Write the frames of ``scenario`` to a nanosecond pcap at ``path`` (atomically, through
+    :class:`ibwire.pcap.writer.PcapWriter`); returns the manifest."""
+    return write_capture(path, scenario, pcapng=False)
+
+
+#: Records between two calls of ``write_capture``'s ``on_progress``.
+PROGRESS_EVERY = 4096
+
+
+def write_capture(path: str, scenario: Scenario, *, pcapng: bool | None = None,
+                  on_progress: Callable[[int], None] | None = None,
+                  fast: bool = True) -> dict[str, Any]:
+    """Stream the frames of ``scenario`` into a capture at ``path``, written atomically:
+    a nanosecond pcap, or pcapng when ``pcapng`` (None: when ``path`` ends in ``.pcapng``).
+    Frames are written as they are made (memory does not grow with the packets);
+    ``on_progress(records)`` is called every :data:`PROGRESS_EVERY` records. Returns the
+    manifest."""
+    from ibwire.pcap.writer import PcapngWriter, PcapWriter
+
+    if pcapng is None:
+        pcapng = str(path).lower().endswith(".pcapng")
+    generation = Generation(scenario, fast=fast)
+    linktype = generation.linktype
+    count = 0
+    plan = None if pcapng else generation.plan()
+    if plan is not None:
+        cm = CmExchange(generation)
+        setup, start = cm.setup()
+        with PcapWriter(path, linktype, nanoseconds=True) as writer, \
+                ThreadPoolExecutor(1, thread_name_prefix="ibwire-gen-write") as disk:
+            for when, frame, _ in setup:
+                writer.write(frame, when)
+            count = len(setup)
+            plan.begin(start, count)
+            # The disk write of one batch (which releases the GIL) overlaps the making of the
+            # next; at most one batch is in flight, so memory stays bounded.
+            pending: Future[None] | None = None
+            for chunk in plan.chunks():
+                data, records, longest = _pcap_records(*chunk)
+                if pending is not None:
+                    pending.result()
+                pending = disk.submit(writer.write_prepared, data, records, longest)
+                before, count = count, count + records
+                if on_progress is not None and before // PROGRESS_EVERY != count // PROGRESS_EVERY:
+                    on_progress(count)
+            if pending is not None:
+                pending.result()
+            teardown = cm.teardown(plan.done)
+            for when, frame, _ in teardown:
+                writer.write(frame, when)
+            count += len(teardown)
+        generation.manifest = plan.manifest(count)
+        cm.manifest(generation.manifest["qps"])
+    elif pcapng:
+        with PcapngWriter(path) as ng:
+            for when, frame in generation:
+                ng.write(frame, when, linktype)
+                count += 1
+                if on_progress is not None and not count % PROGRESS_EVERY:
+                    on_progress(count)
+    else:
+        with PcapWriter(path, linktype, nanoseconds=True) as writer:
+            for when, frame in generation:
+                writer.write(frame, when)
+                count += 1
+                if on_progress is not None and not count % PROGRESS_EVERY:
+                    on_progress(count)
+    return generation.manifest
+
+
+def _pcap_records(when: Any, starts: Any, lengths: Any, buffer: Any) -> tuple[Any, int, int]:
+    """The fast path's batch as pcap records: the plan already laid each little-endian
+    nanosecond record header in the 16 bytes before its frame."""
+    return buffer, len(when), int(lengths.max())

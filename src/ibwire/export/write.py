@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -235,28 +235,47 @@ def export_capture(path: str, opts: Options) -> Outcome:
 def _write_rows(path: str, opts: Options, columns: tuple[str, ...], parts: _Partitions,
                 outcome: Outcome) -> Any:
     """Write the rows; returns the capture's ``ibwire qp`` analysis."""
-    from ibwire.cli.shapes import CLASSIFY_KEYS, classify
     from ibwire.export.connections import label
-    from ibwire.scan import scan_capture
 
     labels = label(path)
+    for table, conn, stamps, errors in capture_tables(path, outcome.capture, columns, labels,
+                                                      opts.other):
+        parts.add(table, conn, stamps)
+        outcome.rows += table.num_rows
+        outcome.error_rows += errors
+    return labels.analysis
+
+
+def capture_tables(source: Any, name: str, columns: tuple[str, ...], labels: Any,
+                   other: bool, first_record: int = 0, seen: list[int] | None = None
+                   ) -> Iterator[tuple[Any, np.ndarray,
+                                                                          np.ndarray, int]]:
+    """The rows of a capture (path or binary file) as tables, batch by batch: (table, each
+    row's connection, its timestamp, how many rows have errors). ``first_record`` is added
+    to the record numbers (a chunk of a bigger capture); ``seen`` gets each batch's number
+    of records and of capture-level errors."""
+    from ibwire.cli.shapes import CLASSIFY_KEYS, classify
+    from ibwire.scan import scan_capture
+
     wanted = sch.scan_fields(columns)
-    if opts.other:
+    if other:
         wanted = tuple(dict.fromkeys((*wanted, *CLASSIFY_KEYS)))
-    for batch in scan_capture(path, fields=wanted):
+    for batch in scan_capture(source, fields=wanted):
         cols = batch.columns
-        keep = np.arange(len(batch)) if opts.other \
-            else np.flatnonzero(cols["error"] != sch.NOT_IB)
+        if seen is not None:
+            seen.append(len(batch))
+            seen.append(-len(batch.errors))
+        keep = np.arange(len(batch)) if other else np.flatnonzero(cols["error"] != sch.NOT_IB)
         if not len(keep):
             continue
+        if first_record:
+            cols["record"] += first_record
         conn = labels.of(cols)
-        payload = _payload(batch, classify) if opts.other else None
-        table = sch.to_table(batch, keep, outcome.capture, conn, columns, payload)
-        parts.add(table, conn[keep], cols["timestamp_ns"][keep])
-        outcome.rows += len(keep)
-        outcome.error_rows += int(np.count_nonzero((cols["error"][keep] != 0)
-                                                   & (cols["error"][keep] != sch.NOT_IB)))
-    return labels.analysis
+        payload = _payload(batch, classify) if other else None
+        table = sch.to_table(batch, keep, name, conn, columns, payload)
+        errors = int(np.count_nonzero((cols["error"][keep] != 0)
+                                      & (cols["error"][keep] != sch.NOT_IB)))
+        yield table, conn[keep], cols["timestamp_ns"][keep], errors
 
 
 def _payload(batch: Any, classify: Any) -> np.ndarray:
@@ -303,13 +322,18 @@ def _write_connections(opts: Options, name: str, analysis: Any) -> str:
     return str(f.path.relative_to(opts.out))
 
 
-def export_many(paths: Sequence[str], opts: Options, jobs: int = 1) -> list[Outcome]:
-    """Export captures, ``jobs`` processes at a time; outcomes in ``paths`` order."""
+def check_names(paths: Sequence[str]) -> None:
+    """ValueError if two captures have the same file name (their name in the dataset)."""
     names = [capture_name(p) for p in paths]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise ValueError(f"two captures named {twice[0]!r}: captures are named by their "
                          "file name in the dataset")
+
+
+def export_many(paths: Sequence[str], opts: Options, jobs: int = 1) -> list[Outcome]:
+    """Export captures, ``jobs`` processes at a time; outcomes in ``paths`` order."""
+    check_names(paths)
     if jobs <= 1 or len(paths) <= 1:
         return [export_capture(p, opts) for p in paths]
     from concurrent.futures import ProcessPoolExecutor

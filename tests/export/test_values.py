@@ -69,3 +69,13 @@ def test_duckdb_and_polars_read_the_same(exported: Path) -> None:
     polars_rows = frame.filter(pl.col("capture") == one).sort("record").to_dicts()
     assert duck.to_pylist() == arrow.to_pylist()
     assert polars_rows == arrow.to_pylist()
+
+
+def test_readme_documents_every_column() -> None:
+    from ibwire.export.schema import LEADING, TRAILING
+    from tests.conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    for name, _, _ in (*LEADING, *TRAILING):
+        short = name.rsplit(".", 1)[-1] if name.startswith("aeth.syndrome.") else name
+        assert f"`{name}`" in readme or f"`.{short}`" in readme, name

@@ -169,14 +169,19 @@ def _text_column(batch: ScanBatch, name: str, rows: np.ndarray) -> Any:
 def _masked(values: np.ndarray, present: np.ndarray, arrow_type: Any) -> Any:
     import pyarrow as pa
 
-    return pa.array(values, arrow_type, mask=~present)
+    if not present.any():
+        return pa.nulls(len(values), arrow_type)
+    return pa.array(values, arrow_type, mask=None if present.all() else ~present)
 
 
-def _strings(values: np.ndarray, present: np.ndarray) -> Any:
-    """An object array of text as a string column, null where not ``present``."""
+def _named(names: Sequence[str], codes: np.ndarray, present: np.ndarray) -> Any:
+    """Text ``names[code]`` for each code, null where not ``present`` (made in Arrow)."""
     import pyarrow as pa
 
-    return pa.array(values, pa.string(), mask=~present)
+    if not present.any():
+        return pa.nulls(len(codes), pa.string())
+    indices = pa.array(codes.astype(np.int32), mask=None if present.all() else ~present)
+    return pa.array(list(names), pa.string()).take(indices)
 
 
 def to_table(batch: ScanBatch, rows: np.ndarray, capture: str, connection: np.ndarray,
@@ -206,15 +211,12 @@ def to_table(batch: ScanBatch, rows: np.ndarray, capture: str, connection: np.nd
         elif name in ("record", "timestamp_ns", "frame.len", "frame.orig_len"):
             arrays[name] = pa.array(cols[name][rows], types[name])
         elif name == "link":
-            codes = cols["link"][rows]
-            names = np.array([LINK_NAMES.get(k, LINK_NAMES[LINK_OTHER]) for k in range(256)],
-                             object)
-            arrays[name] = _strings(names[codes], everywhere)
+            names = [LINK_NAMES.get(k, LINK_NAMES[LINK_OTHER]) for k in range(256)]
+            arrays[name] = _named(names, cols["link"][rows], everywhere)
         elif name == "encapsulation":
-            kinds = np.array(["other"] + [program.PACKET_ENCAPSULATIONS[k]
-                                          for k in KIND_NAMES[1:]], object)
+            kinds = ["other"] + [program.PACKET_ENCAPSULATIONS[k] for k in KIND_NAMES[1:]]
             kind = np.where(error == NOT_IB, 0, cols["encapsulation"][rows])
-            arrays[name] = _strings(kinds[kind], everywhere)
+            arrays[name] = _named(kinds, kind, everywhere)
         elif name == "connection":
             conn = connection[rows]
             arrays[name] = _masked(conn.astype(np.int32), conn >= 0, types[name])
@@ -223,7 +225,9 @@ def to_table(batch: ScanBatch, rows: np.ndarray, capture: str, connection: np.nd
             if c.slot not in slot_present:
                 slot_present[c.slot] = present_of(c.slot)
             present = slot_present[c.slot]
-            if types[name] == pa.string():
+            if not present.any():
+                arrays[name] = pa.nulls(n, types[name])
+            elif types[name] == pa.string():
                 arrays[name] = _null_where(_text_column(batch, name, rows), present)
             else:
                 arrays[name] = _masked(cols[name][rows], present, types[name])
@@ -231,13 +235,13 @@ def to_table(batch: ScanBatch, rows: np.ndarray, capture: str, connection: np.nd
             known, names = _opcode_names()
             op = cols["bth.opcode"][rows] if "bth.opcode" in cols else np.zeros(n, np.uint8)
             has = present_of(program.SLOT["bth"]) & known[op]
-            arrays[name] = _strings(names[op], has)
+            arrays[name] = _named(names.tolist(), op, has)
         elif name.startswith("aeth.syndrome."):
             present_tab, values = _syndrome_tables()[name]
             syn = cols["aeth.syndrome"][rows]
             has = present_of(program.SLOT["aeth"]) & present_tab[syn]
             if values.dtype == object:
-                arrays[name] = _strings(values[syn], has)
+                arrays[name] = _named(values.tolist(), syn, has)
             else:
                 arrays[name] = _masked(values[syn], has, types[name])
         elif name in ("icrc", "vcrc"):

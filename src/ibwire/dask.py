@@ -45,11 +45,12 @@ def _paths(paths_or_glob: str | Sequence[str]) -> list[str]:
 def _frame(table: Any) -> Any:
     import pandas as pd
 
-    return table.to_pandas(types_mapper=pd.ArrowDtype)
+    return table.to_pandas(types_mapper=pd.ArrowDtype, use_threads=False)
 
 
 def _read_part(part: tuple[Chunk, tuple[str, ...], bool, Any]) -> Any:
-    """One partition: the rows of a capture or of a chunk of one."""
+    """One partition: the rows of a capture or of a chunk of one, in the task's thread alone
+    (a worker's parallelism is its tasks: threads of our own would compete with them)."""
     import io
 
     import pyarrow as pa
@@ -65,7 +66,7 @@ def _read_part(part: tuple[Chunk, tuple[str, ...], bool, Any]) -> Any:
         source = io.BufferedReader(ChunkFile(chunk), 1 << 20)
     seen: list[int] = []
     tables = [t for t, *_ in capture_tables(source, name, columns, labels, other,
-                                            chunk.first_record, seen)]
+                                            chunk.first_record, seen, threads=1)]
     if chunk.stop >= 0:
         source.close()
         _verify_chunk(chunk, seen)

@@ -132,3 +132,23 @@ def test_fields_keep_what_is_asked(tmp_path: Path) -> None:
     status, _, err = run("export", "--fields", "bth.nope", "-o", str(tmp_path / "x"),
                          str(WRITE_BW))
     assert status == 2 and "bth.nope" in err
+
+
+def test_scheduler_without_dask_is_one_line(monkeypatch: pytest.MonkeyPatch,
+                                            tmp_path: Path) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    status, out, err = run("export", "--scheduler", "tcp://127.0.0.1:1", "-o",
+                           str(tmp_path / "ds"), str(RPING))
+    assert status == 2 and out == ""
+    assert err.strip() == "ibwire export: ibwire.dask needs dask: pip install 'ibwire[dask]'"
+
+
+def test_two_captures_of_one_name_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    copy = tmp_path / "a" / RPING.name
+    copy.write_bytes(RPING.read_bytes())
+    status, _, err = run("export", "-o", str(tmp_path / "ds"), str(RPING), str(copy))
+    assert status == 2 and "two captures named" in err
+    assert not (tmp_path / "ds").exists()

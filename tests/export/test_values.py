@@ -79,3 +79,39 @@ def test_readme_documents_every_column() -> None:
     for name, _, _ in (*LEADING, *TRAILING):
         short = name.rsplit(".", 1)[-1] if name.startswith("aeth.syndrome.") else name
         assert f"`{name}`" in readme or f"`.{short}`" in readme, name
+
+
+#: Generated conversations the shared captures lack: NAKs, RNR NAKs, CNPs, QinQ VLANs,
+#: RoCEv2 over IPv6, native IB with a GRH, READs and atomics.
+GENERATED = {
+    "nak-rnr-vlan": ["--qps", "2", "--iters", "6", "--size", "2048", "--drop", "qp=1,psn=3",
+                     "--rnr", "qp=0,psn=2,timer=3", "--ecn-mark", "qp=0,psn=4", "--vlan", "7:3",
+                     "--vlan", "9"],
+    "ipv6-read": ["--encap", "rocev2_ipv6", "--verb", "read", "--iters", "4", "--size",
+                  "3000", "--lose-ack", "rate=0.2"],
+    "ib-global-atomic": ["--encap", "ib_global", "--verb", "fetch_add", "--iters", "4"],
+    "ib-local-ud": ["--encap", "ib_local", "--transport", "ud", "--verb", "send", "--iters",
+                    "4", "--size", "256", "--corrupt", "rate=0.3"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(GENERATED))
+def test_generated_values_are_shows(tmp_path: Path, name: str) -> None:
+    from tests.export.helpers import run
+
+    capture = tmp_path / f"{name}.pcap"
+    status, _, err = run("gen", "-o", str(capture), "--no-progress", *GENERATED[name])
+    assert status == 0, err
+    status, _, err = run("export", "--all", "-o", str(tmp_path / "ds"), str(capture))
+    assert status == 0, err
+    rows = _table(tmp_path / "ds", capture).to_pylist()
+    shown = show_json(capture)
+    assert len(rows) == len(shown) > 0
+    for row, js in zip(rows, shown, strict=True):
+        for column, value in row.items():
+            if column in EXTRA:
+                continue
+            if column.startswith("vlan.") and column in js:
+                assert value == js[column][0], (js["frame"], column)
+            else:
+                assert value == js.get(column), (js["frame"], column, value, js.get(column))

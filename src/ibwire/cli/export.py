@@ -80,6 +80,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"ibwire export: {exc}", file=sys.stderr)
         return 2
+    except ImportError as exc:  # --scheduler without the dask extra
+        print(f"ibwire export: {exc}", file=sys.stderr)
+        return 2
     status = 0
     for o in outcomes:
         if o.skipped:

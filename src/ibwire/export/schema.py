@@ -138,8 +138,9 @@ def _syndrome_tables() -> dict[str, tuple[np.ndarray, np.ndarray]]:
     decoded = [decode_syndrome(s) for s in range(256)]
     for key in _SYNDROME_KEYS:
         present = np.array([key in d for d in decoded], bool)
-        values = np.array([d.get(key, 0) for d in decoded],
-                          object if key.endswith((".type", ".nak")) else np.uint8)
+        text = key.endswith((".type", ".nak"))
+        values = np.array([d.get(key, "" if text else 0) for d in decoded],
+                          object if text else np.uint8)
         out[key] = present, values
     return out
 

@@ -254,20 +254,20 @@ def _write_rows(path: str, opts: Options, columns: tuple[str, ...], parts: _Part
 
 
 def capture_tables(source: Any, name: str, columns: tuple[str, ...], labels: Any,
-                   other: bool, first_record: int = 0, seen: list[int] | None = None
-                   ) -> Iterator[tuple[Any, np.ndarray,
+                   other: bool, first_record: int = 0, seen: list[int] | None = None,
+                   threads: int = 2) -> Iterator[tuple[Any, np.ndarray,
                                                                           np.ndarray, int]]:
     """The rows of a capture (path or binary file) as tables, batch by batch: (table, each
     row's connection, its timestamp, how many rows have errors). ``first_record`` is added
     to the record numbers (a chunk of a bigger capture); ``seen`` gets each batch's number
-    of records and of capture-level errors."""
+    of records and of capture-level errors; ``threads`` as for ``scan_capture``."""
     from ibwire.cli.shapes import CLASSIFY_KEYS, classify
     from ibwire.scan import scan_capture
 
     wanted = sch.scan_fields(columns)
     if other:
         wanted = tuple(dict.fromkeys((*wanted, *CLASSIFY_KEYS)))
-    for batch in scan_capture(source, fields=wanted):
+    for batch in scan_capture(source, fields=wanted, threads=threads):
         cols = batch.columns
         if seen is not None:
             seen.append(len(batch))

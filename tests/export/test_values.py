@@ -64,8 +64,10 @@ def test_duckdb_and_polars_read_the_same(exported: Path) -> None:
     # the same values as pyarrow, column by column, for one capture
     one = shared_captures()[0].name
     arrow = _table(exported, shared_captures()[0]).sort_by("record")
-    duck = duckdb.sql(f"SELECT * FROM read_parquet('{files}') WHERE capture = '{one}' "
-                      "ORDER BY record").fetch_arrow_table()
+    relation = duckdb.sql(f"SELECT * FROM read_parquet('{files}') WHERE capture = '{one}' "
+                          "ORDER BY record")
+    # to_arrow_table from DuckDB 1.4 (fetch_arrow_table before, deprecated since)
+    duck = getattr(relation, "to_arrow_table", relation.fetch_arrow_table)()
     polars_rows = frame.filter(pl.col("capture") == one).sort("record").to_dicts()
     assert duck.to_pylist() == arrow.to_pylist()
     assert polars_rows == arrow.to_pylist()

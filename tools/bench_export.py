@@ -15,10 +15,14 @@ is the first 2 GB (cut at a record) of a bigger one.
                      protocol, UDP ports and length, every BTH field, RETH, AETH, ICRC
   peak RSS           of ``ibwire export`` of the --big-gb capture to Parquet
   Dask               ``read_captures`` of --dask-files captures, every partition turned into
-                     rows, on a LocalCluster of 1 then 2 worker processes (1 thread each)
+                     rows, on a LocalCluster of 1 then 2 worker processes (1 thread each),
+                     each worker warmed first (imports, tables made on first use) by reading
+                     one capture
 
 Wall and CPU time (user + system of the child processes) are printed; on a shared machine
-the wall times swing with the load, CPU times much less.
+the wall times swing with the load, CPU times much less. For Dask, the CPU time of the
+busiest worker is printed too: one worker's total against the busier of two is the speed-up
+the work's split allows when the two cores are free.
 
 Usage: python tools/bench_export.py [--dir /tmp/ibwire-bench] [--packets 1000000]
        [--big-gb 2] [--dask-files 4] [--dask-packets 200000] [--repeat 1] [--no-tshark]
@@ -103,24 +107,42 @@ def first_gb(source: Path, target: Path, gb: float) -> Path:
 
 
 DASK_JOB = """
-import sys, time
+import resource, sys, time
 from distributed import Client, LocalCluster
 from ibwire.dask import read_captures
+
+
+def warm(path):
+    from ibwire.dask import _read_part
+    from ibwire.export.chunks import Chunk
+    from ibwire.export.schema import selected_columns
+    return len(_read_part((Chunk(path, 0, -1), selected_columns(None), True, None)))
+
+
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 workers, files = int(sys.argv[1]), sys.argv[2:]
 with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                   dashboard_address=None) as cluster, Client(cluster) as client:
-    client.run(lambda: __import__("ibwire.export.write"))  # imports out of the timing
+    client.run(warm, files[0])  # every worker: imports and first-use tables out of the timing
+    before = client.run(cpu)
     t = time.perf_counter()
     rows = int(read_captures(files, other=True).map_partitions(len).compute().sum())
-    print(time.perf_counter() - t, rows)
+    wall = time.perf_counter() - t
+    after = client.run(cpu)
+    print(wall, rows, max(after[w] - before[w] for w in after))
 """
 
 
-def dask_seconds(files: list[Path], workers: int) -> tuple[float, int]:
+def dask_seconds(files: list[Path], workers: int) -> tuple[float, int, float]:
+    """(wall seconds, rows, CPU seconds of the busiest worker) of the Dask job."""
     out = subprocess.run([sys.executable, "-c", DASK_JOB, str(workers), *map(str, files)],
                          capture_output=True, text=True, check=True)
-    secs, rows = out.stdout.split()
-    return float(secs), int(rows)
+    secs, rows, busiest = out.stdout.split()
+    return float(secs), int(rows), float(busiest)
 
 
 def main() -> int:
@@ -171,11 +193,12 @@ def main() -> int:
             link = Path(where) / f"part-{i}.pcap"
             os.symlink(small, link)
             files.append(link)
-        one, n = dask_seconds(files, 1)
-        two, _ = dask_seconds(files, 2)
-    print(f"{'Dask read_captures':<22} {'files':>5} {'rows':>9} {'1 worker s':>10} "
-          f"{'2 workers s':>11} {'speed-up':>8}")
-    print(f"{'':<22} {len(files):>5} {n:>9} {one:>10.2f} {two:>11.2f} {one / two:>7.2f}x")
+        one, n, one_cpu = dask_seconds(files, 1)
+        two, _, two_cpu = dask_seconds(files, 2)
+    print(f"{'Dask read_captures':<20} {'files':>5} {'rows':>7} {'1 worker s':>10} "
+          f"{'2 workers s':>11} {'speed-up':>8} {'busiest CPU s 1/2':>18} {'CPU speed-up':>12}")
+    print(f"{'':<20} {len(files):>5} {n:>7} {one:>10.2f} {two:>11.2f} {one / two:>7.2f}x "
+          f"{one_cpu:>8.2f} /{two_cpu:>8.2f} {one_cpu / two_cpu:>11.2f}x")
     return 0
 
 

@@ -97,8 +97,8 @@ def selected_columns(fields: Sequence[str] | None) -> tuple[str, ...]:
         raise ValueError(f"no exported column {unknown[0]!r}: keys such as 'bth.psn', header "
                          "names such as 'reth', or columns such as 'icrc_ok'")
     wanted = set(fields)
-    return tuple(n for n in names if n in ALWAYS or n in wanted or n.split(".")[0] in wanted
-                 and n.split(".")[0] in headers)
+    return tuple(n for n in names if n in ALWAYS or n in wanted
+                 or (n.split(".")[0] in wanted and n.split(".")[0] in headers))
 
 
 def scan_fields(columns: Sequence[str]) -> tuple[str, ...]:

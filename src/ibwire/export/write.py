@@ -253,10 +253,13 @@ def _write_rows(path: str, opts: Options, columns: tuple[str, ...], parts: _Part
     return labels.analysis
 
 
+Rows = tuple[Any, np.ndarray, np.ndarray, int]
+"""A batch's table, each row's connection and timestamp, and its number of error rows."""
+
+
 def capture_tables(source: Any, name: str, columns: tuple[str, ...], labels: Any,
                    other: bool, first_record: int = 0, seen: list[int] | None = None,
-                   threads: int = 2) -> Iterator[tuple[Any, np.ndarray,
-                                                                          np.ndarray, int]]:
+                   threads: int = 2) -> Iterator[Rows]:
     """The rows of a capture (path or binary file) as tables, batch by batch: (table, each
     row's connection, its timestamp, how many rows have errors). ``first_record`` is added
     to the record numbers (a chunk of a bigger capture); ``seen`` gets each batch's number

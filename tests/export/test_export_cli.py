@@ -152,3 +152,38 @@ def test_two_captures_of_one_name_are_refused(tmp_path: Path) -> None:
     status, _, err = run("export", "-o", str(tmp_path / "ds"), str(RPING), str(copy))
     assert status == 2 and "two captures named" in err
     assert not (tmp_path / "ds").exists()
+
+
+@pytest.mark.parametrize("capture", [CAPTURES / "linlinw5-rdma_ib_tutorial_rdma_cm.pcap",
+                                     WRITE_BW, CAPTURES / "softroce-demo_infiniband.pcap"],
+                         ids=lambda p: p.name)
+def test_connections_table_is_qp_csv(tmp_path: Path, capture: Path) -> None:
+    import csv
+    import io
+
+    assert run("export", "--qp", "-o", str(tmp_path / "ds"), str(capture))[0] == 0
+    table = pq.read_table(tmp_path / "ds" / "connections" / f"{capture.name}.parquet")
+    _, out, _ = run("qp", "--csv", str(capture))
+    expected = list(csv.DictReader(io.StringIO(out)))
+    assert len(expected) > 0
+    rows = table.to_pylist()
+    assert [r["connection"] for r in rows] == list(range(len(expected)))
+    assert {r["capture"] for r in rows} == {capture.name}
+    for row, want in zip(rows, expected, strict=True):
+        got = {k: "" if v is None else str(v) for k, v in row.items()
+               if k not in ("capture", "connection")}
+        assert got == want
+
+
+def test_connection_tables_of_every_capture_share_a_schema(exported: Path) -> None:
+    from ibwire.analysis import Analysis
+    from ibwire.export.write import connection_table
+
+    files = list((exported / "connections").glob("*.parquet"))
+    schemas = {pq.read_schema(p).remove_metadata() for p in files}
+    assert len(schemas) == 1
+    assert connection_table("none.pcap", Analysis([], 0)).schema in schemas  # none: typed too
+    table = ds.dataset(exported / "connections", format="parquet").to_table()
+    assert table.num_rows == sum(
+        len(list(filter(None, run("qp", "--csv", str(p))[1].splitlines()[1:])))
+        for p in sorted(CAPTURES.glob("*.pcap*")))

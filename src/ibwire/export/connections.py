@@ -76,9 +76,10 @@ def label(source: Source, *, pmtu: int | None = None, cnp_scope: str = "qp",
     conns = Connections(pmtu, True)
     check = CnpCheck(cnp_scope, round(cnp_interval_us * 1000))
     records = 0
-    for cols in batches(source):
-        records += len(cols["record"])
-        check.feed(conns.feed(cols))
+    for batch in batches(source):
+        records += len(batch)
+        conns.cm.feed(batch)
+        check.feed(conns.feed(batch.columns))
     check.finish()
     conns.finish()
     kept = conns.list

@@ -302,24 +302,47 @@ def _payload(batch: Any, classify: Any) -> np.ndarray:
     return payload
 
 
+def connection_columns() -> list[str]:
+    """The columns of ``ibwire qp --csv``, in its order (a test compares them)."""
+    from ibwire.analysis import KEYS
+    from ibwire.cli.qp import CM_KEYS, _flat
+
+    return list(_flat({k: ({"min": 0, "avg": 0, "max": 0} if k == "ack_rtt_ns" else
+                           {"address": 0, "qpn": 0} if k in ("requester", "responder")
+                           else dict.fromkeys(CM_KEYS, 0) if k == "cm" else 0)
+                       for k in KEYS}))
+
+
 def connection_table(name: str, analysis: Any) -> Any:
     """``ibwire qp``'s rows of one capture as a table: ``capture``, ``connection`` (its row
-    number), then the keys of ``ibwire qp --csv``."""
+    number), then the columns of ``ibwire qp --csv`` (null where it writes nothing)."""
     import pyarrow as pa
 
     from ibwire.cli.qp import _flat
+    from ibwire.transport.observed import LATENCIES
 
+    names = connection_columns()
     rows = []
     for i, d in enumerate(analysis.as_dicts()):
         flat = _flat(d)
         for side in ("requester", "responder"):
             flat[f"{side}.address"] = str(flat[f"{side}.address"])
-        rows.append({"capture": name, "connection": i, **flat})
-    if not rows:
-        return pa.table({"capture": pa.array([], pa.string()),
-                         "connection": pa.array([], pa.int32())})
+        rows.append({"capture": name, "connection": i, **{k: flat.get(k) for k in names}})
+    empty = not rows
+    if empty:  # the schema still: one row of nothing, typed below, then dropped
+        rows = [{"capture": name, "connection": 0, **dict.fromkeys(names)}]
     table = pa.Table.from_pylist(rows)
-    return table.set_column(1, "connection", table["connection"].cast(pa.int32()))
+    table = table.set_column(1, "connection", table["connection"].cast(pa.int32()))
+    # a column with no value in this capture gets the type it has where it has values, so
+    # that every capture's file has one schema
+    texts = {"cm.state", "cm.reason", "findings", "transport", "requester.address",
+             "responder.address", "rnr_wait_ns", *LATENCIES}  # lists: qp --csv's text
+    for i, f in enumerate(table.schema):
+        if pa.types.is_null(f.type):
+            kind = pa.string() if f.name in texts else pa.float64() \
+                if f.name == "ack_rtt_ns.avg" else pa.int64()
+            table = table.set_column(i, f.name, table[f.name].cast(kind))
+    return table.slice(0, 0) if empty else table
 
 
 def _write_connections(opts: Options, name: str, analysis: Any) -> str:

@@ -23,6 +23,8 @@ VERBS: dict[str, tuple[str, str]] = {
     "gen": ("ibwire.cli.gen", "generate an RDMA conversation (faults, ECN) and its manifest"),
     "rewrite": ("ibwire.cli.rewrite", "tcprewrite's edits plus QPN/PSN/P_Key, every CRC right"),
     "replay": ("ibwire.cli.replay", "tcpreplay's timing on AF_PACKET; --unique-ip keeps ICRCs"),
+    "export": ("ibwire.cli.export", "captures as a Parquet/Arrow/CSV dataset (--qp: connections)"),
+    "sql": ("ibwire.cli.sql", "a DuckDB query over an exported dataset"),
 }
 
 

@@ -1,0 +1,59 @@
+"""``ibwire sql DIR "SELECT ..."``: a DuckDB query over a dataset ``ibwire export`` wrote, with
+the views ``packets`` and ``connections`` (the ``sql`` extra). Prints a table, or CSV/JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("directory", metavar="DIR", help="directory ibwire export wrote")
+    parser.add_argument("query", metavar="SQL",
+                        help='query over the views packets and connections, e.g. "SELECT '
+                        'encapsulation, count(*) FROM packets GROUP BY 1"')
+    out = parser.add_mutually_exclusive_group()
+    out.add_argument("--csv", action="store_true", help="rows as CSV")
+    out.add_argument("--json", action="store_true", help="one JSON object per row")
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ibwire.export.sql import duckdb_module, query
+
+    try:
+        duckdb = duckdb_module()
+    except ImportError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    try:
+        names, rows = query(args.directory, args.query)
+    except duckdb.Error as exc:
+        print(f"ibwire sql: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
+    out = sys.stdout
+    if args.csv:
+        import csv
+
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(names)
+        writer.writerows(rows)
+    elif args.json:
+        import json
+
+        for row in rows:
+            out.write(json.dumps(dict(zip(names, row, strict=True)), default=str) + "\n")
+    else:
+        cells = [[_text(v) for v in row] for row in rows]
+        widths = [max([len(n)] + [len(r[i]) for r in cells]) for i, n in enumerate(names)]
+        out.write("  ".join(n.ljust(w) for n, w in zip(names, widths, strict=True)).rstrip()
+                  + "\n")
+        for r in cells:
+            out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                      + "\n")
+    return 0

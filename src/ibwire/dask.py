@@ -1,0 +1,141 @@
+"""Captures as a Dask DataFrame, and the export as Dask tasks (the ``dask`` extra).
+
+    from ibwire.dask import read_captures
+    df = read_captures("/captures/*.pcap", fields=["bth", "icrc_ok"])
+    df.groupby("capture")["icrc_ok"].sum().compute()
+
+:func:`read_captures` builds the frame with ``dask.dataframe.from_map``: one task per
+capture file, or, with ``chunk_bytes``, per chunk of a big classic pcap
+(``ibwire.export.chunks``: boundaries resynchronised on record headers and verified). The
+rows and columns are those of ``ibwire export`` (``ibwire.export.schema``), the same whatever
+the cutting. :func:`read_connections` gives ``ibwire qp``'s table per capture, one task per
+file. :func:`export_on` runs ``ibwire export`` on a cluster, one task per capture.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from ibwire.export import schema as sch
+from ibwire.export.chunks import Chunk, ChunkFile, chunks
+from ibwire.export.write import Options, Outcome, capture_name, connection_table
+
+MISSING = "ibwire.dask needs dask: pip install 'ibwire[dask]'"
+
+
+def _dask() -> Any:
+    try:
+        import dask.dataframe as dd
+    except ImportError as exc:
+        raise ImportError(MISSING) from exc
+    return dd
+
+
+def _paths(paths_or_glob: str | Sequence[str]) -> list[str]:
+    items = [paths_or_glob] if isinstance(paths_or_glob, (str, os.PathLike)) else paths_or_glob
+    out: list[str] = []
+    for item in map(os.fspath, items):
+        out.extend(sorted(glob.glob(item)) if glob.has_magic(item) else [item])
+    return out
+
+
+def _frame(table: Any) -> Any:
+    import pandas as pd
+
+    return table.to_pandas(types_mapper=pd.ArrowDtype, use_threads=False)
+
+
+def _read_part(part: tuple[Chunk, tuple[str, ...], bool, Any]) -> Any:
+    """One partition: the rows of a capture or of a chunk of one, in the task's thread alone
+    (a worker's parallelism is its tasks: threads of our own would compete with them)."""
+    import io
+
+    import pyarrow as pa
+
+    from ibwire.export.connections import label
+    from ibwire.export.write import capture_tables
+
+    chunk, columns, other, streams = part
+    name = capture_name(chunk.path)
+    labels = label(chunk.path) if streams is None else streams
+    source: Any = chunk.path
+    if chunk.stop >= 0:
+        source = io.BufferedReader(ChunkFile(chunk), 1 << 20)
+    seen: list[int] = []
+    tables = [t for t, *_ in capture_tables(source, name, columns, labels, other,
+                                            chunk.first_record, seen, threads=1)]
+    if chunk.stop >= 0:
+        source.close()
+        _verify_chunk(chunk, seen)
+    schema = sch.schema(columns)
+    return _frame(pa.concat_tables(tables) if tables else schema.empty_table())
+
+
+def _verify_chunk(chunk: Chunk, seen: list[int]) -> None:
+    """A chunk must hold the records its boundaries promise, every one readable."""
+    from ibwire.errors import CaptureError
+
+    records, failed = sum(n for n in seen if n > 0), -sum(n for n in seen if n < 0)
+    if failed or (chunk.records >= 0 and records != chunk.records):
+        raise CaptureError(f"{chunk.path}: chunk {chunk.start}..{chunk.stop} read "
+                           f"{records} records ({failed} unreadable), expected "
+                           f"{chunk.records}", offset=chunk.start)
+
+
+def read_captures(paths_or_glob: str | Sequence[str], fields: Sequence[str] | None = None,
+                  *, other: bool = False, chunk_bytes: int | None = None) -> Any:
+    """A Dask DataFrame of the captures' rows (``ibwire export``'s columns; ``fields`` as
+    ``--fields``, ``other`` as ``--all``). With ``chunk_bytes``, a classic pcap bigger than
+    that is read as chunks of about that size, each a task: its connections then come from
+    one analysis of the whole file (``ibwire.export.connections``), made here first."""
+    dd = _dask()
+    columns = sch.selected_columns(fields)
+    parts: list[tuple[Chunk, tuple[str, ...], bool, Any]] = []
+    for path in _paths(paths_or_glob):
+        pieces = chunks(path, chunk_bytes) if chunk_bytes else [Chunk(path, 0, -1)]
+        labels = None
+        if len(pieces) > 1:
+            from ibwire.export.connections import label
+
+            labels = label(path)
+        parts.extend((piece, columns, other, labels) for piece in pieces)
+    meta = _frame(sch.schema(columns).empty_table())
+    return dd.from_map(_read_part, parts, meta=meta, enforce_metadata=False)
+
+
+def _connections_part(path: str) -> Any:
+    from ibwire.analysis import analyse
+
+    return connection_table(capture_name(path), analyse(path)).to_pandas()
+
+
+def read_connections(paths_or_glob: str | Sequence[str]) -> Any:
+    """``ibwire qp``'s table of each capture (``ibwire export --qp``'s), one task per file."""
+    dd = _dask()
+    paths = _paths(paths_or_glob)
+    if not paths:
+        raise ValueError("no captures given")
+    meta = _connections_part(paths[0]).iloc[:0]
+    return dd.from_map(_connections_part, paths, meta=meta, enforce_metadata=False)
+
+
+def export_on(scheduler: str | Any, paths: Sequence[str], opts: Options) -> list[Outcome]:
+    """``ibwire export`` of ``paths`` as tasks on a Dask cluster (a scheduler address or a
+    ``distributed.Client``), one per capture; outcomes in ``paths`` order."""
+    try:
+        from distributed import Client
+    except ImportError as exc:
+        raise ImportError(MISSING) from exc
+    from ibwire.export.write import check_names, export_capture
+
+    check_names(paths)
+    client = scheduler if isinstance(scheduler, Client) else Client(scheduler)
+    try:
+        futures = client.map(export_capture, list(paths), opts=opts, pure=False)
+        return list(client.gather(futures))
+    finally:
+        if client is not scheduler:
+            client.close()

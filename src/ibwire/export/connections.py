@@ -1,0 +1,92 @@
+"""Each packet's connection, as ``ibwire qp`` numbers them, for a streamed export.
+
+``ibwire qp`` joins streams (packets of one kind going one way to one QP) into connections
+(``ibwire.analysis.connections``) and settles some only at the end of the capture. An export
+writes rows as it goes, so it first runs the analysis over the capture (a scan of a few
+columns), keeping which connection each stream ended in; then, while it writes, it gives each
+row the connection of its stream. Memory grows with streams, not packets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ibwire.analysis import Analysis, batches, report
+from ibwire.analysis.addresses import row_addresses
+from ibwire.analysis.cnp_check import CnpCheck
+from ibwire.analysis.connections import Connection, Connections, _streams_of
+from ibwire.pcap.source import Source
+from ibwire.scan.program import slot_bit
+from ibwire.transport.opkinds import KIND, OTHER, REQUEST
+
+
+@dataclass
+class Labels:
+    """Stream key -> connection number (the row of ``ibwire qp``), and the analysis."""
+
+    streams: dict[tuple[int, ...], int]
+    analysis: Analysis
+
+    def of(self, cols: dict[str, np.ndarray]) -> np.ndarray:
+        """The connection of every row of a batch's columns (-1: none)."""
+        out = np.full(len(cols["record"]), -1, np.int64)
+        keyed = stream_keys(cols)
+        if keyed is None:
+            return out
+        rows, columns = keyed
+        first, members_of = _streams_of(columns)
+        for s, members in zip(first.tolist(), members_of, strict=True):
+            key = tuple(int(c[s]) for c in columns)
+            out[rows[members]] = self.streams.get(key, -1)
+        return out
+
+
+def stream_keys(cols: dict[str, np.ndarray]
+                ) -> tuple[np.ndarray, tuple[np.ndarray, ...]] | None:
+    """(rows in a connection, their stream key columns), as ``Connections.feed`` keys them."""
+    has_bth = ((cols["headers"] & slot_bit("bth")) != 0) & (cols["error"] == 0)
+    opcode = cols["bth.opcode"]
+    kind = KIND[opcode]
+    qpn = cols["bth.destqp"]
+    rows = np.flatnonzero(has_bth & (kind != OTHER) & (qpn > 1))
+    if not len(rows):
+        return None
+    answer = kind[rows] != REQUEST
+    op = opcode[rows]
+    sh, sl, dh, dl = row_addresses(cols, rows)
+    ud = (op >> 5 == 3) & ~answer
+    srcqp = np.where(ud, cols["deth.srcqp"][rows], 0).astype(np.uint64)
+    return rows, (sh, sl, dh, dl, qpn[rows].astype(np.uint64), answer.astype(np.uint64), srcqp)
+
+
+def _final(c: Connection, kept: list[Connection]) -> Connection | None:
+    """Where a connection went: itself, or the one ``Connections.finish`` folded it into."""
+    if c in kept:
+        return c
+    into = [x for x in kept if x.requester == c.requester and x.responder == c.responder
+            and x.requester_qpn == c.requester_qpn and x.transport != "?"]
+    return into[0] if len(into) == 1 else None
+
+
+def label(source: Source, *, pmtu: int | None = None, cnp_scope: str = "qp",
+          cnp_interval_us: float = 4.0) -> Labels:
+    """Analyse ``source`` as ``ibwire.analysis.analyse`` does, keeping the stream keys."""
+    conns = Connections(pmtu, True)
+    check = CnpCheck(cnp_scope, round(cnp_interval_us * 1000))
+    records = 0
+    for batch in batches(source):
+        records += len(batch)
+        conns.cm.feed(batch)
+        check.feed(conns.feed(batch.columns))
+    check.finish()
+    conns.finish()
+    kept = conns.list
+    number = {id(c): i for i, c in enumerate(kept)}
+    streams: dict[tuple[int, ...], int] = {}
+    for key, c in conns._streams.items():
+        final = _final(c, kept)
+        if final is not None:
+            streams[key] = number[id(final)]
+    return Labels(streams, Analysis([report(c) for c in kept], records))

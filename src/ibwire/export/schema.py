@@ -1,0 +1,282 @@
+"""The exported dataset's schema, and a scanned batch as an Arrow table of it.
+
+One schema for every capture and encapsulation (``SCHEMA_VERSION`` in the Arrow metadata as
+``ibwire.schema_version``): the scanner's header-field columns (``ibwire.scan.program``) named
+as ``ibwire show --json`` names them, null where the packet has no such header; the values
+``show --json`` derives from them (``bth.opcode.name``, the AETH syndrome's parts); and the
+columns that place a row: ``capture``, ``record``, ``timestamp_ns``, ``connection``. Numbers
+keep the field's width (unsigned), addresses are text as ``show`` writes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from ibwire.crc._common import KIND_NAMES
+from ibwire.headers.aeth import decode_syndrome
+from ibwire.headers.layout import display
+from ibwire.pcap.records import LINK_NAMES, LINK_OTHER
+from ibwire.scan import program
+from ibwire.scan.batch import ScanBatch, distinct_rows
+from ibwire.tables import opcodes
+
+SCHEMA_VERSION = "1"
+NOT_IB = program.ERROR_NAMES.index("not_ib")
+
+#: Columns before the header fields: (name, Arrow type name, meaning) for README and tests.
+LEADING: tuple[tuple[str, str, str], ...] = (
+    ("capture", "string", "the capture file's name"),
+    ("record", "int64", "record number in the capture, from 0 (show's frame - 1)"),
+    ("timestamp_ns", "int64", "capture timestamp, ns since the epoch (UTC)"),
+    ("link", "string", "link the frame starts with: ethernet, infiniband, ip, grh, other"),
+    ("encapsulation", "string", "rocev2_ipv4, rocev2_ipv6, rocev1, ib_local, ib_global, "
+                                "ib_raw, other"),
+    ("frame.len", "uint32", "captured bytes"),
+    ("frame.orig_len", "uint32", "bytes on the wire"),
+    ("connection", "int32", "the packet's connection: its row number in `ibwire qp` "
+                            "(from 0), null when it belongs to none"),
+)
+#: Columns after the header fields.
+TRAILING: tuple[tuple[str, str, str], ...] = (
+    ("bth.opcode.name", "string", "the opcode's name (null for a reserved one)"),
+    ("aeth.syndrome.opcode", "uint8", "AETH syndrome type code"),
+    ("aeth.syndrome.type", "string", "ACK, RNR_NAK, RESERVED, NAK"),
+    ("aeth.syndrome.credit_count", "uint8", "credit count of an ACK"),
+    ("aeth.syndrome.timer", "uint8", "RNR timer of an RNR NAK"),
+    ("aeth.syndrome.error_code", "uint8", "NAK code"),
+    ("aeth.syndrome.nak", "string", "NAK code's name"),
+    ("icrc", "uint32", "ICRC as on the wire (little-endian value), null without one"),
+    ("vcrc", "uint16", "VCRC, null without one"),
+    ("payload.length", "int32", "payload bytes, pad excluded"),
+    ("icrc_ok", "bool", "ICRC verdict, null when there is none"),
+    ("vcrc_ok", "bool", "VCRC verdict, null when there is none"),
+    ("error", "string", "why the record or packet could not be read, null if it could"),
+)
+#: Columns always written whatever ``--fields`` selects.
+ALWAYS = ("capture", "record", "timestamp_ns", "connection", "error")
+_SYNDROME_KEYS = tuple(name for name, _, _ in TRAILING if name.startswith("aeth.syndrome."))
+
+
+def _arrow_type(name: str) -> Any:
+    import pyarrow as pa
+
+    return {"string": pa.string(), "bool": pa.bool_()}.get(name) or getattr(pa, name)()
+
+
+def field_columns() -> tuple[program.Column, ...]:
+    return program.columns()
+
+
+def _field_type(c: program.Column) -> str:
+    f = program.SLOTS[c.slot].by_name[c.field]
+    return "string" if f.fmt is not None else {1: "uint8", 2: "uint16", 4: "uint32",
+                                                8: "uint64"}[c.width]
+
+
+@cache
+def all_columns() -> tuple[tuple[str, str, str], ...]:
+    """(name, Arrow type, meaning) of every column, in order."""
+    fields = tuple((c.name, _field_type(c), f"{program.SLOTS[c.slot].title} field")
+                   for c in field_columns())
+    return (*LEADING, *fields, *TRAILING)
+
+
+def selected_columns(fields: Sequence[str] | None) -> tuple[str, ...]:
+    """The columns kept for ``--fields`` (None: all): keys (``bth.psn``), header names
+    (``reth``: its fields and derived keys), or any other column's name."""
+    names = [name for name, _, _ in all_columns()]
+    if not fields:
+        return tuple(names)
+    headers = {h.name for h in program.SLOTS}
+    unknown = [f for f in fields if f not in names and f not in headers]
+    if unknown:
+        raise ValueError(f"no exported column {unknown[0]!r}: keys such as 'bth.psn', header "
+                         "names such as 'reth', or columns such as 'icrc_ok'")
+    wanted = set(fields)
+    return tuple(n for n in names if n in ALWAYS or n in wanted
+                 or (n.split(".")[0] in wanted and n.split(".")[0] in headers))
+
+
+def scan_fields(columns: Sequence[str]) -> tuple[str, ...]:
+    """Scanner header-field columns needed for ``columns`` (and the connection key)."""
+    from ibwire.analysis import SCAN_FIELDS
+
+    names = {c.name for c in field_columns()}
+    need = {n for n in columns if n in names} | set(SCAN_FIELDS) | {"bth.opcode"}
+    if any(n.startswith("aeth.") for n in columns):
+        need.add("aeth.syndrome")
+    return tuple(n for n in (c.name for c in field_columns()) if n in need)
+
+
+def schema(columns: Sequence[str] | None = None, metadata: dict[str, str] | None = None
+           ) -> Any:
+    """The ``pyarrow.Schema`` of ``columns`` (default all), with the schema version."""
+    import pyarrow as pa
+
+    types = {name: t for name, t, _ in all_columns()}
+    names = columns or [name for name, _, _ in all_columns()]
+    meta = {"ibwire.schema_version": SCHEMA_VERSION, **(metadata or {})}
+    return pa.schema([pa.field(n, _arrow_type(types[n])) for n in names], metadata=meta)
+
+
+@cache
+def _opcode_names() -> tuple[np.ndarray, np.ndarray]:
+    names = opcodes()
+    known = np.array([op in names for op in range(256)], bool)
+    return known, np.array([names[op].name if op in names else "" for op in range(256)],
+                           object)
+
+
+@cache
+def _syndrome_tables() -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per derived AETH key: (present[256], value[256]) over the syndrome byte."""
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    decoded = [decode_syndrome(s) for s in range(256)]
+    for key in _SYNDROME_KEYS:
+        present = np.array([key in d for d in decoded], bool)
+        text = key.endswith((".type", ".nak"))
+        values = np.array([d.get(key, "" if text else 0) for d in decoded],
+                          object if text else np.uint8)
+        out[key] = present, values
+    return out
+
+
+def _text_column(batch: ScanBatch, name: str, rows: np.ndarray) -> Any:
+    """Address or bytes column ``name`` of ``rows`` as text, each distinct value made once."""
+    import pyarrow as pa
+
+    c = program.column(name)
+    f = program.SLOTS[c.slot].by_name[c.field]
+    data = batch.columns[name][rows]
+    if c.width == 16:
+        data = np.ascontiguousarray(data)
+        halves = data.view(">u8").reshape(-1, 2)
+        distinct, inverse = distinct_rows(halves)
+        values = [int(hi) << 64 | int(lo) for hi, lo in distinct.tolist()]
+    else:
+        distinct, inverse = distinct_rows(data.reshape(-1, 1))
+        values = distinct.ravel().tolist()
+    texts = []
+    for v in values:
+        shown = display(int(v), f)
+        texts.append(shown.hex() if isinstance(shown, bytes) else shown)
+    return pa.array(texts, pa.string()).take(pa.array(inverse.astype(np.int32)))
+
+
+def _masked(values: np.ndarray, present: np.ndarray, arrow_type: Any) -> Any:
+    import pyarrow as pa
+
+    if not present.any():
+        return pa.nulls(len(values), arrow_type)
+    return pa.array(values, arrow_type, mask=None if present.all() else ~present)
+
+
+def _named(names: Sequence[str], codes: np.ndarray, present: np.ndarray) -> Any:
+    """Text ``names[code]`` for each code, null where not ``present`` (made in Arrow)."""
+    import pyarrow as pa
+
+    if not present.any():
+        return pa.nulls(len(codes), pa.string())
+    indices = pa.array(codes.astype(np.int32), mask=None if present.all() else ~present)
+    return pa.array(list(names), pa.string()).take(indices)
+
+
+def to_table(batch: ScanBatch, rows: np.ndarray, capture: str, connection: np.ndarray,
+             columns: Sequence[str], payload: np.ndarray | None = None) -> Any:
+    """Rows ``rows`` of a scanned batch as a ``pyarrow.Table`` of ``columns``;
+    ``connection`` gives each batch row's connection (-1 none), ``payload`` the
+    ``payload.length`` show gives each batch row (default the scanner's)."""
+    import pyarrow as pa
+
+    cols = batch.columns
+    n = len(rows)
+    types = {name: _arrow_type(t) for name, t, _ in all_columns()}
+    headers = cols["headers"][rows]
+    error = cols["error"][rows]
+    arrays: dict[str, Any] = {}
+    everywhere = np.ones(n, bool)
+
+    def present_of(slot: int) -> np.ndarray:
+        return (headers & np.uint32(1 << slot)) != 0
+
+    slot_present: dict[int, np.ndarray] = {}
+    field_names = {c.name: c for c in field_columns()}
+    for name in columns:
+        if name == "capture":
+            arrays[name] = pa.DictionaryArray.from_arrays(
+                pa.array(np.zeros(n, np.int32)), pa.array([capture])).cast(pa.string())
+        elif name in ("record", "timestamp_ns", "frame.len", "frame.orig_len"):
+            arrays[name] = pa.array(cols[name][rows], types[name])
+        elif name == "link":
+            names = [LINK_NAMES.get(k, LINK_NAMES[LINK_OTHER]) for k in range(256)]
+            arrays[name] = _named(names, cols["link"][rows], everywhere)
+        elif name == "encapsulation":
+            kinds = ["other"] + [program.PACKET_ENCAPSULATIONS[k] for k in KIND_NAMES[1:]]
+            kind = np.where(error == NOT_IB, 0, cols["encapsulation"][rows])
+            arrays[name] = _named(kinds, kind, everywhere)
+        elif name == "connection":
+            conn = connection[rows]
+            arrays[name] = _masked(conn.astype(np.int32), conn >= 0, types[name])
+        elif name in field_names:
+            c = field_names[name]
+            if c.slot not in slot_present:
+                slot_present[c.slot] = present_of(c.slot)
+            present = slot_present[c.slot]
+            if not present.any():
+                arrays[name] = pa.nulls(n, types[name])
+            elif types[name] == pa.string():
+                arrays[name] = _null_where(_text_column(batch, name, rows), present)
+            else:
+                arrays[name] = _masked(cols[name][rows], present, types[name])
+        elif name == "bth.opcode.name":
+            known, names = _opcode_names()
+            op = cols["bth.opcode"][rows] if "bth.opcode" in cols else np.zeros(n, np.uint8)
+            has = present_of(program.SLOT["bth"]) & known[op]
+            arrays[name] = _named(names.tolist(), op, has)
+        elif name.startswith("aeth.syndrome."):
+            present_tab, values = _syndrome_tables()[name]
+            syn = cols["aeth.syndrome"][rows]
+            has = present_of(program.SLOT["aeth"]) & present_tab[syn]
+            if values.dtype == object:
+                arrays[name] = _named(values.tolist(), syn, has)
+            else:
+                arrays[name] = _masked(values[syn], has, types[name])
+        elif name in ("icrc", "vcrc"):
+            arrays[name] = _masked(cols[name][rows], cols[f"offset.{name}"][rows] >= 0,
+                                   types[name])
+        elif name == "payload.length":
+            values = cols[name][rows] if payload is None else payload[rows]
+            arrays[name] = _masked(values.astype(np.int32), values >= 0, types[name])
+        elif name in ("icrc_ok", "vcrc_ok"):
+            v = cols[name][rows]
+            arrays[name] = _masked(v == 1, v >= 0, types[name])
+        elif name == "error":
+            arrays[name] = _errors(batch, rows, error)
+        else:  # pragma: no cover - the schema lists nothing else
+            raise KeyError(name)
+    return pa.Table.from_arrays([arrays[n] for n in columns], schema=schema(columns))
+
+
+def _null_where(array: Any, present: np.ndarray) -> Any:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if present.all():
+        return array
+    return pc.if_else(pa.array(present), array, pa.scalar(None, array.type))
+
+
+def _errors(batch: ScanBatch, rows: np.ndarray, error: np.ndarray) -> Any:
+    """The error text of each row (null for a packet read whole, and for other traffic)."""
+    import pyarrow as pa
+
+    bad = np.flatnonzero((error != 0) & (error != NOT_IB))
+    texts = np.full(len(rows), None, object)
+    for i in bad.tolist():
+        found = batch.error(int(rows[i]))
+        texts[i] = None if found is None else found.in_record()
+    return pa.array(texts, pa.string())

@@ -1,0 +1,375 @@
+"""Writing a capture's rows as dataset files: streaming, atomic per file, resumable.
+
+Layout of an export directory ``DIR``::
+
+    DIR/packets/NAME.parquet                        (no --partition-by)
+    DIR/packets/capture=NAME/part-0.parquet         (--partition-by capture)
+    DIR/packets/date=YYYY-MM-DD/NAME.parquet        (--partition-by date, UTC)
+    DIR/packets/capture=NAME/connection=N/part-0.parquet   (--partition-by qp)
+    DIR/connections/NAME.parquet                    (--qp: ``ibwire qp``'s table)
+    DIR/_ibwire/NAME.json                           (what was written for NAME: resume)
+
+Hive partitions (``key=value`` directories) as pyarrow, DuckDB, Polars and Spark read them; a
+partition column is in the path, not the files. Each file is written under a temporary name
+beside its place and renamed when complete; the ``_ibwire`` note is written last, so a capture
+whose note exists was exported whole and is skipped unless ``force``. Row groups hold
+``ROW_GROUP`` rows; memory holds a row group per open file, whatever the capture's size.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ibwire.errors import IbwireError
+from ibwire.export import schema as sch
+
+ROW_GROUP = 1 << 16
+#: Columns whose row-group statistics are written (what queries filter on); dictionary
+#: encoding only for text columns: numbers compress better and write faster plain (zstd).
+STATISTICS = ("capture", "record", "timestamp_ns", "connection", "encapsulation",
+              "bth.opcode", "bth.destqp", "bth.psn", "icrc_ok", "ip.src", "ip.dst")
+FORMATS = {"parquet": ".parquet", "arrow": ".arrow", "csv": ".csv"}
+PARTITIONS = ("capture", "date", "qp")
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+NOTES = "_ibwire"
+
+
+@dataclass
+class Options:
+    """What to export and how (the ``ibwire export`` options)."""
+
+    out: str
+    fmt: str = "parquet"
+    fields: Sequence[str] | None = None
+    partition_by: str | None = None
+    other: bool = False
+    qp: bool = False
+    force: bool = False
+
+
+@dataclass
+class Outcome:
+    """What exporting one capture did."""
+
+    capture: str
+    rows: int = 0
+    error_rows: int = 0
+    files: list[str] = field(default_factory=list)
+    skipped: bool = False
+    failure: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None and self.error_rows == 0
+
+
+def capture_name(path: str) -> str:
+    return os.path.basename(path)
+
+
+def note_path(out: str, name: str) -> Path:
+    return Path(out) / NOTES / f"{name}.json"
+
+
+class _File:
+    """One output file being written under a temporary name, a row group at a time."""
+
+    def __init__(self, path: Path, fmt: str, schema: Any) -> None:
+        self.path, self.fmt, self.schema = path, fmt, schema
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        self.pending: list[Any] = []
+        self.count = 0
+        self.writer: Any = None
+
+    def add(self, table: Any) -> None:
+        self.pending.append(table)
+        self.count += table.num_rows
+        if self.count >= ROW_GROUP:
+            self.flush()
+
+    def _open(self) -> Any:
+        if self.fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            strings = [f.name for f in self.schema if str(f.type) == "string"]
+            stats = [n for n in STATISTICS if n in self.schema.names]
+            return pq.ParquetWriter(self.tmp, self.schema, compression="zstd",
+                                    use_dictionary=strings, write_statistics=stats)
+        if self.fmt == "arrow":
+            import pyarrow as pa
+
+            return pa.ipc.new_file(str(self.tmp), self.schema)
+        import pyarrow.csv as pacsv
+
+        return pacsv.CSVWriter(str(self.tmp), self.schema)
+
+    def flush(self) -> None:
+        import pyarrow as pa
+
+        if self.writer is None:
+            self.writer = self._open()
+        if self.pending:
+            table = pa.concat_tables(self.pending)
+            if self.fmt == "parquet":
+                self.writer.write_table(table, row_group_size=ROW_GROUP)
+            else:
+                self.writer.write_table(table)
+        self.pending, self.count = [], 0
+
+    def close(self) -> None:
+        self.flush()
+        self.writer.close()
+        os.replace(self.tmp, self.path)
+
+    def abandon(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.tmp.unlink(missing_ok=True)
+
+
+def _date(ns: int) -> str:
+    return datetime.fromtimestamp(ns // 1_000_000_000, timezone.utc).strftime("%Y-%m-%d")
+
+
+class _Partitions:
+    """The open files of one capture's rows, by partition."""
+
+    def __init__(self, opts: Options, name: str, columns: tuple[str, ...]) -> None:
+        self.opts, self.name = opts, name
+        self.root = Path(opts.out) / "packets"
+        self.ext = FORMATS[opts.fmt]
+        dropped = {"capture": ("capture",), "qp": ("capture", "connection")}
+        self.columns = tuple(c for c in columns
+                             if c not in dropped.get(opts.partition_by or "", ()))
+        self.schema = sch.schema(self.columns)
+        self.files: dict[str, _File] = {}
+
+    def _file(self, where: str) -> _File:
+        f = self.files.get(where)
+        if f is None:
+            f = self.files[where] = _File(self.root / where, self.opts.fmt, self.schema)
+        return f
+
+    def add(self, table: Any, connection: np.ndarray, timestamps: np.ndarray) -> None:
+        by = self.opts.partition_by
+        table = table.select(list(self.columns))
+        if by is None:
+            self._file(f"{self.name}{self.ext}").add(table)
+        elif by == "capture":
+            self._file(f"capture={self.name}/part-0{self.ext}").add(table)
+        elif by == "date":
+            days = timestamps // (86400 * 10**9)
+            for day in np.unique(days).tolist():
+                rows = np.flatnonzero(days == day)
+                self._file(f"date={_date(day * 86400 * 10**9)}/{self.name}{self.ext}").add(
+                    table.take(rows))
+        else:
+            for conn in np.unique(connection).tolist():
+                rows = np.flatnonzero(connection == conn)
+                key = NULL_PARTITION if conn < 0 else str(conn)
+                self._file(f"capture={self.name}/connection={key}/part-0{self.ext}").add(
+                    table.take(rows))
+
+    def close(self) -> list[str]:
+        if not self.files:  # no rows: still one (empty) file, so readers see the schema
+            self.add(self.schema.empty_table(), np.zeros(0, np.int64), np.zeros(0, np.int64))
+            if not self.files:
+                self._file(f"{self.name}{self.ext}" if self.opts.partition_by in (None, "date")
+                           else f"capture={self.name}/part-0{self.ext}")
+        for f in self.files.values():
+            f.close()
+        return [str(f.path.relative_to(self.opts.out)) for f in self.files.values()]
+
+    def abandon(self) -> None:
+        for f in self.files.values():
+            f.abandon()
+
+
+def _remove_previous(opts: Options, name: str) -> None:
+    note = note_path(opts.out, name)
+    if note.exists():
+        for rel in json.loads(note.read_text()).get("files", []):
+            (Path(opts.out) / rel).unlink(missing_ok=True)
+        note.unlink()
+
+
+def _write_note(opts: Options, outcome: Outcome) -> None:
+    note = note_path(opts.out, outcome.capture)
+    note.parent.mkdir(parents=True, exist_ok=True)
+    tmp = note.with_name(f".{note.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps({**asdict(outcome), "schema_version": sch.SCHEMA_VERSION,
+                               "options": {"format": opts.fmt,
+                                           "partition_by": opts.partition_by}}) + "\n")
+    os.replace(tmp, note)
+
+
+def export_capture(path: str, opts: Options) -> Outcome:
+    """Export one capture (see the module); problems with the file itself are the
+    outcome's ``failure``, records that could not be read are error rows."""
+    name = capture_name(path)
+    outcome = Outcome(name)
+    if note_path(opts.out, name).exists() and not opts.force:
+        outcome.skipped = True
+        return outcome
+    _remove_previous(opts, name)
+    columns = sch.selected_columns(opts.fields)
+    parts = _Partitions(opts, name, columns)
+    try:
+        analysis = _write_rows(path, opts, columns, parts, outcome)
+    except (IbwireError, OSError) as exc:
+        parts.abandon()
+        outcome.failure = str(exc)
+        return outcome
+    except BaseException:
+        parts.abandon()
+        raise
+    outcome.files = parts.close()
+    if opts.qp:
+        outcome.files.append(_write_connections(opts, name, analysis))
+    _write_note(opts, outcome)
+    return outcome
+
+
+def _write_rows(path: str, opts: Options, columns: tuple[str, ...], parts: _Partitions,
+                outcome: Outcome) -> Any:
+    """Write the rows; returns the capture's ``ibwire qp`` analysis."""
+    from ibwire.export.connections import label
+
+    labels = label(path)
+    for table, conn, stamps, errors in capture_tables(path, outcome.capture, columns, labels,
+                                                      opts.other):
+        parts.add(table, conn, stamps)
+        outcome.rows += table.num_rows
+        outcome.error_rows += errors
+    return labels.analysis
+
+
+Rows = tuple[Any, np.ndarray, np.ndarray, int]
+"""A batch's table, each row's connection and timestamp, and its number of error rows."""
+
+
+def capture_tables(source: Any, name: str, columns: tuple[str, ...], labels: Any,
+                   other: bool, first_record: int = 0, seen: list[int] | None = None,
+                   threads: int = 2) -> Iterator[Rows]:
+    """The rows of a capture (path or binary file) as tables, batch by batch: (table, each
+    row's connection, its timestamp, how many rows have errors). ``first_record`` is added
+    to the record numbers (a chunk of a bigger capture); ``seen`` gets each batch's number
+    of records and of capture-level errors; ``threads`` as for ``scan_capture``."""
+    from ibwire.cli.shapes import CLASSIFY_KEYS, classify
+    from ibwire.scan import scan_capture
+
+    wanted = sch.scan_fields(columns)
+    if other:
+        wanted = tuple(dict.fromkeys((*wanted, *CLASSIFY_KEYS)))
+    for batch in scan_capture(source, fields=wanted, threads=threads):
+        cols = batch.columns
+        if seen is not None:
+            seen.append(len(batch))
+            seen.append(-len(batch.errors))
+        keep = np.arange(len(batch)) if other else np.flatnonzero(cols["error"] != sch.NOT_IB)
+        if not len(keep):
+            continue
+        if first_record:
+            cols["record"] += first_record
+        conn = labels.of(cols)
+        payload = _payload(batch, classify) if other else None
+        table = sch.to_table(batch, keep, name, conn, columns, payload)
+        errors = int(np.count_nonzero((cols["error"][keep] != 0)
+                                      & (cols["error"][keep] != sch.NOT_IB)))
+        yield table, conn[keep], cols["timestamp_ns"][keep], errors
+
+
+def _payload(batch: Any, classify: Any) -> np.ndarray:
+    """``payload.length`` as ``show --json`` gives it for every row, other traffic too (the
+    few rows show dissects, other traffic whose headers the columns cannot tell, dissected
+    here the same way)."""
+    from ibwire.cli.show import _record
+    from ibwire.inspect import inspect
+
+    key, extra = classify(batch.columns, "json")
+    payload = extra["json.payload"].copy()
+    for r in np.flatnonzero((key == 0) & (batch.columns["error"] == sch.NOT_IB)).tolist():
+        payload[r] = inspect(_record(batch, r)).fields().get("payload.length", -1)
+    return payload
+
+
+def connection_columns() -> list[str]:
+    """The columns of ``ibwire qp --csv``, in its order (a test compares them)."""
+    from ibwire.analysis import KEYS
+    from ibwire.cli.qp import CM_KEYS, _flat
+
+    return list(_flat({k: ({"min": 0, "avg": 0, "max": 0} if k == "ack_rtt_ns" else
+                           {"address": 0, "qpn": 0} if k in ("requester", "responder")
+                           else dict.fromkeys(CM_KEYS, 0) if k == "cm" else 0)
+                       for k in KEYS}))
+
+
+def connection_table(name: str, analysis: Any) -> Any:
+    """``ibwire qp``'s rows of one capture as a table: ``capture``, ``connection`` (its row
+    number), then the columns of ``ibwire qp --csv`` (null where it writes nothing)."""
+    import pyarrow as pa
+
+    from ibwire.cli.qp import _flat
+    from ibwire.transport.observed import LATENCIES
+
+    names = connection_columns()
+    rows = []
+    for i, d in enumerate(analysis.as_dicts()):
+        flat = _flat(d)
+        for side in ("requester", "responder"):
+            flat[f"{side}.address"] = str(flat[f"{side}.address"])
+        rows.append({"capture": name, "connection": i, **{k: flat.get(k) for k in names}})
+    empty = not rows
+    if empty:  # the schema still: one row of nothing, typed below, then dropped
+        rows = [{"capture": name, "connection": 0, **dict.fromkeys(names)}]
+    table = pa.Table.from_pylist(rows)
+    table = table.set_column(1, "connection", table["connection"].cast(pa.int32()))
+    # a column with no value in this capture gets the type it has where it has values, so
+    # that every capture's file has one schema
+    texts = {"cm.state", "cm.reason", "findings", "transport", "requester.address",
+             "responder.address", "rnr_wait_ns", *LATENCIES}  # lists: qp --csv's text
+    for i, f in enumerate(table.schema):
+        if pa.types.is_null(f.type):
+            kind = pa.string() if f.name in texts else pa.float64() \
+                if f.name == "ack_rtt_ns.avg" else pa.int64()
+            table = table.set_column(i, f.name, table[f.name].cast(kind))
+    return table.slice(0, 0) if empty else table
+
+
+def _write_connections(opts: Options, name: str, analysis: Any) -> str:
+    table = connection_table(name, analysis)
+    table = table.replace_schema_metadata({"ibwire.schema_version": sch.SCHEMA_VERSION})
+    f = _File(Path(opts.out) / "connections" / f"{name}{FORMATS[opts.fmt]}", opts.fmt,
+              table.schema)
+    f.add(table)
+    f.close()
+    return str(f.path.relative_to(opts.out))
+
+
+def check_names(paths: Sequence[str]) -> None:
+    """ValueError if two captures have the same file name (their name in the dataset)."""
+    names = [capture_name(p) for p in paths]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"two captures named {twice[0]!r}: captures are named by their "
+                         "file name in the dataset")
+
+
+def export_many(paths: Sequence[str], opts: Options, jobs: int = 1) -> list[Outcome]:
+    """Export captures, ``jobs`` processes at a time; outcomes in ``paths`` order."""
+    check_names(paths)
+    if jobs <= 1 or len(paths) <= 1:
+        return [export_capture(p, opts) for p in paths]
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(min(jobs, len(paths))) as pool:
+        return list(pool.map(export_capture, paths, [opts] * len(paths)))

@@ -1,0 +1,189 @@
+"""``ibwire export``'s options: formats, partitions, fields, resuming, a capture broken half
+way, and files that are not captures."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CAPTURES
+from tests.export.helpers import run, show_json, stats_json
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+ds = pytest.importorskip("pyarrow.dataset")
+
+WRITE_BW = CAPTURES / "linlinw5-rdma_ib_tutorial_rdma_write_bw.pcap"
+RPING = CAPTURES / "linlinw5-rdma_ib_tutorial_rping.pcap"
+
+
+def _records(data: bytes) -> list[int]:
+    """Where each record of a little-endian classic pcap starts."""
+    at, out = 24, []
+    while at + 16 <= len(data):
+        out.append(at)
+        at += 16 + struct.unpack_from("<I", data, at + 8)[0]
+    return out
+
+
+def broken_half_way(tmp_path: Path) -> tuple[Path, int]:
+    """rping.pcap with the record half way through claiming 4 GB: (path, that record)."""
+    data = bytearray(RPING.read_bytes())
+    assert data[:4] == b"\xd4\xc3\xb2\xa1"
+    starts = _records(bytes(data))
+    half = len(starts) // 2
+    struct.pack_into("<I", data, starts[half] + 8, 0xFFFFFFF0)
+    path = tmp_path / "broken.pcap"
+    path.write_bytes(bytes(data))
+    return path, half
+
+
+def test_broken_capture_keeps_its_good_rows(tmp_path: Path) -> None:
+    path, half = broken_half_way(tmp_path)
+    status, _, err = run("export", "--all", "-o", str(tmp_path / "ds"), str(path))
+    assert status == 1, err
+    table = pq.read_table(tmp_path / "ds" / "packets" / "broken.pcap.parquet")
+    records = table["record"].to_pylist()
+    errors = table["error"].to_pylist()
+    assert records[:half] == list(range(half))
+    assert all(e is None for e in errors[:half])
+    assert any(e is not None for e in errors[half:])
+    assert table.num_rows == stats_json(path)["totals"]["records"]
+    good = json.loads(json.dumps(show_json(RPING)[:half]))
+    assert [r["ip.id"] for r in table.slice(0, half).to_pylist()] == [g.get("ip.id")
+                                                                      for g in good]
+
+
+def test_not_a_capture_fails_the_run(tmp_path: Path) -> None:
+    bad = tmp_path / "notes.pcap"
+    bad.write_bytes(b"this is not a capture file at all" * 4)
+    status, _, err = run("export", "-o", str(tmp_path / "ds"), str(bad), str(WRITE_BW))
+    assert status == 1
+    assert "notes.pcap" in err
+    assert (tmp_path / "ds" / "packets" / f"{WRITE_BW.name}.parquet").exists()
+    assert not (tmp_path / "ds" / "packets" / "notes.pcap.parquet").exists()
+    assert not list((tmp_path / "ds").rglob(".*tmp-*"))
+
+
+def test_resume_skips_what_is_done_and_force_redoes_it(tmp_path: Path) -> None:
+    out = tmp_path / "ds"
+    assert run("export", "-o", str(out), str(WRITE_BW))[0] == 0
+    written = out / "packets" / f"{WRITE_BW.name}.parquet"
+    written.write_bytes(b"marker")  # a skipped capture is not touched
+    status, _, err = run("export", "-o", str(out), str(WRITE_BW), str(RPING))
+    assert status == 0 and "already exported" in err
+    assert written.read_bytes() == b"marker"
+    assert pq.read_table(out / "packets" / f"{RPING.name}.parquet").num_rows > 0
+    assert run("export", "--force", "-o", str(out), str(WRITE_BW))[0] == 0
+    assert pq.read_table(written).num_rows == stats_json(WRITE_BW)["totals"]["ib_packets"]
+
+
+@pytest.mark.parametrize("by", ["capture", "date", "qp"])
+def test_partitions_hold_the_same_rows(tmp_path: Path, by: str) -> None:
+    flat, parted = tmp_path / "flat", tmp_path / by
+    assert run("export", "-o", str(flat), str(WRITE_BW), str(RPING))[0] == 0
+    assert run("export", "--partition-by", by, "-o", str(parted), str(WRITE_BW),
+               str(RPING))[0] == 0
+    expected = ds.dataset(flat / "packets", format="parquet").to_table()
+    got = ds.dataset(parted / "packets", format="parquet", partitioning="hive").to_table()
+    key = [("capture", "ascending"), ("record", "ascending")]
+    if by == "date":
+        got = got.drop_columns(["date"])
+        dates = {p.name for p in (parted / "packets").iterdir()}
+        assert dates and all(d.startswith("date=20") for d in dates)
+    if by in ("capture", "qp"):
+        got = got.set_column(got.schema.get_field_index("capture"), "capture",
+                             got["capture"].cast(pa.string()))
+    if by == "qp":
+        got = got.set_column(got.schema.get_field_index("connection"), "connection",
+                             got["connection"].cast(pa.int32()))
+    got = got.select(expected.column_names).sort_by(key)
+    assert got.to_pylist() == expected.sort_by(key).to_pylist()
+
+
+@pytest.mark.parametrize("fmt", ["arrow", "csv"])
+def test_other_formats_hold_the_parquet_rows(tmp_path: Path, fmt: str) -> None:
+    assert run("export", "-o", str(tmp_path / "pq"), str(RPING))[0] == 0
+    assert run("export", "--format", fmt, "-o", str(tmp_path / fmt), str(RPING))[0] == 0
+    expected = pq.read_table(tmp_path / "pq" / "packets" / f"{RPING.name}.parquet")
+    path = tmp_path / fmt / "packets" / f"{RPING.name}.{fmt}"
+    if fmt == "arrow":
+        got = pa.ipc.open_file(path).read_all()
+    else:
+        import pyarrow.csv as pacsv
+
+        got = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
+            column_types=expected.schema, strings_can_be_null=True))
+    assert got.to_pylist() == expected.to_pylist()
+
+
+def test_fields_keep_what_is_asked(tmp_path: Path) -> None:
+    status, _, _ = run("export", "--fields", "bth,icrc_ok,ip.src", "-o", str(tmp_path / "ds"),
+                       str(WRITE_BW))
+    assert status == 0
+    table = pq.read_table(tmp_path / "ds" / "packets" / f"{WRITE_BW.name}.parquet")
+    assert set(table.column_names) == {
+        "capture", "record", "timestamp_ns", "connection", "error", "icrc_ok", "ip.src",
+        *(k for k in next(js for js in show_json(WRITE_BW) if "bth.psn" in js)
+          if k.startswith("bth."))}
+    status, _, err = run("export", "--fields", "bth.nope", "-o", str(tmp_path / "x"),
+                         str(WRITE_BW))
+    assert status == 2 and "bth.nope" in err
+
+
+def test_scheduler_without_dask_is_one_line(monkeypatch: pytest.MonkeyPatch,
+                                            tmp_path: Path) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    status, out, err = run("export", "--scheduler", "tcp://127.0.0.1:1", "-o",
+                           str(tmp_path / "ds"), str(RPING))
+    assert status == 2 and out == ""
+    assert err.strip() == "ibwire export: ibwire.dask needs dask: pip install 'ibwire[dask]'"
+
+
+def test_two_captures_of_one_name_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    copy = tmp_path / "a" / RPING.name
+    copy.write_bytes(RPING.read_bytes())
+    status, _, err = run("export", "-o", str(tmp_path / "ds"), str(RPING), str(copy))
+    assert status == 2 and "two captures named" in err
+    assert not (tmp_path / "ds").exists()
+
+
+@pytest.mark.parametrize("capture", [CAPTURES / "linlinw5-rdma_ib_tutorial_rdma_cm.pcap",
+                                     WRITE_BW, CAPTURES / "softroce-demo_infiniband.pcap"],
+                         ids=lambda p: p.name)
+def test_connections_table_is_qp_csv(tmp_path: Path, capture: Path) -> None:
+    import csv
+    import io
+
+    assert run("export", "--qp", "-o", str(tmp_path / "ds"), str(capture))[0] == 0
+    table = pq.read_table(tmp_path / "ds" / "connections" / f"{capture.name}.parquet")
+    _, out, _ = run("qp", "--csv", str(capture))
+    expected = list(csv.DictReader(io.StringIO(out)))
+    assert len(expected) > 0
+    rows = table.to_pylist()
+    assert [r["connection"] for r in rows] == list(range(len(expected)))
+    assert {r["capture"] for r in rows} == {capture.name}
+    for row, want in zip(rows, expected, strict=True):
+        got = {k: "" if v is None else str(v) for k, v in row.items()
+               if k not in ("capture", "connection")}
+        assert got == want
+
+
+def test_connection_tables_of_every_capture_share_a_schema(exported: Path) -> None:
+    from ibwire.analysis import Analysis
+    from ibwire.export.write import connection_table
+
+    files = list((exported / "connections").glob("*.parquet"))
+    schemas = {pq.read_schema(p).remove_metadata() for p in files}
+    assert len(schemas) == 1
+    assert connection_table("none.pcap", Analysis([], 0)).schema in schemas  # none: typed too
+    table = ds.dataset(exported / "connections", format="parquet").to_table()
+    assert table.num_rows == sum(
+        len(list(filter(None, run("qp", "--csv", str(p))[1].splitlines()[1:])))
+        for p in sorted(CAPTURES.glob("*.pcap*")))

@@ -1,0 +1,112 @@
+"""``ibwire sql``: README's example queries give ``ibwire stats``'s and ``ibwire qp``'s
+numbers, on a generated conversation with retransmissions, bad ICRCs and CNPs and on every
+shared capture."""
+
+from __future__ import annotations
+
+import csv
+import io
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.export.conftest import shared_captures
+from tests.export.helpers import qp_json, run, stats_json
+
+pytest.importorskip("duckdb")
+
+#: README's example queries (the test checks README holds each verbatim).
+PER_ENCAPSULATION = ("SELECT encapsulation, count(*) AS packets FROM packets "
+                     "WHERE encapsulation <> 'other' AND error IS NULL GROUP BY 1")
+PER_OPCODE = ('SELECT "bth.opcode.name" AS opcode, count(*) AS packets FROM packets '
+              "WHERE error IS NULL GROUP BY 1")
+RETRANSMISSIONS = ('SELECT capture, connection, count(*) - count(DISTINCT "bth.psn") AS '
+                   'retransmitted FROM packets WHERE "bth.opcode" & 31 < 13 AND '
+                   '"bth.opcode" < 128 AND connection IS NOT NULL GROUP BY ALL ORDER BY ALL')
+CNPS_PER_SECOND = ('SELECT timestamp_ns // 1000000000 AS second, count(*) AS cnps '
+                   'FROM packets WHERE "bth.opcode" = 129 GROUP BY 1 ORDER BY 1')
+BAD_ICRC_PER_HOST = ('SELECT coalesce("ip.src", "ipv6.src", "grh.sgid", '
+                     'CAST("lrh.slid" AS VARCHAR)) AS host, count(*) AS bad_icrc '
+                     "FROM packets WHERE NOT icrc_ok GROUP BY 1 ORDER BY 2 DESC")
+QUERIES = (PER_ENCAPSULATION, PER_OPCODE, RETRANSMISSIONS, CNPS_PER_SECOND, BAD_ICRC_PER_HOST)
+
+
+def sql(directory: Path, query: str) -> list[dict[str, str]]:
+    status, out, err = run("sql", "--csv", str(directory), query)
+    assert status == 0, err
+    return list(csv.DictReader(io.StringIO(out)))
+
+
+@pytest.fixture(scope="module")
+def faulty(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(capture, its export): three QPs with drops, corruption and ECN marks."""
+    where = tmp_path_factory.mktemp("faulty")
+    capture = where / "faulty.pcap"
+    status, _, err = run("gen", "-o", str(capture), "--qps", "3", "--iters", "20",
+                         "--size", "4096", "--drop", "rate=0.02", "--corrupt", "rate=0.02",
+                         "--ecn-mark", "rate=0.05", "--no-progress")
+    assert status == 0, err
+    status, _, err = run("export", "--qp", "-o", str(where / "ds"), str(capture))
+    assert status == 0, err
+    return capture, where / "ds"
+
+
+def test_readme_holds_the_queries() -> None:
+    readme = (ROOT / "README.md").read_text()
+    for query in QUERIES:
+        assert query in readme
+
+
+def test_retransmissions_are_qps(faulty: tuple[Path, Path]) -> None:
+    capture, ds = faulty
+    got = {int(r["connection"]): int(r["retransmitted"]) for r in sql(ds, RETRANSMISSIONS)}
+    expected = {i: d["retransmitted_packets"] for i, d in enumerate(qp_json(capture))}
+    assert sum(expected.values()) > 0  # the faults made some
+    assert got == expected
+    table = {int(r["connection"]): int(r["retransmitted_packets"])
+             for r in sql(ds, "SELECT connection, retransmitted_packets FROM connections")}
+    assert table == expected
+
+
+def test_cnps_and_bad_icrcs_are_stats_and_qps(faulty: tuple[Path, Path]) -> None:
+    capture, ds = faulty
+    cnps = sum(int(r["cnps"]) for r in sql(ds, CNPS_PER_SECOND))
+    assert cnps == sum(d["cnps"] for d in qp_json(capture)) > 0
+    assert cnps == stats_json(capture)["opcode"]["CNP"]
+    bad = {r["host"]: int(r["bad_icrc"]) for r in sql(ds, BAD_ICRC_PER_HOST)}
+    assert sum(bad.values()) == stats_json(capture)["totals"]["icrc_bad"] > 0
+    assert set(bad) == {"192.0.2.1"}  # only the requester's packets were corrupted
+
+
+def test_counts_are_stats_on_every_shared_capture(tmp_path: Path) -> None:
+    captures = shared_captures()
+    status, _, err = run("export", "--partition-by", "capture", "-o", str(tmp_path / "ds"),
+                         *map(str, captures))
+    assert status == 0, err
+    encapsulation: Counter[str] = Counter()
+    opcode: Counter[str] = Counter()
+    for p in captures:
+        tables = stats_json(p)
+        encapsulation.update(tables.get("encapsulation", {}))
+        opcode.update(tables.get("opcode", {}))
+    got = {r["encapsulation"]: int(r["packets"]) for r in sql(tmp_path / "ds", PER_ENCAPSULATION)}
+    assert got == dict(encapsulation)
+    got = {r["opcode"]: int(r["packets"]) for r in sql(tmp_path / "ds", PER_OPCODE)}
+    assert got == dict(opcode)
+
+
+def test_missing_duckdb_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "duckdb", None)
+    status, out, err = run("sql", str(tmp_path), "SELECT 1")
+    assert status == 2 and out == ""
+    assert err.strip() == "ibwire sql needs duckdb: pip install 'ibwire[sql]'"
+
+
+def test_bad_query_and_not_a_dataset(faulty: tuple[Path, Path], tmp_path: Path) -> None:
+    status, _, err = run("sql", str(faulty[1]), "SELECT * FROM nowhere")
+    assert status == 2 and err.startswith("ibwire sql: ") and len(err.splitlines()) == 1
+    status, _, err = run("sql", str(tmp_path), "SELECT 1")
+    assert status == 2 and "not an ibwire export directory" in err

@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""Benchmark of ``ibwire export`` against today's practice, ``tshark -T fields -E
+separator=,`` to CSV, side by side in one run; the peak RSS of an export of a 2 GB capture;
+the Dask path's speed-up from one worker to two.
+
+The captures are ``tools/bench_qp.py``'s (classic pcap, RoCEv2 over IPv4, 8 RC connections,
+WRITEs of 4 KiB in 1 KiB packets and their ACKs), written under --dir if missing; the 2 GB one
+is the first 2 GB (cut at a record) of a bigger one.
+
+  export parquet     ``ibwire export -o D F``: every column (about 150) to Parquet
+  export --fields    the same with ``--fields`` naming tshark's fields below
+  export csv         the same fields to CSV (``--format csv``)
+  tshark             ``tshark -r F -T fields -E separator=, -E header=y -e ...`` > CSV with
+                     the fields: time, MACs, IP addresses, DSCP, ECN, IP length, id, TTL,
+                     protocol, UDP ports and length, every BTH field, RETH, AETH, ICRC
+  peak RSS           of ``ibwire export`` of the --big-gb capture to Parquet
+  Dask               ``read_captures`` of --dask-files captures, every partition turned into
+                     rows, on a LocalCluster of 1 then 2 worker processes (1 thread each),
+                     each worker warmed first (imports, tables made on first use) by reading
+                     one capture
+
+Wall and CPU time (user + system of the child processes) are printed; on a shared machine
+the wall times swing with the load, CPU times much less. For Dask, the CPU time of the
+busiest worker is printed too: one worker's total against the busier of two is the speed-up
+the work's split allows when the two cores are free.
+
+Usage: python tools/bench_export.py [--dir /tmp/ibwire-bench] [--packets 1000000]
+       [--big-gb 2] [--dask-files 4] [--dask-packets 200000] [--repeat 1] [--no-tshark]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_qp import ensure
+from bench_scan import peak_rss_of
+
+TSHARK_FIELDS = (
+    "frame.time_epoch", "eth.src", "eth.dst", "ip.src", "ip.dst", "ip.dsfield.dscp",
+    "ip.dsfield.ecn", "ip.len", "ip.id", "ip.ttl", "ip.proto", "udp.srcport", "udp.dstport",
+    "udp.length", "infiniband.bth.opcode", "infiniband.bth.se", "infiniband.bth.m",
+    "infiniband.bth.padcnt", "infiniband.bth.tver", "infiniband.bth.p_key",
+    "infiniband.bth.destqp", "infiniband.bth.a", "infiniband.bth.psn", "infiniband.reth.va",
+    "infiniband.reth.r_key", "infiniband.reth.dmalen", "infiniband.aeth.syndrome",
+    "infiniband.aeth.msn", "infiniband.invariant.crc")
+#: The same fields as ``ibwire export --fields`` takes them (headers whole where tshark
+#: takes most of them; timestamp_ns and the placing columns are always written).
+EXPORT_FIELDS = ("eth.src,eth.dst,ip.src,ip.dst,ip.dsfield.dscp,ip.dsfield.ecn,ip.len,ip.id,"
+                 "ip.ttl,ip.proto,udp,bth,reth,aeth.syndrome,aeth.msn,icrc")
+IBWIRE = [sys.executable, "-m", "ibwire.cli.main"]
+
+
+def timed(argv: list[str], stdout: object = subprocess.DEVNULL) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one command."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    done = subprocess.run(argv, stdout=stdout, stderr=subprocess.PIPE)  # type: ignore[arg-type]
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"{argv[:4]} failed: {done.stderr.decode()[-500:]}")
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def best(argv_of: object, repeat: int, stdout_of: object = None) -> tuple[float, float]:
+    runs = []
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as out:
+            argv = argv_of(out)  # type: ignore[operator]
+            if stdout_of is None:
+                runs.append(timed(argv))
+            else:
+                with open(Path(out) / "out.csv", "wb") as f:
+                    runs.append(timed(argv, f))
+    return min(runs)
+
+
+def first_gb(source: Path, target: Path, gb: float) -> Path:
+    """The first ``gb`` GB of ``source``, cut where a record starts."""
+    if target.exists():
+        return target
+    from ibwire.export.chunks import classic_header, resync
+
+    header = classic_header(str(source))
+    assert header is not None
+    size = os.path.getsize(source)
+    with open(source, "rb") as f:
+        cut = resync(f, min(size, int(gb * 1e9)), size, header)  # type: ignore[arg-type]
+    tmp = target.with_name(target.name + ".tmp")
+    with open(source, "rb") as src, open(tmp, "wb") as dst:
+        left = cut
+        while left:
+            block = src.read(min(left, 1 << 24))
+            dst.write(block)
+            left -= len(block)
+    os.replace(tmp, target)
+    return target
+
+
+DASK_JOB = """
+import resource, sys, time
+from distributed import Client, LocalCluster
+from ibwire.dask import read_captures
+
+
+def warm(path):
+    from ibwire.dask import _read_part
+    from ibwire.export.chunks import Chunk
+    from ibwire.export.schema import selected_columns
+    return len(_read_part((Chunk(path, 0, -1), selected_columns(None), True, None)))
+
+
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+workers, files = int(sys.argv[1]), sys.argv[2:]
+with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                  dashboard_address=None) as cluster, Client(cluster) as client:
+    client.run(warm, files[0])  # every worker: imports and first-use tables out of the timing
+    before = client.run(cpu)
+    t = time.perf_counter()
+    rows = int(read_captures(files, other=True).map_partitions(len).compute().sum())
+    wall = time.perf_counter() - t
+    after = client.run(cpu)
+    print(wall, rows, max(after[w] - before[w] for w in after))
+"""
+
+
+def dask_seconds(files: list[Path], workers: int) -> tuple[float, int, float]:
+    """(wall seconds, rows, CPU seconds of the busiest worker) of the Dask job."""
+    out = subprocess.run([sys.executable, "-c", DASK_JOB, str(workers), *map(str, files)],
+                         capture_output=True, text=True, check=True)
+    secs, rows, busiest = out.stdout.split()
+    return float(secs), int(rows), float(busiest)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dir", default="/tmp/ibwire-bench", type=Path)
+    ap.add_argument("--packets", type=int, default=1_000_000)
+    ap.add_argument("--big-gb", type=float, default=2.0)
+    ap.add_argument("--dask-files", type=int, default=4)
+    ap.add_argument("--dask-packets", type=int, default=200_000)
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--no-tshark", action="store_true")
+    args = ap.parse_args()
+    args.dir.mkdir(parents=True, exist_ok=True)
+    capture = ensure(args.dir / f"qp-{args.packets}-8.pcap", args.packets, 8)
+    f = str(capture)
+    rows = [
+        ("export parquet", best(lambda out: [*IBWIRE, "export", "-o", out, f], args.repeat)),
+        ("export --fields", best(lambda out: [*IBWIRE, "export", "--fields", EXPORT_FIELDS,
+                                              "-o", out, f], args.repeat)),
+        ("export csv", best(lambda out: [*IBWIRE, "export", "--format", "csv", "--fields",
+                                         EXPORT_FIELDS, "-o", out, f], args.repeat)),
+    ]
+    if not args.no_tshark and shutil.which("tshark"):
+        argv = ["tshark", "-r", f, "-T", "fields", "-E", "separator=,", "-E", "header=y"]
+        for name in TSHARK_FIELDS:
+            argv += ["-e", name]
+        rows.append(("tshark -T fields", best(lambda out: argv, args.repeat, stdout_of=True)))
+    tshark = rows[-1][1] if rows[-1][0].startswith("tshark") else None
+    print(f"{'what':<18} {'packets':>9} {'wall s':>8} {'packets/s':>11} {'vs tshark':>9} "
+          f"{'CPU s':>8} {'vs tshark':>9}")
+    for name, (secs, cpu) in rows:
+        ratio = f"{tshark[0] / secs:>8.1f}x" if tshark else f"{'-':>9}"
+        cpu_ratio = f"{tshark[1] / cpu:>8.1f}x" if tshark else f"{'-':>9}"
+        print(f"{name:<18} {args.packets:>9} {secs:>8.2f} {args.packets / secs:>11,.0f} "
+              f"{ratio} {cpu:>8.2f} {cpu_ratio}")
+    print()
+    big_source = ensure(args.dir / "qp-4000000-8.pcap", 4_000_000, 8)
+    big = first_gb(big_source, args.dir / f"qp-first-{args.big_gb:g}gb.pcap", args.big_gb)
+    with tempfile.TemporaryDirectory() as out:
+        rss = peak_rss_of([*IBWIRE, "export", "-o", out, str(big)])
+    print(f"{'capture':<28} {'GB':>6} {'peak RSS MiB':>13}")
+    print(f"{big.name:<28} {big.stat().st_size / 1e9:>6.2f} {rss / 1024:>13.0f}")
+    print()
+    small = ensure(args.dir / f"qp-{args.dask_packets}-8.pcap", args.dask_packets, 8)
+    with tempfile.TemporaryDirectory() as where:
+        files = []
+        for i in range(args.dask_files):
+            link = Path(where) / f"part-{i}.pcap"
+            os.symlink(small, link)
+            files.append(link)
+        one, n, one_cpu = dask_seconds(files, 1)
+        two, _, two_cpu = dask_seconds(files, 2)
+    print(f"{'Dask read_captures':<20} {'files':>5} {'rows':>7} {'1 worker s':>10} "
+          f"{'2 workers s':>11} {'speed-up':>8} {'busiest CPU s 1/2':>18} {'CPU speed-up':>12}")
+    print(f"{'':<20} {len(files):>5} {n:>7} {one:>10.2f} {two:>11.2f} {one / two:>7.2f}x "
+          f"{one_cpu:>8.2f} /{two_cpu:>8.2f} {one_cpu / two_cpu:>11.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

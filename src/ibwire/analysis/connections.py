@@ -25,6 +25,7 @@ with streams and connections, never with packets.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,6 +106,7 @@ class Connections:
         self.list: list[Connection] = []
         self.cm = CmIndex()
         self._streams: dict[tuple[int, ...], Connection] = {}
+        self._folded: dict[int, Connection] = {}   # id of a connection finish folded -> into
         #: CNP streams that go to the responder (marks on its READ responses)
         self._to_responder: set[tuple[int, ...]] = set()
         self._by_pair: dict[tuple[int, int, int, int], list[Connection]] = {}
@@ -122,21 +124,14 @@ class Connections:
              ) -> list[tuple[Connection, dict[str, np.ndarray]]]:
         """Take one scanned batch; returns each connection's rows of it (``ROW_FIELDS``
         columns, capture order) after feeding them to its observer."""
-        has_bth = ((cols["headers"] & slot_bit("bth")) != 0) & (cols["error"] == 0)
-        opcode = cols["bth.opcode"]
-        kind = KIND[opcode]
-        qpn = cols["bth.destqp"]
-        rows = np.flatnonzero(has_bth & (kind != OTHER) & (qpn > 1))
-        if not len(rows):
+        keyed = stream_keys(cols)
+        if keyed is None:
             return []
-        kind = kind[rows]
-        op = opcode[rows]
-        sh, sl, dh, dl = row_addresses(cols, rows)
-        answer = kind != REQUEST
-        ud = (op >> 5 == 3) & ~answer
-        srcqp = np.where(ud, cols["deth.srcqp"][rows], 0).astype(np.uint64)
-        columns = (sh, sl, dh, dl, qpn[rows].astype(np.uint64), answer.astype(np.uint64), srcqp)
-        first, members_of = _streams_of(columns)
+        rows, columns = keyed
+        op = cols["bth.opcode"][rows]
+        kind = KIND[op]
+        answer = columns[5] != 0
+        first, members_of = streams_of(columns)
         keys = [tuple(int(c[f]) for c in columns) for f in first.tolist()]
         psn = cols["bth.psn"][rows]
         sport = np.where((cols["headers"][rows] & slot_bit("udp")) != 0,
@@ -262,6 +257,7 @@ class Connections:
                 _merge_cnps(free[0], c)
                 free[0].requester_qpn = c.requester_qpn
                 self.list.remove(c)
+                self._folded[id(c)] = free[0]
         for c in self.list:
             if c.requester_qpn is None:
                 back = [x for x in self._by_pair.get((*c.responder, *c.requester), [])
@@ -271,6 +267,12 @@ class Connections:
                 if len(back) == 1 and len(ours) == 1:
                     c.requester_qpn = back[0].responder_qpn
         self._cm_only()
+
+    def stream_connections(self) -> Iterator[tuple[tuple[int, ...], Connection]]:
+        """Each stream key (:func:`stream_keys`) with the connection it ended in, after
+        :meth:`finish` (which may fold one connection into another)."""
+        for key, c in self._streams.items():
+            yield key, self._folded.get(id(c), c)
 
     def _cm_only(self) -> None:
         """A connection for each CM session no traffic joined (rejected, or set up and
@@ -286,11 +288,31 @@ class Connections:
             c.observed.finish()
 
 
+def stream_keys(cols: dict[str, np.ndarray]
+                ) -> tuple[np.ndarray, tuple[np.ndarray, ...]] | None:
+    """(rows of a batch that belong to a connection, their stream key columns: source and
+    destination address words, destination QPN, answer or not, UD source QPN); None when
+    no row does. A stream is the packets of one kind going one way to one QP."""
+    has_bth = ((cols["headers"] & slot_bit("bth")) != 0) & (cols["error"] == 0)
+    opcode = cols["bth.opcode"]
+    kind = KIND[opcode]
+    qpn = cols["bth.destqp"]
+    rows = np.flatnonzero(has_bth & (kind != OTHER) & (qpn > 1))
+    if not len(rows):
+        return None
+    answer = kind[rows] != REQUEST
+    op = opcode[rows]
+    sh, sl, dh, dl = row_addresses(cols, rows)
+    ud = (op >> 5 == 3) & ~answer
+    srcqp = np.where(ud, cols["deth.srcqp"][rows], 0).astype(np.uint64)
+    return rows, (sh, sl, dh, dl, qpn[rows].astype(np.uint64), answer.astype(np.uint64), srcqp)
+
+
 _MIX = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x85EBCA77C2B2AE63,
         0x27D4EB2F165667C5, 0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53)
 
 
-def _streams_of(columns: tuple[np.ndarray, ...]) -> tuple[np.ndarray, list[np.ndarray]]:
+def streams_of(columns: tuple[np.ndarray, ...]) -> tuple[np.ndarray, list[np.ndarray]]:
     """Rows with equal values in every column, grouped: (first row of each group, each
     group's rows in order). Grouped through a 64-bit hash of the row, then checked."""
     h = np.zeros(len(columns[0]), np.uint64)

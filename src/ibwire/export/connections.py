@@ -14,12 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ibwire.analysis import Analysis, batches, report
-from ibwire.analysis.addresses import row_addresses
 from ibwire.analysis.cnp_check import CnpCheck
-from ibwire.analysis.connections import Connection, Connections, _streams_of
+from ibwire.analysis.connections import Connections, stream_keys, streams_of
 from ibwire.pcap.source import Source
-from ibwire.scan.program import slot_bit
-from ibwire.transport.opkinds import KIND, OTHER, REQUEST
 
 
 @dataclass
@@ -36,38 +33,11 @@ class Labels:
         if keyed is None:
             return out
         rows, columns = keyed
-        first, members_of = _streams_of(columns)
+        first, members_of = streams_of(columns)
         for s, members in zip(first.tolist(), members_of, strict=True):
             key = tuple(int(c[s]) for c in columns)
             out[rows[members]] = self.streams.get(key, -1)
         return out
-
-
-def stream_keys(cols: dict[str, np.ndarray]
-                ) -> tuple[np.ndarray, tuple[np.ndarray, ...]] | None:
-    """(rows in a connection, their stream key columns), as ``Connections.feed`` keys them."""
-    has_bth = ((cols["headers"] & slot_bit("bth")) != 0) & (cols["error"] == 0)
-    opcode = cols["bth.opcode"]
-    kind = KIND[opcode]
-    qpn = cols["bth.destqp"]
-    rows = np.flatnonzero(has_bth & (kind != OTHER) & (qpn > 1))
-    if not len(rows):
-        return None
-    answer = kind[rows] != REQUEST
-    op = opcode[rows]
-    sh, sl, dh, dl = row_addresses(cols, rows)
-    ud = (op >> 5 == 3) & ~answer
-    srcqp = np.where(ud, cols["deth.srcqp"][rows], 0).astype(np.uint64)
-    return rows, (sh, sl, dh, dl, qpn[rows].astype(np.uint64), answer.astype(np.uint64), srcqp)
-
-
-def _final(c: Connection, kept: list[Connection]) -> Connection | None:
-    """Where a connection went: itself, or the one ``Connections.finish`` folded it into."""
-    if c in kept:
-        return c
-    into = [x for x in kept if x.requester == c.requester and x.responder == c.responder
-            and x.requester_qpn == c.requester_qpn and x.transport != "?"]
-    return into[0] if len(into) == 1 else None
 
 
 def label(source: Source, *, pmtu: int | None = None, cnp_scope: str = "qp",
@@ -85,8 +55,7 @@ def label(source: Source, *, pmtu: int | None = None, cnp_scope: str = "qp",
     kept = conns.list
     number = {id(c): i for i, c in enumerate(kept)}
     streams: dict[tuple[int, ...], int] = {}
-    for key, c in conns._streams.items():
-        final = _final(c, kept)
-        if final is not None:
-            streams[key] = number[id(final)]
+    for key, c in conns.stream_connections():
+        if id(c) in number:
+            streams[key] = number[id(c)]
     return Labels(streams, Analysis([report(c) for c in kept], records))

@@ -91,6 +91,17 @@ def _flat(d: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def csv_columns() -> list[str]:
+    """The columns of ``--csv``, in order: each key of a connection, nested objects
+    flattened to ``key.sub``."""
+    from ibwire.analysis import KEYS
+
+    return list(_flat({k: ({"min": 0, "avg": 0, "max": 0} if k == "ack_rtt_ns" else
+                           {"address": 0, "qpn": 0} if k in ("requester", "responder")
+                           else dict.fromkeys(CM_KEYS, 0) if k == "cm" else 0)
+                       for k in KEYS}))
+
+
 def table(results: list[dict[str, Any]], width: int) -> list[str]:
     """The rows as text lines no wider than ``width`` (columns of low priority left out)."""
     cells = [[get(i, d) for _, get, _ in _COLUMNS] for i, d in enumerate(results)]
@@ -113,7 +124,7 @@ def table(results: list[dict[str, Any]], width: int) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ibwire.analysis import KEYS, analyse
+    from ibwire.analysis import analyse
     from ibwire.cli.common import json_line
 
     if args.svg and not args.plot:
@@ -135,11 +146,7 @@ def run(args: argparse.Namespace) -> int:
         import csv
 
         flat = [_flat(d) for d in dicts]
-        names = list(_flat({k: ({"min": 0, "avg": 0, "max": 0} if k == "ack_rtt_ns" else
-                                {"address": 0, "qpn": 0} if k in ("requester", "responder")
-                                else dict.fromkeys(CM_KEYS, 0) if k == "cm"
-                                else 0) for k in KEYS}))
-        writer = csv.DictWriter(out, names, restval="", lineterminator="\n")
+        writer = csv.DictWriter(out, csv_columns(), restval="", lineterminator="\n")
         writer.writeheader()
         writer.writerows(flat)
     else:

@@ -303,14 +303,10 @@ def _payload(batch: Any, classify: Any) -> np.ndarray:
 
 
 def connection_columns() -> list[str]:
-    """The columns of ``ibwire qp --csv``, in its order (a test compares them)."""
-    from ibwire.analysis import KEYS
-    from ibwire.cli.qp import CM_KEYS, _flat
+    """The columns of ``ibwire qp --csv``, in its order."""
+    from ibwire.cli.qp import csv_columns
 
-    return list(_flat({k: ({"min": 0, "avg": 0, "max": 0} if k == "ack_rtt_ns" else
-                           {"address": 0, "qpn": 0} if k in ("requester", "responder")
-                           else dict.fromkeys(CM_KEYS, 0) if k == "cm" else 0)
-                       for k in KEYS}))
+    return csv_columns()
 
 
 def connection_table(name: str, analysis: Any) -> Any:

@@ -227,7 +227,7 @@ def parse_body(frame: bytes, offset: int, limit: int, mad: Mapping[str, Any],
     for part in plan(mad, rmpp, seen):
         if offset + part.size > limit:
             raise _cut(part, offset, limit, start)
-        values = _parse_part(part, frame, offset)
+        values = parse_part(part, frame, offset)
         seen.update(values)
         headers.append(HeaderValue(part.header.name, offset, part.size,
                                    MappingProxyType(values), full_keys=True))
@@ -235,7 +235,7 @@ def parse_body(frame: bytes, offset: int, limit: int, mad: Mapping[str, Any],
     return Body(headers, derived(mad, seen), warnings, offset)
 
 
-def _parse_part(part: Part, frame: bytes, offset: int) -> dict[str, Any]:
+def parse_part(part: Part, frame: bytes, offset: int) -> dict[str, Any]:
     header = part.header
     if not part.entries:
         return header.parse(frame, offset)
@@ -319,7 +319,7 @@ def body_keys() -> frozenset[str]:
 #: (ib_cm.h IB_CM_CLASS_VERSION 2, ib_sa.h IB_SA_CLASS_VERSION 2, SMP and PerfMgt 1), the
 #: method (CM messages are SENDs, the others GETs), QP1 (QP0 for SMPs) with the GSI Q_Key
 #: (IBA 13.5.1, ib_mad.h IB_QP1_QKEY).
-_CLASS_DEFAULTS = {CM_CLASS: (2, 0x03), SA_CLASS: (2, 0x01), PERF: (1, 0x01),
+CLASS_DEFAULTS = {CM_CLASS: (2, 0x03), SA_CLASS: (2, 0x01), PERF: (1, 0x01),
                    SMP_LID: (1, 0x01), SMP_DIRECTED: (1, 0x01)}
 QP1_QKEY = 0x80010000
 
@@ -338,7 +338,7 @@ def inferred(given: Mapping[str, Any]) -> dict[str, Any]:
     if len({(row.mgmtclass, row.attribute) for row in rows}) != 1:
         return {}
     row = rows[0]
-    version, method = _CLASS_DEFAULTS[row.mgmtclass]
+    version, method = CLASS_DEFAULTS[row.mgmtclass]
     smi = row.mgmtclass in (SMP_LID, SMP_DIRECTED)
     return {"mad.mgmtclass": row.mgmtclass, "mad.attributeid": row.attribute,
             "mad.baseversion": 1, "mad.classversion": version, "mad.method": method,
@@ -372,12 +372,12 @@ def build_body(mad: Mapping[str, Any], rmpp: Mapping[str, Any] | None,
             out += header.build(mine)
             seen.update(header.parse(out, len(out) - header.size))
         else:
-            out += _build_entries(part, values)
+            out += build_entries(part, values)
         used.update(k for k in values if k in header.by_name or k == f"{header.name}.gap")
     return bytes(out), used
 
 
-def _build_entries(part: Part, values: Mapping[str, Any]) -> bytes:
+def build_entries(part: Part, values: Mapping[str, Any]) -> bytes:
     header, out = part.header, bytearray()
     lists = {f.name: values[f.name] for f in header.fields if f.name in values}
     for name, value in lists.items():

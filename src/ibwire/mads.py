@@ -254,11 +254,13 @@ def _cut(part: Part, offset: int, limit: int, start: int) -> MalformedError:
     left = limit - offset
     if part.entries:
         left %= part.stride
-    cut = next(f for f in header.fields if header.size * 8 - f.shift > left * 8)
+    cut = next((f for f in header.fields if header.size * 8 - f.shift > left * 8), None)
+    # no field cut: the cut falls in the gap after a table record (SA AttributeOffset)
+    where = header.where(cut.name) if cut is not None else {"header": header.name,
+                                                            "field": "gap"}
     return MalformedError(f"{header.title} runs past the end of the MAD: {part.size} bytes "
                           f"needed at MAD byte {offset - start}, the ICRC follows "
-                          f"{limit - start} bytes in", **header.where(cut.name),
-                          offset=offset)
+                          f"{limit - start} bytes in", **where, offset=offset)
 
 
 def derived(mad: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from ibwire.mads import QP1_QKEY, plan
 from ibwire.pcap import PcapWriter
 from ibwire.scapy import BTH, CM_REP, CM_REQ, DETH, MAD, RMPP, P_KeyTable, PathRecord
 from ibwire.scapy.attributes import ATTRIBUTE_LAYERS, LAYERS_BY_RECORD, MADPart, short_name
-from ibwire.strategies import mad_fields
+from ibwire.strategies import bad_mads, mad_fields
 from ibwire.tables import MadAttribute, mad_attributes, mad_classes
 from tests.conftest import CAPTURES
 
@@ -235,3 +235,14 @@ def test_rdma_cm_capture_dissects_as_ibwire_parse():
         cm += reference.fields()["mad.mgmtclass"] == 7
         assert raw(packet) == bytes(packet.original)
     assert cm > 0
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bad=bad_mads(encapsulation="rocev2_ipv4"))
+def test_lying_mads_dissect_without_error_and_build_back(bad):
+    """What ibwire.parse reports as an error, scapy keeps: the parts that are whole as
+    layers, the rest as payload, the same bytes built again."""
+    dissected = Ether(bad.frame)
+    assert MAD in dissected
+    assert raw(dissected) == bad.frame
+    assert dissected[BTH].icrc_ok is True

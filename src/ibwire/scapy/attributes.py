@@ -250,9 +250,6 @@ class MADPart(Packet):
                     out[key] = value
         return out
 
-    def mysummary(self) -> str:
-        return self.name
-
 
 def _field_name(part: body.Part, key: str) -> str:
     if key.endswith(".padding") and part.header.title == "reserved":

@@ -143,21 +143,25 @@ class MADPart(Packet):
             walk.followers()
         return walk
 
-    def _parts(self, wire: bytes | None = None) -> tuple[list[body.Part], body.Part | None]:
-        """This layer's parts (its lead first) and the next layer's lead part; ``wire`` is
-        the bytes being dissected (else the field values say what the plan needs)."""
+    def _parts(self, wire: bytes | None = None) -> tuple[list[body.Part], body.Part | None,
+                                                         dict[str, Any]]:
+        """This layer's parts (its lead first), the next layer's lead part, and the lead's
+        values when read; ``wire`` is the bytes being dissected (else the field values say
+        what the plan needs)."""
         try:
             walk = self._walk()
             lead = walk.next() if walk is not None else None
             if walk is not None and lead is not None and lead.header is self.record:
+                values = {}
                 if not lead.entries:  # a table's values size nothing after it
-                    walk.seen.update(self._lead_values(wire))
-                return [lead, *walk.followers()], walk.held
+                    values = self._lead_values(wire)
+                    walk.seen.update(values)
+                return [lead, *walk.followers()], walk.held, values
         except IbwireError:  # a layout the values contradict (SA AttributeOffset ...)
             pass
         entries = _ENTRIES.get(self.record.name, 0)
         alone = body.Part(self.record, entries, self.record.size if entries else 0)
-        return [alone], None
+        return [alone], None, {}
 
     def _lead_values(self, wire: bytes | None) -> dict[str, Any]:
         if wire is not None:
@@ -171,7 +175,7 @@ class MADPart(Packet):
     # -- dissection ------------------------------------------------------------------------------
 
     def do_dissect(self, s: bytes) -> bytes:
-        parts, following = self._parts(s)
+        parts, following, lead_values = self._parts(s)
         fields = self.fields
         for f in self.fields_desc:
             fields[f.name] = None
@@ -179,7 +183,8 @@ class MADPart(Packet):
         for part in parts:
             if offset + part.size > len(s):
                 break  # cut short: the rest stays payload
-            values = body.parse_part(part, s, offset)
+            values = lead_values if offset == 0 and lead_values else \
+                body.parse_part(part, s, offset)
             for key, value in values.items():
                 fields[_field_name(part, key)] = value
             offset += part.size
@@ -203,7 +208,7 @@ class MADPart(Packet):
         if cache is not None and self.raw_packet_cache_fields is not None and all(
                 self.getfieldval(k) == v for k, v in self.raw_packet_cache_fields.items()):
             return cache
-        parts, _ = self._parts()
+        parts, _, _ = self._parts()
         out = bytearray()
         for part in parts:
             header = part.header
@@ -238,7 +243,7 @@ class MADPart(Packet):
 
     def ibwire_fields(self) -> dict[str, Any]:
         """This layer's values under ibwire's keys (as :meth:`ibwire.Packet.fields` has them)."""
-        parts, _ = self._parts()
+        parts, _, _ = self._parts()
         out: dict[str, Any] = {}
         for part in parts:
             names = [f.name for f in part.header.fields]

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from ibwire import build
 from ibwire.mad_strategies import MadPacket
 from ibwire.pcap import PcapWriter
 from ibwire.strategies import mad_packets
@@ -57,13 +58,26 @@ def _drawn(row: MadAttribute) -> list[MadPacket]:
     return out
 
 
+#: The source address key of each encapsulation.
+SOURCE = {"rocev2_ipv4": "ip.src", "rocev2_ipv6": "ipv6.src", "rocev1": "grh.sgid"}
+
+
+def _alone(mad: MadPacket, i: int) -> bytes:
+    """``mad``'s frame from a source address of its own: tshark keeps CM state per
+    conversation (a REQ's service ID decides how later CM messages' private data is read,
+    as SDP for instance), and these MADs are unrelated."""
+    source = f"10.{i >> 8}.{i & 0xFF}.1" if mad.encapsulation == "rocev2_ipv4" else \
+        f"fd00::{i + 1:x}"
+    return build(mad.encapsulation, {**mad.fields, SOURCE[mad.encapsulation]: source})
+
+
 def test_strategy_mads_of_every_attribute_match_tshark():
     drawn = [mad for row in mad_attributes().values() for mad in _drawn(row)]
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "strategy-mads.pcap"
         with PcapWriter(path, 1, nanoseconds=True) as writer:
             for i, mad in enumerate(drawn):
-                writer.write(mad.frame, 1_700_000_000_000_000_000 + i * 1000)
+                writer.write(_alone(mad, i), 1_700_000_000_000_000_000 + i * 1000)
         dissections = run_tshark(path, extra=("-Y", "infiniband"))
         labels = [f"{m.encapsulation} MAD 0x{m.attribute.mgmtclass:02x} {m.attribute.name}"
                   for m in drawn]

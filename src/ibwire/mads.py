@@ -227,7 +227,7 @@ def parse_body(frame: bytes, offset: int, limit: int, mad: Mapping[str, Any],
     for part in plan(mad, rmpp, seen):
         if offset + part.size > limit:
             raise _cut(part, offset, limit, start)
-        values = _parse_part(part, frame, offset)
+        values = parse_part(part, frame, offset)
         seen.update(values)
         headers.append(HeaderValue(part.header.name, offset, part.size,
                                    MappingProxyType(values), full_keys=True))
@@ -235,7 +235,7 @@ def parse_body(frame: bytes, offset: int, limit: int, mad: Mapping[str, Any],
     return Body(headers, derived(mad, seen), warnings, offset)
 
 
-def _parse_part(part: Part, frame: bytes, offset: int) -> dict[str, Any]:
+def parse_part(part: Part, frame: bytes, offset: int) -> dict[str, Any]:
     header = part.header
     if not part.entries:
         return header.parse(frame, offset)
@@ -254,11 +254,13 @@ def _cut(part: Part, offset: int, limit: int, start: int) -> MalformedError:
     left = limit - offset
     if part.entries:
         left %= part.stride
-    cut = next(f for f in header.fields if header.size * 8 - f.shift > left * 8)
+    cut = next((f for f in header.fields if header.size * 8 - f.shift > left * 8), None)
+    # no field cut: the cut falls in the gap after a table record (SA AttributeOffset)
+    where = header.where(cut.name) if cut is not None else {"header": header.name,
+                                                            "field": "gap"}
     return MalformedError(f"{header.title} runs past the end of the MAD: {part.size} bytes "
                           f"needed at MAD byte {offset - start}, the ICRC follows "
-                          f"{limit - start} bytes in", **header.where(cut.name),
-                          offset=offset)
+                          f"{limit - start} bytes in", **where, offset=offset)
 
 
 def derived(mad: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
@@ -319,7 +321,7 @@ def body_keys() -> frozenset[str]:
 #: (ib_cm.h IB_CM_CLASS_VERSION 2, ib_sa.h IB_SA_CLASS_VERSION 2, SMP and PerfMgt 1), the
 #: method (CM messages are SENDs, the others GETs), QP1 (QP0 for SMPs) with the GSI Q_Key
 #: (IBA 13.5.1, ib_mad.h IB_QP1_QKEY).
-_CLASS_DEFAULTS = {CM_CLASS: (2, 0x03), SA_CLASS: (2, 0x01), PERF: (1, 0x01),
+CLASS_DEFAULTS = {CM_CLASS: (2, 0x03), SA_CLASS: (2, 0x01), PERF: (1, 0x01),
                    SMP_LID: (1, 0x01), SMP_DIRECTED: (1, 0x01)}
 QP1_QKEY = 0x80010000
 
@@ -338,7 +340,7 @@ def inferred(given: Mapping[str, Any]) -> dict[str, Any]:
     if len({(row.mgmtclass, row.attribute) for row in rows}) != 1:
         return {}
     row = rows[0]
-    version, method = _CLASS_DEFAULTS[row.mgmtclass]
+    version, method = CLASS_DEFAULTS[row.mgmtclass]
     smi = row.mgmtclass in (SMP_LID, SMP_DIRECTED)
     return {"mad.mgmtclass": row.mgmtclass, "mad.attributeid": row.attribute,
             "mad.baseversion": 1, "mad.classversion": version, "mad.method": method,
@@ -372,12 +374,12 @@ def build_body(mad: Mapping[str, Any], rmpp: Mapping[str, Any] | None,
             out += header.build(mine)
             seen.update(header.parse(out, len(out) - header.size))
         else:
-            out += _build_entries(part, values)
+            out += build_entries(part, values)
         used.update(k for k in values if k in header.by_name or k == f"{header.name}.gap")
     return bytes(out), used
 
 
-def _build_entries(part: Part, values: Mapping[str, Any]) -> bytes:
+def build_entries(part: Part, values: Mapping[str, Any]) -> bytes:
     header, out = part.header, bytearray()
     lists = {f.name: values[f.name] for f in header.fields if f.name in values}
     for name, value in lists.items():

@@ -7,7 +7,11 @@
   lying length fields, corrupted CRCs, and headers broken where the length fields still
   place the CRCs (a flipped opcode bit, a lying PadCnt, a broken GRH, a UDP length or PktLen
   that lies), either after the CRCs were computed (corrupted) or before (the sender built it
-  so: ``Mutation.resealed``) (:class:`Mutation` says what was done).
+  so: ``Mutation.resealed``) (:class:`Mutation` says what was done);
+* :func:`mad_fields` -- flat keys of a valid MAD of one declared attribute;
+  :func:`mad_packets` -- frames carrying one; :func:`bad_mads` -- frames whose MAD lies
+  (cut attribute, unknown attribute ID, RMPP, directed-route hops, SA AttributeOffset) with
+  the error ibwire must give (:class:`BadMad`; :mod:`ibwire.mad_strategies`).
 
 Everything derives from the Construct declarations and specs/opcodes.tsv, so a new opcode or
 field is generated without touching this module.
@@ -270,3 +274,12 @@ def placed_mutations(draw: st.DrawFn, good: GeneratedPacket) -> Mutation:
         except IbwireError:
             resealed = False  # nothing placed: left as broken
     return Mutation(bytes(frame), good.link, "placed", key, good, resealed)
+
+
+
+
+from ibwire.mad_strategies import BAD_KINDS as BAD_KINDS  # noqa: E402  (draws mad_fields)
+from ibwire.mad_strategies import BadMad as BadMad  # noqa: E402
+from ibwire.mad_strategies import MadPacket as MadPacket  # noqa: E402
+from ibwire.mad_strategies import bad_mads as bad_mads  # noqa: E402
+from ibwire.mad_strategies import mad_packets as mad_packets  # noqa: E402

@@ -37,6 +37,7 @@ exactly; see :mod:`ibwire.scapy.carriers`)::
 from __future__ import annotations
 
 from ibwire.scapy import bindings, pcap
+from ibwire.scapy.attributes import ATTRIBUTE_LAYERS
 from ibwire.scapy.carriers import fast_paths
 from ibwire.scapy.enums import (
     AETH_SYNDROMES,
@@ -72,10 +73,11 @@ from ibwire.scapy.pcap import ERF, rdpcap, read_erf
 
 bindings.install()
 pcap.install()
+globals().update(ATTRIBUTE_LAYERS)  # CM_REQ, PortInfo, PathRecord ... (generated classes)
 
 __all__ = [
     "AETH", "AETH_SYNDROMES", "AETH_TYPES", "BTH", "CHAINS", "DETH", "ERF", "ERF_TYPES", "FETH",
     "GRH", "IETH", "LAYERS", "LNH_NAMES", "LRH", "MAD", "MAD_CLASSES", "MAD_METHODS",
     "NAK_CODES", "OPCODES", "RDETH", "RETH", "RMPP", "XRCETH", "AtomicAckETH", "AtomicETH",
-    "CNPPadding", "ImmDt", "fast_paths", "rdpcap", "read_erf",
+    "CNPPadding", "ImmDt", "fast_paths", "rdpcap", "read_erf", *sorted(ATTRIBUTE_LAYERS),
 ]

@@ -232,26 +232,55 @@ class CNPPadding(ExtendedHeader):
 
 
 class MAD(IBHeader):
-    """Common MAD header (UD SEND to or from QP0/QP1); RMPP follows for RMPP classes."""
+    """Common MAD header (UD SEND to or from QP0/QP1); RMPP follows for RMPP classes, then
+    the body's layers (:mod:`ibwire.scapy.attributes`). MgmtClass, ClassVersion, Method and
+    AttributeID left None are filled at build from the body's layers above (0 without any).
+    """
 
     name = "MAD"
     header = hdr.MAD
-    fields_desc = fields_of(hdr.MAD, defaults={"baseversion": 1},
+    fields_desc = fields_of(hdr.MAD, defaults={"baseversion": 1, "mgmtclass": None,
+                                               "classversion": None, "method": None,
+                                               "attributeid": None},
                             enums={"mgmtclass": MAD_CLASSES, "method": MAD_METHODS},
                             hexa={"mgmtclass", "method", "status", "classspecific",
                                   "transactionid", "attributeid", "attributemodifier"})
 
+    def post_build(self, p: bytes, pay: bytes) -> bytes:
+        from ibwire.scapy.attributes import COMPUTED, computed
+
+        if len(p) < hdr.MAD.size:
+            return p + pay
+        unset = [name for name in COMPUTED if self.getfieldval(name) is None]
+        if unset:
+            found = computed(self)
+            frame = bytearray(p)
+            for name in unset:
+                patch(frame, hdr.MAD, name, found[name])
+            p = bytes(frame)
+        return p + pay
+
     def guess_payload_class(self, payload: bytes) -> type[Packet]:
+        from ibwire.scapy.attributes import first_layer
+
         klass = mad_classes().get(self.mgmtclass)
-        if klass is not None and klass[1] and len(payload) >= RMPP.header.size:
-            return RMPP
-        return conf.raw_layer
+        if klass is not None and klass[1]:
+            return RMPP if len(payload) >= RMPP.header.size else conf.raw_layer
+        return first_layer(self, None, payload) or conf.raw_layer
 
 
 class RMPP(IBHeader):
     name = "RMPP"
     header = hdr.RMPP
     fields_desc = fields_of(hdr.RMPP, hexa={"rmppflags"})
+
+    def guess_payload_class(self, payload: bytes) -> type[Packet]:
+        from ibwire.scapy.attributes import first_layer
+
+        mad = self.underlayer
+        if not isinstance(mad, MAD):
+            return conf.raw_layer
+        return first_layer(mad, self, payload) or conf.raw_layer
 
 
 #: Extended header layers by the names specs/opcodes.tsv uses.

@@ -1,0 +1,88 @@
+"""tshark against ibwire on MADs drawn by ibwire.strategies.mad_packets: a few MADs of every
+declared class and attribute, random field values (SA tables and RMPP segments,
+directed-route hops), in the Ethernet encapsulations, all in one capture and one tshark run.
+The comparison and Wireshark's known mistakes are test_tshark's (tests/diff/mad_fields.py
+for the MAD bodies), with one expert item more that random strings bring."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from ibwire import build
+from ibwire.mad_strategies import MadPacket
+from ibwire.pcap import PcapWriter
+from ibwire.strategies import mad_packets
+from ibwire.tables import MadAttribute, mad_attributes
+from tests.diff.test_tshark import TABLES, compare_file, report
+from tests.diff.tshark import run_tshark, tshark_path
+
+#: Encapsulations whose frames share one Ethernet capture.
+ETHERNET = ("rocev2_ipv4", "rocev2_ipv6", "rocev1")
+#: MADs drawn per attribute.
+PER_ATTRIBUTE = 3
+STRAY = "_ws.string.trailing_stray_characters"
+TABLES_HERE = dataclasses.replace(TABLES, experts={
+    **TABLES.experts,
+    STRAY: "tshark's note on a NodeDescription string (FT_STRINGZPAD) with bytes after its "
+           "NUL, as random values give; the 64 bytes themselves are compared"})
+
+
+@pytest.fixture(scope="module", autouse=True)
+def tshark() -> str:
+    path = tshark_path()
+    if path is None:
+        if os.environ.get("IBWIRE_REQUIRE_TSHARK") == "1":
+            pytest.fail("tshark is not installed and IBWIRE_REQUIRE_TSHARK=1")
+        pytest.skip("tshark is not installed (set IBWIRE_REQUIRE_TSHARK=1 to fail instead)")
+    return path
+
+
+def _drawn(row: MadAttribute) -> list[MadPacket]:
+    """PER_ATTRIBUTE MADs of ``row`` from the strategy (hypothesis generates, the test keeps)."""
+    out: list[MadPacket] = []
+
+    @settings(max_examples=PER_ATTRIBUTE, deadline=None, database=None,
+              phases=(Phase.generate,), suppress_health_check=list(HealthCheck))
+    @given(mad=st.sampled_from(ETHERNET).flatmap(lambda enc: mad_packets(row, enc)))
+    def keep(mad: MadPacket) -> None:
+        out.append(mad)
+
+    keep()
+    return out
+
+
+#: The source address key of each encapsulation.
+SOURCE = {"rocev2_ipv4": "ip.src", "rocev2_ipv6": "ipv6.src", "rocev1": "grh.sgid"}
+
+
+def _alone(mad: MadPacket, i: int) -> bytes:
+    """``mad``'s frame from a source address of its own: tshark keeps CM state per
+    conversation (a REQ's service ID decides how later CM messages' private data is read,
+    as SDP for instance), and these MADs are unrelated."""
+    source = f"10.{i >> 8}.{i & 0xFF}.1" if mad.encapsulation == "rocev2_ipv4" else \
+        f"fd00::{i + 1:x}"
+    return build(mad.encapsulation, {**mad.fields, SOURCE[mad.encapsulation]: source})
+
+
+def test_strategy_mads_of_every_attribute_match_tshark():
+    drawn = [mad for row in mad_attributes().values() for mad in _drawn(row)]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "strategy-mads.pcap"
+        with PcapWriter(path, 1, nanoseconds=True) as writer:
+            for i, mad in enumerate(drawn):
+                writer.write(_alone(mad, i), 1_700_000_000_000_000_000 + i * 1000)
+        dissections = run_tshark(path, extra=("-Y", "infiniband"))
+        labels = [f"{m.encapsulation} MAD 0x{m.attribute.mgmtclass:02x} {m.attribute.name}"
+                  for m in drawn]
+        tally = compare_file(path, dissections, labels, TABLES_HERE)
+    assert not tally.mismatches, report(tally)
+    assert tally.packets == len(drawn) >= len(mad_attributes())
+    compared = {k for k, n in tally.per_field.items() if n and "cm." in k}
+    assert "infiniband.smplid.smpdata/infiniband.cm.req.localqpn" in compared

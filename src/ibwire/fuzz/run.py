@@ -123,6 +123,7 @@ class Fuzzer:
         self.deadline = self.start + (config.time_limit if config.time_limit is not None
                                       else float("inf"))
         self.failed_alone: set[str] = set()
+        self.alone: dict[bytes, dict[str, tuple[Any, Any]]] = {}
 
     # -- running the target ------------------------------------------------------------
     def _run(self, examples: Sequence[Example]) -> tuple[Run, list[list[Diff]]]:
@@ -134,8 +135,11 @@ class Fuzzer:
 
     def signatures(self, example: Example) -> tuple[set[str], dict[str, Any]]:
         """What ``example`` alone shows: signatures, and per signature (expected, got)."""
-        self.summary.runs += 1
-        found = findings_alone(self.target, example, self.config.allow)
+        found = self.alone.get(example.frame)
+        if found is None:  # one run per packet, however many signatures it shows
+            self.summary.runs += 1
+            found = self.alone[example.frame] = findings_alone(self.target, example,
+                                                               self.config.allow)
         return set(found), found
 
     # -- the loop ----------------------------------------------------------------------

@@ -40,7 +40,7 @@ def test_shrink_reaches_the_boundary_of_the_condition():
         return parse(e.frame, e.link).fields()["bth.destqp"] >= 0x10000
 
     first = next(e for e in draw_examples(strategy("valid", Shape()), 50, 3) if big_qp(e))
-    small = shrink(first, big_qp, Shape(), Budget(100, time.monotonic() + 60), seed=1)
+    small = shrink(first, big_qp, Shape(), Budget(200, time.monotonic() + 60), seed=1)
     assert parse(small.frame, small.link).fields()["bth.destqp"] == 0x10000
     assert len(small.frame) <= len(first.frame)
     assert (small.encapsulation, small.opcode) == (first.encapsulation, first.opcode)

@@ -12,7 +12,8 @@
    single bytes; CRCs computed again after each cut unless ``--break-icrc``) while the
    finding reproduces.
 
-Every step counts target runs against one ``budget`` and stops at the ``deadline``.
+Every step counts its tries (each a target run, or a packet hypothesis drew that is not
+smaller than the finding's) against one ``budget`` and stops at the ``deadline``.
 """
 
 from __future__ import annotations
@@ -80,10 +81,10 @@ def shrink(example: Example, reproduces: Callable[[Example], bool], shape: Shape
 
     def condition(candidate: Example) -> bool:  # the same answer for the same packet
         nonlocal best
+        budget.spend()  # every call: hypothesis may try many packets that need no run
         if _key(candidate) >= _key(example):
             return False  # not smaller: not worth a run
         if candidate.frame not in seen:
-            budget.spend()
             seen[candidate.frame] = reproduces(candidate)
             if seen[candidate.frame] and _key(candidate) < _key(best):
                 best = candidate

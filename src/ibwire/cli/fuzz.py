@@ -66,6 +66,11 @@ def _progress(enabled: bool) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        import hypothesis  # noqa: F401
+    except ImportError:
+        print("ibwire fuzz needs hypothesis: pip install 'ibwire[fuzz]'", file=sys.stderr)
+        return 2
     from ibwire.fuzz.compare import read_allow
     from ibwire.fuzz.findings import FindingsDir
     from ibwire.fuzz.generate import Shape

@@ -4,10 +4,10 @@ It finds the BTH (Ethernet with VLAN tags -> IPv4/IPv6 -> UDP 4791, RoCEv1's GRH
 LRH and GRH), and reports ``bth.opcode``, ``bth.destqp`` and ``bth.psn``; anything it is unsure
 of gives ``{}`` (a claim of nothing). Without a bug it agrees with ibwire on every valid frame.
 
-Bugs: ``crash`` (SIGSEGV on the largest PSN), ``qp16`` (DestQP cut to 16 bits for the RC and UC
+Bugs: ``crash`` (SIGSEGV on a PSN at either end of its range), ``qp16`` (DestQP cut to 16 bits for the RC and UC
 RDMA WRITEs), ``hang`` (loops forever when the transport packet, BTH to
 the end, is a multiple of 16 bytes long), ``ibgrh`` (native IB only: forgets the GRH when LNH says there is one),
-``exit`` (exit status 3 on an RC packet with an
+``exit`` (exit status 3 on an RC or RD packet with an
 AETH: READ responses and ACKs). It imports nothing of ibwire, so that it
 starts fast (``python tests/fuzz/tinyparser.py --bug B FILE``, or the functions below as
 ``python:tests.fuzz.tinyparser:FUNCTION`` targets).
@@ -75,11 +75,11 @@ def dissect(frame: bytes, linktype: int = 1, bug: str = "") -> dict[str, int]:
     bth = frame[at:at + 12]
     out = {"bth.opcode": bth[0], "bth.destqp": int.from_bytes(bth[5:8], "big"),
            "bth.psn": int.from_bytes(bth[9:12], "big")}
-    if bug == "crash" and out["bth.psn"] == 0xFFFFFF:
+    if bug == "crash" and out["bth.psn"] in (0, 0xFFFFFF):
         os.kill(os.getpid(), signal.SIGSEGV)
     if bug == "qp16" and out["bth.opcode"] < 0x40 and 6 <= out["bth.opcode"] & 0x1F <= 0x0B:
         out["bth.destqp"] &= 0xFFFF
-    if bug == "exit" and 0x0D <= out["bth.opcode"] <= 0x12:
+    if bug == "exit" and out["bth.opcode"] < 0x60 and 0x0D <= out["bth.opcode"] & 0x1F <= 0x12:
         sys.exit(3)
     return out
 

@@ -23,6 +23,8 @@ from ibwire.fuzz.minimise import Budget, bisect, shrink
 from ibwire.fuzz.targets import Failure, Run
 
 RERUNS = 2
+CHUNK = 20
+"""Examples drawn per hypothesis run (and seed); a packet already sent is not sent again."""
 
 
 class Target(Protocol):
@@ -150,10 +152,18 @@ class Fuzzer:
         c = self.config
         found = strategy(c.mode, c.shape)
         number = 0
+        seen: set[bytes] = set()
         while self.summary.examples < c.max_examples and not self.expired():
             count = min(c.batch, c.max_examples - self.summary.examples)
-            batch = draw_examples(found, count, c.seed * 1_000_003 + number)
-            number += 1
+            batch: list[Example] = []
+            for _ in range(3 + 3 * count // CHUNK):  # hypothesis mutates its last examples:
+                chunk = draw_examples(found, min(CHUNK, count - len(batch)),  # a new seed
+                                      c.seed * 1_000_003 + number)  # every CHUNK keeps variety
+                number += 1
+                batch += [e for e in chunk if e.frame not in seen]
+                seen.update(e.frame for e in chunk)
+                if len(batch) >= count:
+                    break
             if not batch:
                 break
             self.check_batch(batch)

@@ -20,6 +20,7 @@ field is generated without touching this module.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from hypothesis import strategies as st
@@ -77,6 +78,7 @@ def _field_value(header: Header, name: str) -> st.SearchStrategy[Any]:
     return st.integers(0, field.mask).map(lambda v: display(v, field))
 
 
+@cache  # built once per header: hypothesis validates a new strategy per draw
 def header_values(header: Header, *, skip: frozenset[str] = frozenset()) -> st.SearchStrategy[
         dict[str, Any]]:
     """Any values for the fields of ``header`` (addresses as text, numbers as int)."""
@@ -84,6 +86,7 @@ def header_values(header: Header, *, skip: frozenset[str] = frozenset()) -> st.S
         {f.name: _field_value(header, f.name) for f in header.fields if f.name not in skip})
 
 
+@cache
 def _keyed(header: Header) -> st.SearchStrategy[dict[str, Any]]:
     """Values of a header as flat keys, without derived or pinned keys."""
     skip = frozenset(f.name for f in header.fields

@@ -129,7 +129,12 @@ def run_tshark(path: Path | str, extra: Sequence[str] = ()) -> list[Dissection]:
                           capture_output=True, check=False)
     if proc.returncode != 0:
         raise TsharkError(os.fspath(path), proc.returncode, proc.stderr.decode(errors="replace"))
-    packets = json.loads(proc.stdout or b"[]", object_pairs_hook=_pairs)
+    return dissections_of(proc.stdout)
+
+
+def dissections_of(output: bytes) -> list[Dissection]:
+    """The frames of tshark's ``-T json`` output."""
+    packets = json.loads(output or b"[]", object_pairs_hook=_pairs)
     return [dissection_of(p) for p in packets]
 
 

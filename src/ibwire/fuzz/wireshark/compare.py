@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ibwire import Packet
-from tests.diff.tshark import Dissection
+from ibwire.fuzz.wireshark.dissection import Dissection
 
 #: Pseudo-fields of the expected view (not tshark field names).
 MALFORMED = "tshark:malformed"

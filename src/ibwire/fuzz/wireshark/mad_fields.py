@@ -5,7 +5,7 @@ parse_CM_*) under the ``infiniband.smplid.smpdata`` item, with the field names i
 declarations use (src/ibwire/headers/cm.py), so the mapping is derived from them: every
 declared field is one tshark field, except those tshark shows as a ``Reserved`` item. The
 IP CM service ID split and private data sit in subtrees of their own. What tshark gets wrong
-in a REQ is modelled in ``DIVERGENCES`` below (``shared/reference/wireshark.md`` section 6).
+in a REQ is modelled in ``DIVERGENCES`` below (packet-infiniband.c parse_CM_Req, tshark 4.0.17).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
+from ibwire.fuzz.wireshark.compare import Divergence, Expected, Field, View, computed, key
 from ibwire.headers import cm
-from tests.diff.compare import Divergence, Expected, Field, View, computed, key
 
 CM_PARENT = "infiniband.smplid.smpdata"
 #: The CM messages tshark decodes field by field.
@@ -198,7 +198,7 @@ DIVERGENCES = (
         _no_crc, _model_no_crc),
     Divergence(
         "CM REQ path word misread",
-        "shared/reference/wireshark.md section 6 (confirmed here on random values): "
+        "packet-infiniband.c parse_CM_Req (confirmed here on random values): "
         "IBA 12.6.5 / ibta_vol1_c12.h CM_REQ_PRIMARY_FLOW_LABEL is the top 20 bits of the word "
         "at REQ byte 88 (132 for the alternate path), then 6 reserved bits and the 6-bit "
         "packet rate; tshark 4.0.17 reads the flow label from 3 bytes under a 32-bit mask "

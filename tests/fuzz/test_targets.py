@@ -1,0 +1,135 @@
+"""ibwire fuzz against parsers written for these tests (tests/fuzz/tinyparser.py), each with a
+planted bug of a different kind: each is found within a small budget, and its one-packet
+repro shows the same finding when run again alone. The bug-free parser gives no finding,
+so the comparison does not invent differences."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from ibwire import parse
+from ibwire.cli.main import main
+from ibwire.fuzz.compare import Allowed
+from ibwire.fuzz.findings import FindingsDir, read_findings
+from ibwire.fuzz.generate import Shape
+from ibwire.fuzz.run import Config, Fuzzer, Summary, replay
+from ibwire.fuzz.targets import Limits, make_target
+from tests.conftest import ROOT
+
+PARSER = ROOT / "tests" / "fuzz" / "tinyparser.py"
+
+
+def command(bug: str) -> str:
+    return f"{sys.executable} {PARSER} --bug {bug} {{pcap}}"
+
+
+def fuzz(tmp_path: Path, spec: str, *, linktype: int = 1, max_examples: int = 60,
+         timeout_ms: int = 30_000, allow: tuple[Allowed, ...] = (), shrink_runs: int = 5,
+         mode: str = "valid") -> tuple[object, Summary, Path]:
+    target = make_target(spec, linktype, Limits(timeout_ms))
+    out = tmp_path / "out"
+    config = Config(mode=mode, seed=1, max_examples=max_examples, batch=30,
+                    shrink_runs=shrink_runs, allow=allow, shape=Shape(linktype))
+    summary = Fuzzer(target, config, FindingsDir(out, linktype)).run()
+    return target, summary, out
+
+
+def reproduced(target: object, out: Path) -> list[tuple[str, bool]]:
+    """Each written finding, and whether its repro shows it again alone."""
+    return [(f["signature"], f["signature"] in replay(target, out / f["repro"], f))
+            for f in read_findings(out)]
+
+
+def test_no_bug_no_finding(tmp_path):
+    _target, summary, out = fuzz(tmp_path, command("none"), max_examples=60)
+    assert summary.examples == 60 and summary.findings == []
+    assert (out / "findings.jsonl").read_text() == ""
+
+
+def test_crash_on_a_boundary_value(tmp_path):
+    target, summary, out = fuzz(tmp_path, "python:tests.fuzz.tinyparser:crash_on_max_psn")
+    kinds = {(f.kind, f.field) for f in summary.findings}
+    assert kinds == {("crash", "SIGSEGV")}, summary
+    for f in summary.findings:  # the repro holds the boundary value
+        assert parse(bytes.fromhex(f.frame), "ethernet").fields()["bth.psn"] in (0, 0xFFFFFF)
+        assert f.got == "SIGSEGV" and f.target_version is None
+    assert reproduced(target, out) and all(ok for _, ok in reproduced(target, out))
+
+
+def test_wrong_field_for_some_opcodes(tmp_path):
+    target, summary, out = fuzz(tmp_path, command("qp16"), max_examples=150, shrink_runs=3)
+    assert summary.findings
+    for f in summary.findings:
+        assert f.kind == "diff" and f.field == "bth.destqp"
+        assert f.opcode < 0x40 and 6 <= f.opcode & 0x1F <= 0x0B  # only the RDMA WRITEs
+        assert f.got == f.expected & 0xFFFF != f.expected
+        assert len(bytes.fromhex(f.frame)) <= f.original_length  # shrunk, never grown
+    assert all(ok for _, ok in reproduced(target, out))
+    # the same run with the difference allowed finds nothing
+    allow = (Allowed("known: 16-bit QPs", field="bth.destqp",
+                     when={"bth.opcode": [6, 7, 8, 9, 10, 11, 38, 39, 40, 41, 42, 43]}),)
+    _target, summary, _out = fuzz(tmp_path / "allowed", command("qp16"), allow=allow,
+                                  shrink_runs=0, max_examples=150)
+    assert summary.findings == []
+
+
+def test_hang_on_a_length(tmp_path):
+    target, summary, out = fuzz(tmp_path, command("hang"), timeout_ms=1000, max_examples=30,
+                                shrink_runs=2)
+    assert {f.kind for f in summary.findings} == {"timeout"}
+    for f in summary.findings:
+        frame = bytes.fromhex(f.frame)
+        assert (len(frame) - 14 - {"rocev1": 40, "rocev2_ipv4": 28, "rocev2_ipv6": 48}[
+            f.encapsulation]) % 16 == 0 or f.what  # the planted length
+    assert all(ok for _, ok in reproduced(target, out))
+
+
+def test_mistake_only_for_native_ib(tmp_path):
+    target, summary, out = fuzz(tmp_path, command("ibgrh"), linktype=247, max_examples=15,
+                                shrink_runs=0)
+    assert summary.findings
+    assert {f.encapsulation for f in summary.findings} == {"ib_global"}
+    assert {f.field for f in summary.findings} <= {"bth.opcode", "bth.destqp", "bth.psn"}
+    found = reproduced(target, out)
+    assert all(ok for _, ok in found[:5])
+    _target, summary, _out = fuzz(tmp_path / "eth", command("ibgrh"), max_examples=40)
+    assert summary.findings == []
+
+
+def test_cli_exit_status_and_findings_file(tmp_path):
+    def args(out: str, *more: str) -> list[str]:
+        return ["fuzz", "--target", command("exit"), "--mode", "valid", "--max-examples", "80",
+                "--seed", "3", "--shrink-runs", "0", "--timeout-ms", "30000", "--out",
+                str(tmp_path / out), "-q", *more]
+
+    assert main(args("out")) == 1, (tmp_path / "out" / "findings.jsonl").read_text()
+    lines = list(read_findings(tmp_path / "out"))
+    assert lines and {(f["kind"], f["field"]) for f in lines} == {("exit", "status 3")}
+    assert all(f["opcode"] < 0x60 and 0x0D <= f["opcode"] & 0x1F <= 0x12 for f in lines)
+    line = lines[0]
+    assert (tmp_path / "out" / line["repro"]).is_file() and line["seed"] == 3
+    assert line["command"].endswith(str(tmp_path / "out" / line["repro"]))
+    assert main(args("again")) == 1  # same seed, same findings
+    assert [f["frame"] for f in read_findings(tmp_path / "again")] == \
+        [f["frame"] for f in lines]
+    allow = tmp_path / "exit.allow"
+    allow.write_text('# the exit is known\n{"kind": "exit", "reason": "planted"}\n')
+    assert main(args("allowed", "--allow", str(allow))) == 0
+    assert main(["fuzz", "--target", "no-such-parser-xyz {pcap}", "--out",
+                 str(tmp_path / "none")]) == 2
+    assert main(["fuzz", "--target", "python:no_such_module_xyz:f", "--out",
+                 str(tmp_path / "none")]) == 2
+
+
+@pytest.mark.parametrize("line", ['{"field": "bth.psn"', '[1, 2]'])
+def test_bad_allow_file(tmp_path, line):
+    from ibwire.errors import IbwireError
+    from ibwire.fuzz.compare import read_allow
+
+    path = tmp_path / "allow"
+    path.write_text(line + "\n")
+    with pytest.raises(IbwireError, match="line 1"):
+        read_allow(path)

@@ -16,12 +16,12 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from ibwire import build
+from ibwire.fuzz.wireshark.dissection import run_tshark, tshark_path
 from ibwire.mad_strategies import MadPacket
 from ibwire.pcap import PcapWriter
 from ibwire.strategies import mad_packets
 from ibwire.tables import MadAttribute, mad_attributes
 from tests.diff.test_tshark import TABLES, compare_file, report
-from tests.diff.tshark import run_tshark, tshark_path
 
 #: Encapsulations whose frames share one Ethernet capture.
 ETHERNET = ("rocev2_ipv4", "rocev2_ipv6", "rocev1")

@@ -104,7 +104,7 @@ class BatchRewriter:
         seconds = ts // _NS
         fallback = result.fallback | ~np.isin(c["error"], (0, 1)) | (ts < 0) | (seconds > _U32)
         self._headers(buf, fo, lens, seconds, ts % _NS, c["frame.orig_len"])
-        edited = _edited(buf, src, fo, lens)
+        edited = result.edited
         self._count(result.icrc, edited, fallback)
         lines = self._lines(c["record"], result.changed, result.icrc) \
             if self.report is not None else None
@@ -160,13 +160,3 @@ class BatchRewriter:
             tails.append(f', "changed": {json.dumps(names)}, "icrc": "{LABELS[k & 7]}"}}\n')
         return [f'{{"record": {r}{tails[t]}' for r, t in
                 zip(records.tolist(), inverse.tolist(), strict=True)]
-
-
-def _edited(buf: np.ndarray, src: np.ndarray, fo: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """Per row: does the frame differ from the one read (record headers are not counted)."""
-    where = np.flatnonzero(buf[:len(src)] != src)
-    row = np.searchsorted(fo, where, side="right") - 1
-    inside = (row >= 0) & (where < fo[row] + lens[row])
-    out = np.zeros(len(fo), bool)
-    out[row[inside]] = True
-    return out

@@ -72,7 +72,9 @@ class Block:
         self.dirty = False
 
     def part(self, keep: np.ndarray) -> Block:
-        """The rows where ``keep`` holds (sharing nothing with this block)."""
+        """The rows where ``keep`` holds (this block itself when it holds everywhere)."""
+        if keep.all():
+            return self
         out = Block.__new__(Block)
         out.buf, out.rows, out.starts, out.size = self.buf, self.rows[keep], \
             self.starts[keep], self.size

@@ -88,7 +88,7 @@ def _mac(f: _Frames, rows: np.ndarray, at: int, new: bytes, name: str) -> None:
     differs = (macs.raw != value).any(axis=1)
     moved = macs.part(differs)
     moved.raw[:], moved.dirty = value, True
-    moved.store()
+    moved.store()  # (all of macs, or a copy of the rows that differ)
     f.changed[rows[differs]] |= BIT[name]
 
 
@@ -210,6 +210,8 @@ def _ports(f: _Frames, layer: _Layer, o: RewriteOptions) -> None:
 def _bth(f: _Frames, rows: np.ndarray, bth: np.ndarray, o: RewriteOptions) -> np.ndarray:
     """BTH and DETH edits of RoCE frames (``bth``: their BTH offsets); returns the rows that
     need ``edit._cm`` (a UD packet to QP1 whose CM REQ/REP may hold a QPN or a PSN)."""
+    if o.pkey is None and not o.psn_offset and not o.qpmap:
+        return rows[:0]
     head = f.block(rows, bth, 12)
     opcode = head.num(0, 1)
     if o.pkey is not None:
@@ -312,11 +314,12 @@ def _ipv4(f: _Frames, layer: _Layer, fix: np.ndarray) -> None:
         return
     want = fix[v4.rows]
     plain = want & (layer.ihl[v4.rows] == 20)
-    head = v4.raw[plain]
-    old = v4.num(10, 2)[plain]
+    every = bool(plain.all())
+    head = v4.raw if every else v4.raw[plain]
+    old = v4.num(10, 2) if every else v4.num(10, 2)[plain]
     words = head.view(">u2").sum(axis=1, dtype=U64) - old
     value = finish(words)
-    rows = v4.rows[plain]
+    rows = v4.rows if every else v4.rows[plain]
     store(f.buf, f.off[rows] + layer.l3[rows] + 10, 2, value)
     f.touched[rows[value != old]] = True
     rows = v4.rows[want & ~plain]

@@ -8,6 +8,7 @@ headers the writer normalises). Both CRC twins."""
 from __future__ import annotations
 
 import argparse
+import gzip
 import io
 import struct
 import sys
@@ -160,3 +161,19 @@ def test_batch_path_repairs_icrcs_itself(tmp_path: Path) -> None:
     from tests.rewrite.frames import icrc_verdicts
     verdicts = [v for v in icrc_verdicts(target) if v is not None]
     assert verdicts and all(verdicts)
+
+
+@pytest.mark.parametrize("name", ["srcipmap", "everything", "none"])
+def test_batch_equals_per_packet_on_cut_empty_and_gzip_files(name: str, tmp_path: Path,
+                                                             mixed: Path) -> None:
+    data = mixed.read_bytes()
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(data[:len(data) // 3])  # ends inside a record: an unreadable last record
+    empty = tmp_path / "empty.pcap"
+    empty.write_bytes(data[:24])
+    packed = tmp_path / "mixed.pcap.gz"
+    packed.write_bytes(gzip.compress(data))
+    for src in (cut, empty, packed):
+        per_packet, batched = both(src, tmp_path, ALL_OPTIONS[name])
+        assert batched == per_packet, src.name
+    assert "1 unreadable" in both(cut, tmp_path, [])[1][2]

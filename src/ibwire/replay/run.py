@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -169,8 +169,12 @@ def _loop_frames(plan: Plan, data: Loaded, k: int) -> list[bytes]:
     return [unique_frame(f, link, k) for f, link in zip(data.frames, data.links, strict=True)]
 
 
-def send_plan(plan: Plan, data: Loaded, interface: str) -> ReplayStats:
-    """Sends on ``interface`` in bursts (one sendmmsg each), sleeping until each is due."""
+def send_plan(plan: Plan, data: Loaded, interface: str,
+              progress: Callable[[ReplayStats], None] | None = None,
+              every: float | None = None) -> ReplayStats:
+    """Sends on ``interface`` in bursts (one sendmmsg each), sleeping until each is due.
+    ``progress`` gets the totals so far every ``every`` seconds (tcpreplay's ``--stats``),
+    checked after each burst."""
     sock = PacketSocket(interface)
     stats = ReplayStats()
     due = offsets(plan.timing, data.timestamps_ns, data.lengths)
@@ -178,7 +182,11 @@ def send_plan(plan: Plan, data: Loaded, interface: str) -> ReplayStats:
     left = plan.limit
     plain = data.block(len(data.lengths)) if mmsg.AVAILABLE else None
     burst = TOPSPEED_BURST if plan.timing.topspeed else BURST_MAX
+    step = int(every * 1e9) if progress is not None and every else 0
+    if step:
+        burst = min(burst, BURST_MAX)  # report on time at --topspeed too
     start = time.monotonic_ns()
+    report_at = start + step
     try:
         for k in range(plan.loops):
             unique = plan.unique_ip and k > 0
@@ -211,6 +219,10 @@ def send_plan(plan: Plan, data: Loaded, interface: str) -> ReplayStats:
                 stats.bytes += nbytes
                 stats.failed += failed
                 i = end
+                if step and progress is not None and time.monotonic_ns() >= report_at:
+                    now = time.monotonic_ns()
+                    progress(replace(stats, seconds=(now - start) / 1e9))
+                    report_at = now + step
             if left is not None:
                 left -= n
             if n < total:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 import numpy as np
 
@@ -24,6 +24,10 @@ from ibwire.pcap.writer import PcapWriter
 from ibwire.rewrite.edit import FrameEdit, PsnPairs, edit_frame
 from ibwire.rewrite.options import RewriteOptions
 from ibwire.rewrite.vector import FIELDS, LABELS, PAD, batchable, edit_frames
+
+if TYPE_CHECKING:
+    from ibwire.rewrite.run import RewriteSummary
+    from ibwire.scan.batch import ScanBatch
 
 EDITABLE_LINKS = ("ethernet", "ip", "infiniband", "grh")
 HEADER = 16
@@ -43,7 +47,7 @@ class BatchRewriter:
     """Rewrites scanned batches into a pcap writer; counts into ``summary``."""
 
     def __init__(self, writer: PcapWriter, options: RewriteOptions,
-                 report: IO[str] | None, summary: object) -> None:
+                 report: IO[str] | None, summary: RewriteSummary) -> None:
         self.writer, self.options, self.report = writer, options, report
         self.summary = summary
         self.psn = PsnPairs(options)
@@ -66,34 +70,34 @@ class BatchRewriter:
             else:
                 self._window(batch, offs, lens)
 
-    def _one(self, batch: object, row: int) -> None:
+    def _one(self, batch: ScanBatch, row: int) -> None:
         """One record through ``edit_frame``, as ``rewrite_capture`` does it."""
-        c = batch.columns  # type: ignore[attr-defined]
+        c = batch.columns
         s = self.summary
-        error = batch.errors.get(row)  # type: ignore[attr-defined]
+        error = batch.errors.get(row)
         if error is not None:
-            s.errors.append(error)  # type: ignore[attr-defined]
+            s.errors.append(error)
             return
-        s.records += 1  # type: ignore[attr-defined]
-        original = bytes(batch.frame(row))  # type: ignore[attr-defined]
+        s.records += 1
+        original = bytes(batch.frame(row))
         frame = bytearray(original)
-        link = batch.link(row)  # type: ignore[attr-defined]
+        link = batch.link(row)
         edit = edit_frame(frame, link, self.options, self.psn) \
             if link in EDITABLE_LINKS else FrameEdit()
-        s.icrc[edit.icrc] += 1  # type: ignore[attr-defined]
+        s.icrc[edit.icrc] += 1
         data = bytes(frame)
         if data != original:
-            s.edited += 1  # type: ignore[attr-defined]
+            s.edited += 1
         orig = max(int(c["frame.orig_len"][row]), len(original)) + len(data) - len(original)
         self.writer.write(data, int(c["timestamp_ns"][row]), max(orig, len(data)))
         if self.report is not None:
             self.report.write(json.dumps({"record": int(c["record"][row]),
                                           "changed": edit.changed, "icrc": edit.icrc}) + "\n")
 
-    def _window(self, batch: object, offs: np.ndarray, lens: np.ndarray) -> None:
-        c = batch.columns  # type: ignore[attr-defined]
+    def _window(self, batch: ScanBatch, offs: np.ndarray, lens: np.ndarray) -> None:
+        c = batch.columns
         lo, hi = int(offs[0]) - HEADER, int(offs[-1] + lens[-1])
-        src = np.frombuffer(batch.buffer, np.uint8, count=hi - lo, offset=lo)  # type: ignore[attr-defined]
+        src = np.frombuffer(batch.buffer, np.uint8, count=hi - lo, offset=lo)
         buf = np.zeros(hi - lo + PAD, np.uint8)
         buf[:hi - lo] = src
         fo = offs - lo
@@ -114,8 +118,8 @@ class BatchRewriter:
                 self.writer.write_prepared(memoryview(buf[fo[start] - HEADER:fo[row - 1] +
                                                           lens[row - 1]]),
                                            row - start, int(lens[start:row].max()))
-                if lines is not None:
-                    self.report.write("".join(lines[start:row]))  # type: ignore[union-attr]
+                if lines is not None and self.report is not None:
+                    self.report.write("".join(lines[start:row]))
             if row < len(offs):
                 self._one(batch, row)
             start = row + 1
@@ -142,12 +146,12 @@ class BatchRewriter:
     def _count(self, labels: np.ndarray, edited: np.ndarray, fallback: np.ndarray) -> None:
         s = self.summary
         keep = ~fallback
-        s.records += int(keep.sum())  # type: ignore[attr-defined]
-        s.batched += int(keep.sum())  # type: ignore[attr-defined]
-        s.edited += int((edited & keep).sum())  # type: ignore[attr-defined]
+        s.records += int(keep.sum())
+        s.batched += int(keep.sum())
+        s.edited += int((edited & keep).sum())
         for code, count in enumerate(np.bincount(labels[keep], minlength=len(LABELS))):
             if count:
-                s.icrc[LABELS[code]] += int(count)  # type: ignore[attr-defined]
+                s.icrc[LABELS[code]] += int(count)
 
     @staticmethod
     def _lines(records: np.ndarray, changed: np.ndarray, labels: np.ndarray) -> list[str]:

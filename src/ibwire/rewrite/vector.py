@@ -9,7 +9,7 @@ checksums. The result is byte for byte what ``edit_frame`` makes of each frame, 
 order of edits (tests/rewrite/test_rewrite_batch.py compares them).
 
 Frames this path does not handle are only marked ``fallback`` (the caller runs
-``edit_frame`` on them): native InfiniBand, a CM REQ/REP on QP1 under ``--qpmap`` or
+``edit_frame`` on them): native InfiniBand, RoCEv1 under ``--dscp``/``--ecn``, a CM REQ/REP on QP1 under ``--qpmap`` or
 ``--psn-offset``, a RoCE frame whose UDP ports a ``--portmap`` changes, an IP packet longer
 than ``--mtu-trunc``, one whose CRC walk failed after the edits, a scanner fault the CRC
 engine does not share. Options that change lengths or need state across packets
@@ -256,6 +256,8 @@ def edit_frames(buf: np.ndarray, offsets: np.ndarray, lengths: np.ndarray,
     fix_l4 = base | ((f.changed & L4_BITS) != 0)
     roce = (before_error == 0) & ~fallback & ((links == 0) | (links == 2) | (links == 3))
     fallback |= roce & ((f.changed & PORT_BITS) != 0)  # may no longer be RoCE
+    if o.dscp is not None or o.ecn is not None:
+        fallback |= roce & (layer.version == 0)  # RoCEv1: its GRH's class (edit._grh_class)
     roce &= ~fallback
     rows = np.flatnonzero(roce)
     fallback[_bth(f, rows, bth[rows].astype(np.int64), o)] = True

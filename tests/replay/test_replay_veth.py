@@ -85,3 +85,13 @@ def test_unique_ip_icrcs_verify_where_tcpreplays_break(veth: Veth, tmp_path: Pat
     assert theirs_verdicts[:22].count(True) == 20  # the first loop is sent as captured
     assert True not in theirs_verdicts[22:]  # every looped RoCE packet has a broken ICRC
     assert theirs_verdicts[22:].count(False) >= 38
+
+
+def test_stats_prints_the_totals_while_sending(veth: Veth) -> None:
+    done = veth.replay("--pps", "2000", "--loop", "20", "--stats", "0.05", str(SAMPLE))
+    assert done.returncode == 0, done.stderr
+    counts = [int(line.split()[1]) for line in done.stderr.splitlines()
+              if line.startswith("Actual:")]
+    assert len(counts) >= 3, done.stderr  # 440 packets at 2000 pps: 0.22 s
+    assert counts == sorted(counts) and counts[-1] < 440
+    assert done.stdout.startswith("Actual: 440 packets")

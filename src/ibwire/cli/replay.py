@@ -34,13 +34,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     more.add_argument("--unique-ip", action="store_true",
                       help="with --loop: new addresses every loop, ICRCs recomputed")
     parser.add_argument("--stats", type=float, metavar="S",
-                        help="accepted for tcpreplay's command lines; the totals are printed "
-                        "at the end")
+                        help="print the totals so far every S seconds while sending (on "
+                        "stderr; the final totals go to stdout)")
     parser.add_argument("--json", action="store_true", help="print the totals as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
-    from ibwire.replay import Plan, Timing, TimingError, load, send_plan, write_plan
+    from ibwire.replay import (
+        Plan,
+        ReplayStats,
+        Timing,
+        TimingError,
+        load,
+        send_plan,
+        write_plan,
+    )
 
     def refuse(reason: str) -> int:
         print(f"ibwire replay: {reason}", file=sys.stderr)
@@ -61,7 +69,13 @@ def run(args: argparse.Namespace) -> int:
         from ibwire.replay import check_interface
         check_interface(args.interface)
     data = load(args.input)
+    if args.stats is not None and not args.stats > 0:
+        return refuse("--stats must be a positive number of seconds")
+
+    def progress(now: ReplayStats) -> None:
+        print(now.lines(), file=sys.stderr, flush=True)
+
     stats = write_plan(plan, data, args.write) if args.write else \
-        send_plan(plan, data, args.interface)
+        send_plan(plan, data, args.interface, progress, args.stats)
     print(json.dumps(stats.as_dict()) if args.json else stats.lines())
     return 1 if stats.failed else 0

@@ -32,6 +32,7 @@ icrc = _impl.icrc
 vcrc = _impl.vcrc
 verify = _impl.verify
 fix = _impl.fix
+fix_batch = _impl.fix_batch
 verify_batch = _impl.verify_batch
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "crc16",
     "crc32",
     "fix",
+    "fix_batch",
     "icrc",
     "implementation",
     "locate",

@@ -14,7 +14,7 @@ from ibwire.crc._common import (
 
 __all__ = [
     "ERROR_NAMES", "KIND_NAMES", "LINK_CODES", "BatchVerdict", "CrcVerdict", "IcrcSpan",
-    "crc16", "crc32", "fix", "icrc", "locate", "vcrc", "verify", "verify_batch",
+    "crc16", "crc32", "fix", "fix_batch", "icrc", "locate", "vcrc", "verify", "verify_batch",
 ]
 
 SITES: tuple[tuple[str, str], ...]
@@ -34,3 +34,9 @@ def verify_batch(
     lengths: np.ndarray | list[int],
     links: str | np.ndarray = "ethernet",
 ) -> BatchVerdict: ...
+def fix_batch(
+    buf: Buffer,
+    offsets: np.ndarray | list[int],
+    lengths: np.ndarray | list[int],
+    links: str | np.ndarray = "ethernet",
+) -> np.ndarray: ...

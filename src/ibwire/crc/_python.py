@@ -44,6 +44,7 @@ __all__ = [
     "crc16",
     "crc32",
     "fix",
+    "fix_batch",
     "icrc",
     "locate",
     "vcrc",
@@ -409,3 +410,38 @@ def verify_batch(buf: Buffer, offsets: np.ndarray, lengths: np.ndarray,
             vcrc_ok[i] = v.vcrc_ok
     return BatchVerdict(icrc_ok, vcrc_ok, error, kind)
 
+
+def fix_batch(buf: Buffer, offsets: np.ndarray, lengths: np.ndarray,
+              links: str | np.ndarray = "ethernet") -> np.ndarray:
+    """Writes the ICRC (and the VCRC after it) of many records of one writable buffer in
+    place, as ``fix`` does each; a record with a fault is left as it is (never an exception).
+    Returns int8 per record: 1 its CRCs on the wire were already right, 0 they were
+    rewritten, -1 nothing was written (a fault)."""
+    data = _view(buf)
+    if data.readonly:
+        raise TypeError("fix_batch() needs a writable buffer such as a bytearray")
+    offs, lens, codes = batch_arrays(offsets, lengths, links)
+    bad = first_outside(len(data), offs, lens)
+    if bad >= 0:
+        raise outside_error(bad, int(offs[bad]), int(lens[bad]), len(data))
+    n = offs.size
+    was_right = np.full(n, -1, dtype=np.int8)
+    link_list = codes.tolist() if codes.size == n else codes.tolist() * n
+    for i, (off, length, link) in enumerate(zip(offs.tolist(), lens.tolist(), link_list,
+                                                strict=True)):
+        b = data[off:off + length]
+        try:
+            s = _walk(b, link)
+        except _Fault:
+            continue
+        same = True
+        if s.icrc >= 0:
+            value = _icrc_of(b, s).to_bytes(4, "little")
+            same = b[s.icrc:s.icrc + 4] == value
+            b[s.icrc:s.icrc + 4] = value
+        if s.vcrc >= 0:
+            value = crc16(b[:s.vcrc]).to_bytes(2, "little")
+            same = same and b[s.vcrc:s.vcrc + 2] == value
+            b[s.vcrc:s.vcrc + 2] = value
+        was_right[i] = same
+    return was_right

@@ -438,3 +438,31 @@ void ibw_verify_batch(const uint8_t *buf, int64_t buflen, const int64_t *offs,
         kind[i] = c.kind;
     }
 }
+
+void ibw_fix_batch(uint8_t *buf, int64_t buflen, const int64_t *offs, const int64_t *lens,
+                   const uint8_t *links, int64_t link_stride, int64_t count, int8_t *was_right)
+{
+    ibw_span s;
+    for (int64_t i = 0; i < count; i++) {
+        uint8_t *p = buf + offs[i];
+        if (record_outside(buflen, offs[i], lens[i]) ||
+            ibw_locate(p, lens[i], links[i * link_stride], &s) != IBW_OK) {
+            was_right[i] = -1; /* nothing written */
+            continue;
+        }
+        int same = 1;
+        if (s.icrc >= 0) {
+            uint32_t v = ibw_icrc_of(p, &s);
+            same = le32(p + s.icrc) == v;
+            for (int k = 0; k < 4; k++)
+                p[s.icrc + k] = (uint8_t)(v >> (8 * k));
+        }
+        if (s.vcrc >= 0) { /* after the ICRC, which it covers */
+            uint16_t v = ibw_vcrc_of(p, &s);
+            same &= (uint16_t)(p[s.vcrc] | p[s.vcrc + 1] << 8) == v;
+            p[s.vcrc] = (uint8_t)v;
+            p[s.vcrc + 1] = (uint8_t)(v >> 8);
+        }
+        was_right[i] = (int8_t)same;
+    }
+}

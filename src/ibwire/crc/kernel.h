@@ -152,5 +152,10 @@ void ibw_verify_batch(const uint8_t *buf, int64_t buflen, const int64_t *offs,
                       const int64_t *lens, const uint8_t *links, int64_t link_stride,
                       int64_t count, int8_t *icrc_ok, int8_t *vcrc_ok, uint8_t *error,
                       uint8_t *kind);
+/* ibw_fix of count records of buf, in place (strict: a record with a fault, or outside the
+ * buffer, is left as it is). was_right[i]: 1 its CRCs on the wire were already right (the
+ * bytes written are the same), 0 they were rewritten, -1 nothing written. No GIL needed. */
+void ibw_fix_batch(uint8_t *buf, int64_t buflen, const int64_t *offs, const int64_t *lens,
+                   const uint8_t *links, int64_t link_stride, int64_t count, int8_t *was_right);
 
 #endif /* IBWIRE_CRC_KERNEL_H */

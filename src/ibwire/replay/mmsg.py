@@ -24,34 +24,62 @@ if _SENDMMSG is not None:
 AVAILABLE = _SENDMMSG is not None and struct.calcsize("P") == 8
 
 
-class FrameBlock:
-    """The frames of one loop, laid out for sendmmsg."""
+CHUNK = 1 << 16
+"""Frames whose headers are laid out at a time (the headers of one chunk are reused by the
+next: 5 MiB whatever the capture's size)."""
 
-    def __init__(self, frames: list[bytes]) -> None:
-        lengths = np.fromiter((len(f) for f in frames), dtype=np.uint64, count=len(frames))
-        self.data = np.frombuffer(b"".join(frames) or b"\0", dtype=np.uint8).copy()
-        starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.uint64)
-        self.iov = np.empty((len(frames), 2), dtype=np.uint64)
-        self.iov[:, 0] = self.data.ctypes.data + starts
-        self.iov[:, 1] = lengths
-        self.msgs = np.zeros((len(frames), 8), dtype=np.uint64)
-        self.msgs[:, 2] = self.iov.ctypes.data + 16 * np.arange(len(frames), dtype=np.uint64)
+
+class FrameBlock:
+    """Frames to send with sendmmsg: ``lengths[i]`` bytes from ``starts[i]`` of ``data`` (a
+    uint8 array that must outlive the block; nothing is copied). The ``iovec`` and
+    ``mmsghdr`` arrays hold one chunk of frames and are refilled for the next."""
+
+    def __init__(self, data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> None:
+        self.data = data
+        self.lengths = lengths.astype(np.uint64)
+        self.addresses = data.ctypes.data + starts.astype(np.uint64)
+        room = max(1, min(len(lengths), CHUNK))
+        self.iov = np.zeros((room, 2), dtype=np.uint64)
+        self.msgs = np.zeros((room, 8), dtype=np.uint64)
+        self.msgs[:, 2] = self.iov.ctypes.data + 16 * np.arange(room, dtype=np.uint64)
         self.msgs[:, 3] = 1
-        self.lengths = lengths
+        self.chunk = (-1, -1)  # the frames [first, end) the headers now describe
+
+    @classmethod
+    def from_frames(cls, frames: list[bytes]) -> FrameBlock:
+        """The frames copied end to end into one buffer."""
+        lengths = np.fromiter((len(f) for f in frames), dtype=np.int64, count=len(frames))
+        data = np.frombuffer(b"".join(frames) or b"\0", dtype=np.uint8).copy()
+        starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+        return cls(data, starts, lengths)
+
+    def _headers(self, first: int) -> int:
+        """The index in ``msgs`` of frame ``first``, laying out the headers of the chunk
+        that starts with it if they are not there."""
+        lo, hi = self.chunk
+        if lo <= first < hi:
+            return first - lo
+        hi = min(first + len(self.iov), len(self.lengths))
+        self.iov[:hi - first, 0] = self.addresses[first:hi]
+        self.iov[:hi - first, 1] = self.lengths[first:hi]
+        self.chunk = (first, hi)
+        return 0
 
     def send(self, fd: int, first: int, count: int) -> tuple[int, int, int]:
         """Sends frames [first, first + count); returns (sent, bytes, failed)."""
         base = self.msgs.ctypes.data
         i, end, failed, lost = first, first + count, 0, 0
         while i < end:
-            done = _SENDMMSG(fd, base + 64 * i, end - i, 0)
+            at = self._headers(i)
+            todo = min(end, self.chunk[1]) - i
+            done = _SENDMMSG(fd, base + 64 * at, todo, 0)
             if done > 0:
                 i += done
                 continue
             err = ctypes.get_errno()
             if err in (errno.ENOBUFS, errno.EAGAIN, errno.EINTR):
                 os.sched_yield()
-                done = _SENDMMSG(fd, base + 64 * i, end - i, 0)
+                done = _SENDMMSG(fd, base + 64 * at, todo, 0)
                 if done > 0:
                     i += done
                     continue

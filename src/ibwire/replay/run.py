@@ -1,20 +1,24 @@
 """A replay: the capture loaded, its packets timed, sent in bursts (or written with -w).
 
+The capture is loaded through the scanner (``ibwire.scan.scan_capture``): its frames copied
+into memory once, as offsets and lengths into one buffer, which sendmmsg(2) sends from.
 Time comes from ``time.monotonic_ns``. Packets due within the same burst window (1 ms, at
-most 1024) go out together in one sendmmsg(2) call over the preloaded frames; between bursts
-the sender sleeps (no busy loop). ``--topspeed`` sends bursts back to back.
+most 1024) go out together in one sendmmsg(2) call; between bursts the sender sleeps (no busy
+loop). ``--topspeed`` sends bursts back to back.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, replace
+from functools import cached_property
 
 import numpy as np
 
-from ibwire.pcap.source import Source, open_capture
+from ibwire.pcap.records import LINK_CODES, LINK_NAMES
+from ibwire.pcap.source import Source
 from ibwire.pcap.writer import PcapWriter
 from ibwire.replay import mmsg
 from ibwire.replay.mmsg import FrameBlock
@@ -24,6 +28,9 @@ from ibwire.replay.unique import unique_frame
 
 BURST_S = 0.001
 BURST_MAX = 1024
+TOPSPEED_BURST = 1 << 16
+"""Frames per turn of the send loop with ``--topspeed`` (sendmmsg(2) takes at most 1024 per
+call, UIO_MAXIOV: ``FrameBlock.send`` calls it again until the turn's frames are out)."""
 
 
 @dataclass
@@ -53,27 +60,66 @@ class ReplayStats:
 
 @dataclass
 class Loaded:
-    frames: list[bytes]
-    links: list[str]
+    """The frames of a capture, preloaded: ``data`` holds the capture file's bytes (one copy
+    in memory, as tcpreplay's --preload-pcap), frame ``i`` is ``lengths[i]`` bytes from
+    ``offsets[i]``; ``link_codes`` are ``LINK_CODES`` (ethernet 0, ip 2)."""
+
+    data: np.ndarray
+    offsets: np.ndarray
+    lengths: np.ndarray
+    link_codes: np.ndarray
     linktype: int
     timestamps_ns: np.ndarray
-    lengths: np.ndarray
+
+    @cached_property
+    def frames(self) -> list[bytes]:
+        """Each frame as bytes (for the paths that edit or write frames one by one)."""
+        data = self.data
+        return [data[o:o + n].tobytes() for o, n in
+                zip(self.offsets.tolist(), self.lengths.tolist(), strict=True)]
+
+    @property
+    def links(self) -> list[str]:
+        return [LINK_NAMES[code] for code in self.link_codes.tolist()]
+
+    def block(self, count: int) -> FrameBlock:
+        """The first ``count`` frames for sendmmsg, pointing into ``data``."""
+        return FrameBlock(self.data, self.offsets[:count], self.lengths[:count])
 
 
-def load(source: Source) -> Loaded:
-    """Every readable frame of ``source`` as sent on the wire (Ethernet or raw IP)."""
-    frames, links, stamps = [], [], []
-    linktype = 1
-    with open_capture(source) as reader:
-        for record in reader:
-            if record.error is not None or record.link not in ("ethernet", "ip"):
-                continue
-            frames.append(bytes(record.frame))
-            links.append(record.link)
-            stamps.append(record.timestamp_ns)
-            linktype = 1 if record.link == "ethernet" else 101
-    return Loaded(frames, links, linktype, np.array(stamps, dtype=np.int64),
-                  np.array([len(f) for f in frames], dtype=np.int64))
+def load(source: Source, *, window: int = 16 << 20) -> Loaded:
+    """Every readable frame of ``source`` as sent on the wire (Ethernet or raw IP), from the
+    scanner's columns window by window (``ibwire.scan.scan_capture``: no Python per packet):
+    the frames of each window are copied once, into one buffer. The link type of the output
+    (``-w``) is that of the last frame."""
+    from ibwire.scan import scan_capture
+
+    chunks: list[np.ndarray] = []
+    offsets, lengths, codes, stamps = [], [], [], []
+    size = 0
+    for batch in scan_capture(source, fields=(), window=window):
+        c = batch.columns
+        keep = np.flatnonzero((c["link"] == LINK_CODES["ethernet"]) |
+                              (c["link"] == LINK_CODES["ip"]))
+        if not len(keep):
+            continue
+        offs = c["frame.offset"][keep].astype(np.int64)
+        lens = c["frame.len"][keep].astype(np.int64)
+        lo, hi = int(offs.min()), int((offs + lens).max())
+        chunks.append(np.frombuffer(batch.buffer, np.uint8, count=hi - lo, offset=lo).copy())
+        offsets.append(offs - lo + size)
+        size += hi - lo
+        lengths.append(lens)
+        codes.append(c["link"][keep])
+        stamps.append(c["timestamp_ns"][keep])
+    if not chunks:
+        empty = np.zeros(0, np.int64)
+        return Loaded(np.zeros(1, np.uint8), empty, empty, np.zeros(0, np.uint8), 1, empty)
+    kept = np.concatenate(codes)
+    linktype = 101 if kept[-1] == LINK_CODES["ip"] else 1
+    data = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
+    return Loaded(data, np.concatenate(offsets), np.concatenate(lengths), kept, linktype,
+                  np.concatenate(stamps).astype(np.int64))
 
 
 @dataclass
@@ -123,30 +169,40 @@ def _loop_frames(plan: Plan, data: Loaded, k: int) -> list[bytes]:
     return [unique_frame(f, link, k) for f, link in zip(data.frames, data.links, strict=True)]
 
 
-def send_plan(plan: Plan, data: Loaded, interface: str) -> ReplayStats:
-    """Sends on ``interface`` in bursts (one sendmmsg each), sleeping until each is due."""
+def send_plan(plan: Plan, data: Loaded, interface: str,
+              progress: Callable[[ReplayStats], None] | None = None,
+              every: float | None = None) -> ReplayStats:
+    """Sends on ``interface`` in bursts (one sendmmsg each), sleeping until each is due.
+    ``progress`` gets the totals so far every ``every`` seconds (tcpreplay's ``--stats``),
+    checked after each burst."""
     sock = PacketSocket(interface)
     stats = ReplayStats()
     due = offsets(plan.timing, data.timestamps_ns, data.lengths)
     span = loop_length(plan.timing, due, data.lengths) + plan.loopdelay_ms / 1000
     left = plan.limit
-    block: FrameBlock | None = None
+    plain = data.block(len(data.lengths)) if mmsg.AVAILABLE else None
+    burst = TOPSPEED_BURST if plan.timing.topspeed else BURST_MAX
+    step = int(every * 1e9) if progress is not None and every else 0
+    if step:
+        burst = min(burst, BURST_MAX)  # report on time at --topspeed too
     start = time.monotonic_ns()
+    report_at = start + step
     try:
         for k in range(plan.loops):
-            frames = _loop_frames(plan, data, k)
+            unique = plan.unique_ip and k > 0
+            frames = _loop_frames(plan, data, k) if unique or plain is None else None
+            total = len(data.lengths)
             base = k * span
-            n = len(frames) if left is None else min(len(frames), left)
+            n = total if left is None else min(total, left)
             if plan.duration is not None:
                 n = min(n, int(np.searchsorted(due, plan.duration - base, "right")))
             if n <= 0:
                 break
-            if mmsg.AVAILABLE and (block is None or frames is not data.frames or
-                                   len(block.lengths) != n):
-                block = FrameBlock(frames[:n])
+            block = FrameBlock.from_frames(frames[:n]) if unique and frames is not None \
+                and plain is not None else plain
             i = 0
             while i < n:
-                end = min(n, i + BURST_MAX,
+                end = min(n, i + burst,
                           int(np.searchsorted(due, due[i] + BURST_S, "right")))
                 wait = base + float(due[i]) - (time.monotonic_ns() - start) / 1e9
                 if wait > 0:
@@ -154,6 +210,7 @@ def send_plan(plan: Plan, data: Loaded, interface: str) -> ReplayStats:
                 if block is not None:
                     sent, nbytes, failed = block.send(sock.fileno(), i, end - i)
                 else:
+                    assert frames is not None
                     before = sock.failed
                     nbytes = sock.send_burst(frames[i:end])
                     failed = sock.failed - before
@@ -162,9 +219,13 @@ def send_plan(plan: Plan, data: Loaded, interface: str) -> ReplayStats:
                 stats.bytes += nbytes
                 stats.failed += failed
                 i = end
+                if step and progress is not None and time.monotonic_ns() >= report_at:
+                    now = time.monotonic_ns()
+                    progress(replace(stats, seconds=(now - start) / 1e9))
+                    report_at = now + step
             if left is not None:
                 left -= n
-            if n < len(frames):
+            if n < total:
                 break
         stats.seconds = (time.monotonic_ns() - start) / 1e9
     finally:

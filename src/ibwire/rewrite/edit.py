@@ -220,7 +220,18 @@ def _native(frame: bytearray, o: RewriteOptions, edit: FrameEdit) -> tuple[bytes
             new = o.gidmap.get(bytes(frame[at:at + 16]))
             if new is not None:
                 _put(frame, at, new, name, edit)
+        _grh_class(frame, 8, o, edit)
     return slid, dlid
+
+
+def _grh_class(frame: bytearray, at: int, o: RewriteOptions, edit: FrameEdit) -> None:
+    """``--dscp``/``--ecn`` on the traffic class of the GRH at ``at`` (RoCEv1, native IB with
+    a GRH; IBA 1.4 §8.3.1): the ICRC masks it (§7.8.1), the VCRC covers it."""
+    if (o.dscp is None and o.ecn is None) or at + 40 > len(frame):
+        return
+    first = int.from_bytes(frame[at:at + 4], "big")
+    tclass = _class_byte((first >> 20) & 0xFF, o, None)
+    _put(frame, at, ((first & 0xF00FFFFF) | tclass << 20).to_bytes(4, "big"), "grh.tclass", edit)
 
 
 def _crcs(frame: bytearray, link: str, before: crc.CrcVerdict, o: RewriteOptions,
@@ -265,6 +276,8 @@ def edit_frame(frame: bytearray, link: str, o: RewriteOptions, psn: PsnPairs) ->
     etype, l3 = (ETH_IPV4 if frame[:1] and frame[0] >> 4 == 4 else ETH_IPV6, 0) \
         if link == "ip" else _link(frame, o, edit) if link == "ethernet" else (ETH_ROCEV1, 0)
     layer = _ip(frame, l3, o, edit) if etype in (ETH_IPV4, ETH_IPV6) else None
+    if etype == ETH_ROCEV1 and before is not None:
+        _grh_class(frame, l3, o, edit)
     fix_l4 = fix_ip = o.fixcsum or o.edits
     if layer is not None:
         version, proto, l4, l4_len = layer

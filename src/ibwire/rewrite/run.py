@@ -20,10 +20,9 @@ from ibwire.pcap.erf import LINKTYPE_ERF, build_erf_record
 from ibwire.pcap.records import CaptureRecord
 from ibwire.pcap.source import CaptureReader, Source, open_capture
 from ibwire.pcap.writer import PcapngWriter, PcapWriter
+from ibwire.rewrite.batch import EDITABLE_LINKS, BatchRewriter, can_batch
 from ibwire.rewrite.edit import FrameEdit, PsnPairs, edit_frame
 from ibwire.rewrite.options import RewriteOptions
-
-EDITABLE_LINKS = ("ethernet", "ip", "infiniband", "grh")
 
 
 @dataclass
@@ -32,6 +31,8 @@ class RewriteSummary:
 
     records: int = 0
     edited: int = 0
+    batched: int = 0
+    """Packets the batch path edited itself (the rest went through ``edit_frame``)."""
     icrc: Counter[str] = field(default_factory=Counter)
     errors: list[IbwireError] = field(default_factory=list)
 
@@ -72,13 +73,17 @@ def _write(writer: PcapWriter | PcapngWriter, record: CaptureRecord, data: bytes
 
 
 def rewrite_capture(source: Source, output: str | os.PathLike[str], options: RewriteOptions,
-                    report: IO[str] | None = None) -> RewriteSummary:
+                    report: IO[str] | None = None, *, batch: bool = True) -> RewriteSummary:
     """Rewrites every frame of ``source`` into ``output``; ``report`` gets one JSON line per
-    packet (record index, fields changed, ICRC fate)."""
+    packet (record index, fields changed, ICRC fate). A pcap file goes through the batch
+    path (``ibwire.rewrite.batch``, the same bytes) unless ``batch`` is False."""
     _refuse_same_file(source, output)
     summary = RewriteSummary()
     psn = PsnPairs(options)
     with open_capture(source) as reader, _writer(reader, output) as writer:
+        if batch and isinstance(writer, PcapWriter) and can_batch(source, reader, options):
+            BatchRewriter(writer, options, report, summary).run(source)
+            return summary
         for record in reader:
             if record.error is not None:
                 summary.errors.append(record.error)

@@ -1,0 +1,166 @@
+"""``ibwire rewrite`` of a pcap file in batches: no Python per packet on the common path.
+
+The file is scanned window by window (``ibwire.scan.scan_capture``: frame offsets, link
+codes, CRC verdicts and BTH offsets as columns). The records of a window lie back to back in
+the file (16-byte header, then the frame, for the link types whose record is the frame), so
+the window's bytes are copied once, the frames are edited in the copy by
+``ibwire.rewrite.vector``, each record header is rewritten as ``PcapWriter.write`` would
+write it, and the copy goes to the writer in one piece. Frames the vector path does not
+handle are edited by ``edit_frame`` and written one by one, in their place; so is a window
+whose records are not back to back (a record the reader could not read).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import IO, TYPE_CHECKING
+
+import numpy as np
+
+from ibwire.pcap.linktypes import direct_link_codes
+from ibwire.pcap.source import CaptureReader, Source
+from ibwire.pcap.writer import PcapWriter
+from ibwire.rewrite.edit import FrameEdit, PsnPairs, edit_frame
+from ibwire.rewrite.options import RewriteOptions
+from ibwire.rewrite.vector import FIELDS, LABELS, PAD, batchable, edit_frames
+
+if TYPE_CHECKING:
+    from ibwire.rewrite.run import RewriteSummary
+    from ibwire.scan.batch import ScanBatch
+
+EDITABLE_LINKS = ("ethernet", "ip", "infiniband", "grh")
+HEADER = 16
+_NS = 1_000_000_000
+_U32 = 0xFFFFFFFF
+
+
+def can_batch(source: Source, reader: CaptureReader, options: RewriteOptions) -> bool:
+    """A pcap file (named by a path) whose records are the frames, and options the vector
+    path applies."""
+    return (isinstance(source, (str, os.PathLike)) and source != "-" and
+            reader.format == "pcap" and reader.header is not None and
+            reader.header.linktype in direct_link_codes() and batchable(options))
+
+
+class BatchRewriter:
+    """Rewrites scanned batches into a pcap writer; counts into ``summary``."""
+
+    def __init__(self, writer: PcapWriter, options: RewriteOptions,
+                 report: IO[str] | None, summary: RewriteSummary) -> None:
+        self.writer, self.options, self.report = writer, options, report
+        self.summary = summary
+        self.psn = PsnPairs(options)
+        self.dtype = np.dtype(writer.order + "u4")
+
+    def run(self, source: Source) -> None:
+        from ibwire.scan import scan_capture
+        from ibwire.scan.program import CAPTURE_ERROR
+
+        for batch in scan_capture(source, fields=()):
+            c = batch.columns
+            if not len(c["record"]):
+                continue
+            offs = c["frame.offset"].astype(np.int64)
+            lens = c["frame.len"].astype(np.int64)
+            if (c["error"] == CAPTURE_ERROR).any() or offs[0] < HEADER or \
+                    not np.array_equal(offs[1:], offs[:-1] + lens[:-1] + HEADER):
+                for row in range(len(offs)):
+                    self._one(batch, row)
+            else:
+                self._window(batch, offs, lens)
+
+    def _one(self, batch: ScanBatch, row: int) -> None:
+        """One record through ``edit_frame``, as ``rewrite_capture`` does it."""
+        c = batch.columns
+        s = self.summary
+        error = batch.errors.get(row)
+        if error is not None:
+            s.errors.append(error)
+            return
+        s.records += 1
+        original = bytes(batch.frame(row))
+        frame = bytearray(original)
+        link = batch.link(row)
+        edit = edit_frame(frame, link, self.options, self.psn) \
+            if link in EDITABLE_LINKS else FrameEdit()
+        s.icrc[edit.icrc] += 1
+        data = bytes(frame)
+        if data != original:
+            s.edited += 1
+        orig = max(int(c["frame.orig_len"][row]), len(original)) + len(data) - len(original)
+        self.writer.write(data, int(c["timestamp_ns"][row]), max(orig, len(data)))
+        if self.report is not None:
+            self.report.write(json.dumps({"record": int(c["record"][row]),
+                                          "changed": edit.changed, "icrc": edit.icrc}) + "\n")
+
+    def _window(self, batch: ScanBatch, offs: np.ndarray, lens: np.ndarray) -> None:
+        c = batch.columns
+        lo, hi = int(offs[0]) - HEADER, int(offs[-1] + lens[-1])
+        src = np.frombuffer(batch.buffer, np.uint8, count=hi - lo, offset=lo)
+        buf = np.zeros(hi - lo + PAD, np.uint8)
+        buf[:hi - lo] = src
+        fo = offs - lo
+        links = c["link"]
+        result = edit_frames(buf, fo, lens, links, c["error"], c["icrc_ok"], c["offset.bth"],
+                             self.options)
+        ts = c["timestamp_ns"]
+        seconds = ts // _NS
+        fallback = result.fallback | ~np.isin(c["error"], (0, 1)) | (ts < 0) | (seconds > _U32)
+        self._headers(buf, fo, lens, seconds, ts % _NS, c["frame.orig_len"])
+        edited = result.edited
+        self._count(result.icrc, edited, fallback)
+        lines = self._lines(c["record"], result.changed, result.icrc) \
+            if self.report is not None else None
+        start = 0
+        for row in [*np.flatnonzero(fallback).tolist(), len(offs)]:
+            if row > start:
+                self.writer.write_prepared(memoryview(buf[fo[start] - HEADER:fo[row - 1] +
+                                                          lens[row - 1]]),
+                                           row - start, int(lens[start:row].max()))
+                if lines is not None and self.report is not None:
+                    self.report.write("".join(lines[start:row]))
+            if row < len(offs):
+                self._one(batch, row)
+            start = row + 1
+
+    def _headers(self, buf: np.ndarray, fo: np.ndarray, lens: np.ndarray,
+                 seconds: np.ndarray, rest: np.ndarray, orig_len: np.ndarray) -> None:
+        """Each record header as ``PcapWriter.write`` writes it: the timestamp in the file's
+        resolution, caplen, and an original length of at least caplen. Only the headers that
+        differ from the file's are written (a fraction beyond its unit, a short orig_len)."""
+        unit = _NS if self.writer.nanoseconds else 1_000_000
+        at = fo - HEADER
+        raw = buf[(at + 4)[:, None] + np.arange(4)]
+        fraction = raw.view(self.dtype).ravel()
+        rows = np.flatnonzero((fraction >= unit) | (orig_len < lens))
+        if not len(rows):
+            return
+        head = np.empty((len(rows), 4), self.dtype)
+        head[:, 0] = seconds[rows] & _U32
+        head[:, 1] = rest[rows] if self.writer.nanoseconds else rest[rows] // 1000
+        head[:, 2] = lens[rows]
+        head[:, 3] = np.maximum(orig_len[rows], lens[rows])
+        buf[at[rows, None] + np.arange(HEADER)] = head.view(np.uint8).reshape(-1, HEADER)
+
+    def _count(self, labels: np.ndarray, edited: np.ndarray, fallback: np.ndarray) -> None:
+        s = self.summary
+        keep = ~fallback
+        s.records += int(keep.sum())
+        s.batched += int(keep.sum())
+        s.edited += int((edited & keep).sum())
+        for code, count in enumerate(np.bincount(labels[keep], minlength=len(LABELS))):
+            if count:
+                s.icrc[LABELS[code]] += int(count)
+
+    @staticmethod
+    def _lines(records: np.ndarray, changed: np.ndarray, labels: np.ndarray) -> list[str]:
+        """The report's JSON lines, one per row (fallback rows' are replaced)."""
+        key = changed.astype(np.int64) << 3 | labels
+        distinct, inverse = np.unique(key, return_inverse=True)
+        tails = []
+        for k in distinct.tolist():
+            names = [name for i, name in enumerate(FIELDS) if k >> 3 & 1 << i]
+            tails.append(f', "changed": {json.dumps(names)}, "icrc": "{LABELS[k & 7]}"}}\n')
+        return [f'{{"record": {r}{tails[t]}' for r, t in
+                zip(records.tolist(), inverse.tolist(), strict=True)]

@@ -151,3 +151,22 @@ def test_dask_merged_table_is_qps(client, faulty: Path, tmp_path: Path) -> None:
             if not got[n].cast(expected[n].type).equals(expected[n])] == []
     per_file = read_connections([str(p) for p in parts]).compute()
     assert set(per_file["capture"]) == {p.name for p in parts}
+
+
+def test_export_qp_merged_writes_qps_table(faulty: Path, tmp_path: Path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    parts = split(faulty, tmp_path / "parts", 3, by_time(faulty, 3))
+    out = tmp_path / "ds"
+    status, _, err = run("export", "--qp", "--qp-merged", "whole", "-o", str(out),
+                         *map(str, parts))
+    assert status == 0, err
+    got = pq.read_table(out / "connections" / "whole.parquet")
+    expected = connection_table("whole", analyse(str(faulty)))
+    assert got.num_rows == expected.num_rows > 0
+    assert [n for n in expected.column_names
+            if not got[n].cast(expected[n].type).equals(expected[n])] == []
+    assert sorted(p.name for p in (out / "connections").iterdir()) == sorted(
+        [*(f"{p.name}.parquet" for p in parts), "whole.parquet"])
+    status, _, err = run("export", "--qp-merged", parts[0].name, "-o", str(out),
+                         *map(str, parts))
+    assert status == 1 and "a capture's name" in err

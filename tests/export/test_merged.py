@@ -170,3 +170,20 @@ def test_export_qp_merged_writes_qps_table(faulty: Path, tmp_path: Path) -> None
     status, _, err = run("export", "--qp-merged", parts[0].name, "-o", str(out),
                          *map(str, parts))
     assert status == 1 and "a capture's name" in err
+
+
+def test_many_batches_and_pickled_summaries(faulty: Path, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Windows far smaller than the capture (many batches on both sides), summaries that went
+    through pickle (as between a cluster's processes)."""
+    import pickle
+
+    import ibwire.analysis
+
+    parts = split(faulty, tmp_path, 3, by_time(faulty, 3))
+    summaries = [pickle.loads(pickle.dumps(summarise(p))) for p in parts]
+    window = 1 << 14
+    monkeypatch.setattr(ibwire.analysis, "WINDOW", window)
+    assert sum(1 for _ in ibwire.analysis.batches(str(faulty))) > 10
+    expected = as_json(analyse(str(faulty)).as_dicts())
+    assert as_json(analyse_merged(summaries, window=window).as_dicts()) == expected

@@ -22,7 +22,8 @@ capture under ``WINDOW`` is one batch, as ``ibwire qp`` reads it; above, a batch
 fall elsewhere than in qp's scan of the merged file, which can only change which connection
 an answer stream joins when pairing rule 3 (PSNs seen in the same batch) decides it.
 Records a file could not read (``error`` ``capture``) count as records, at their position.
-Memory: the summaries hold about 100 bytes per connection packet and 12 per other record.
+Memory: a summary holds 16 bytes per record and about 50 more per connection packet (32
+more with IPv6 or GRH addresses); the combining step holds all of them.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ class Summary:
     times: np.ndarray                  # timestamp_ns of every record, in file order
     sizes: np.ndarray                  # bytes of every record (frame + record header)
     rows: dict[str, np.ndarray]        # COLUMNS of the connection rows, file record numbers
+    #                                    (a column of zeros only: empty)
     cm: list[CmRecord] = field(default_factory=list)   # CM MADs, file record numbers
 
     @property
@@ -80,6 +82,8 @@ def summarise(source: Source, name: str | None = None) -> Summary:
         none = np.zeros(0, np.intp)
         parts = [{k: cols[k][none] for k in COLUMNS}] if times else []
     rows = {k: np.concatenate([p[k] for p in parts]) for k in COLUMNS} if parts else {}
+    # a column of zeros only (an address family the file does not have) is kept empty
+    rows = {k: v if k == "record" or v.any() else v[:0] for k, v in rows.items()}
     empty = np.zeros(0, np.int64)
     return Summary(str(source) if name is None else name,
                    np.concatenate(times) if times else empty,
@@ -118,7 +122,7 @@ def analyse_merged(summaries: Sequence[Summary], *, pmtu: int | None = None,
     with_rows = [(s, new) for s, new in zip(summaries, numbers, strict=True) if s.rows]
     cols: dict[str, np.ndarray] = {}
     if with_rows:
-        cols = {k: np.concatenate([s.rows[k] for s, _ in with_rows]) for k in COLUMNS}
+        cols = {k: np.concatenate([_column(s, k) for s, _ in with_rows]) for k in COLUMNS}
         cols["record"] = np.concatenate([new[s.rows["record"]] for s, new in with_rows])
         order = np.argsort(cols["record"], kind="stable")
         cols = {k: v[order] for k, v in cols.items()}
@@ -143,6 +147,12 @@ def analyse_merged(summaries: Sequence[Summary], *, pmtu: int | None = None,
     check.finish()
     conns.finish()
     return Analysis([report(c) for c in conns.list], total)
+
+
+def _column(s: Summary, name: str) -> np.ndarray:
+    v = s.rows[name]
+    n = len(s.rows["record"])
+    return v if len(v) == n else np.zeros((n, *v.shape[1:]), v.dtype)
 
 
 __all__ = ["Summary", "analyse_merged", "merged_records", "summarise"]

@@ -131,12 +131,30 @@ def test_shared_captures_cut_in_three(tmp_path: Path) -> None:
 
 
 def test_merge_order_is_mergecaps() -> None:
-    """The earliest next record of any file first, the first file on a tie; a file whose
-    timestamps go backwards is merged by its heads, not sorted."""
+    """The earliest next record of any file first, the last file on a tie (Wireshark's
+    merge_read_packet); a file whose timestamps go backwards is merged by its heads."""
     sorted_files = [np.array([1, 2, 2, 5]), np.array([2, 3])]
-    assert [x.tolist() for x in merged_records(sorted_files)] == [[0, 1, 2, 5], [3, 4]]
+    assert [x.tolist() for x in merged_records(sorted_files)] == [[0, 2, 3, 5], [1, 4]]
     unsorted = [np.array([1, 3, 2]), np.array([2, 2])]
     assert [x.tolist() for x in merged_records(unsorted)] == [[0, 3, 4], [1, 2]]
+    ties = [np.array([5, 5]), np.array([5]), np.array([4, 5])]
+    assert [x.tolist() for x in merged_records(ties)] == [[3, 4], [2], [0, 1]]
+
+
+def test_shared_taps_are_qp_of_mergecap(tmp_path: Path) -> None:
+    """Three hosts' captures of one NCCL job (equal timestamps across files, timestamps going
+    backwards within them): the analysis of their summaries is ``ibwire qp`` of mergecap's
+    merge."""
+    mergecap = shutil.which("mergecap")
+    if mergecap is None:
+        pytest.skip("mergecap not installed")
+    taps = [p for p in shared_captures() if "nccl_node" in p.name]
+    assert len(taps) == 3
+    merged = tmp_path / "merged.pcap"
+    subprocess.run([mergecap, "-F", "nsecpcap", "-w", str(merged), *map(str, taps)],
+                   check=True)
+    expected = qp_json(merged)
+    assert as_json(analyse_merged([summarise(p) for p in taps]).as_dicts()) == expected
 
 
 def test_dask_merged_table_is_qps(client, faulty: Path, tmp_path: Path) -> None:

@@ -3,8 +3,8 @@
 A capture is often several files: one capture cut by size or time (``tcpdump -C``/``-G``,
 ``dumpcap`` ring buffers, ``editcap -c``), or several taps. Their *merged capture* is what
 ``mergecap`` writes by default: the files' records merged by timestamp, at each step the
-earliest next record of any file, the first file on a tie (Wireshark ``ui/merge``); records
-are numbered in that order, from 0. ``ibwire qp`` on the merged capture and
+earliest next record of any file, the last of the files on a tie (Wireshark's
+``wiretap/merge.c``); records are numbered in that order, from 0. ``ibwire qp`` on the merged capture and
 :func:`analyse_merged` on the files' summaries give the same connections, counters,
 latencies and findings, with findings' record numbers those of the merged capture.
 
@@ -92,16 +92,21 @@ def summarise(source: Source, name: str | None = None) -> Summary:
 
 def merged_records(times: Sequence[np.ndarray]) -> list[np.ndarray]:
     """For each file, its records' numbers in the merged capture (``mergecap``'s order:
-    earliest next record first, the first file on a tie)."""
+    the earliest next record of any file first; on a tie the last of the files, as
+    Wireshark's ``merge_read_packet`` takes it: its ``is_earlier`` is true for equal times)."""
     if all(len(t) < 2 or bool((t[1:] >= t[:-1]).all()) for t in times):
-        # sorted files: their merge is the stable sort of their concatenation
-        order = np.argsort(np.concatenate(times) if times else np.zeros(0, np.int64),
-                           kind="stable")
+        # sorted files: their merge is a sort by time, then file (last first), then record
+        if not times:
+            return []
+        t = np.concatenate(times)
+        file = np.repeat(np.arange(len(times)), [len(x) for x in times])
+        order = np.lexsort((np.arange(len(t)), -file, t))
     else:   # a file with timestamps going backwards: the merge of heads, as mergecap
         starts = np.cumsum([0, *map(len, times)])
-        heads = (zip(t.tolist(), range(int(a), int(a) + len(t)), strict=True)
-                 for t, a in zip(times, starts, strict=False))
-        order = np.fromiter((i for _, i in heapq.merge(*heads, key=lambda x: x[0])),
+        heads = [zip(t.tolist(), range(int(a), int(a) + len(t)), strict=True)
+                 for t, a in zip(times, starts, strict=False)]
+        # heapq.merge takes the first iterable on a tie: the files go in last first
+        order = np.fromiter((i for _, i in heapq.merge(*heads[::-1], key=lambda x: x[0])),
                             np.int64, int(starts[-1]))
     position = np.empty(len(order), np.int64)
     position[order] = np.arange(len(order))
@@ -113,7 +118,7 @@ def analyse_merged(summaries: Sequence[Summary], *, pmtu: int | None = None,
                    cnp_scope: str = "qp", cnp_interval_us: float = 4.0,
                    vectorise: bool = True, window: int = WINDOW) -> Analysis:
     """:func:`ibwire.analysis.analyse` of the merged capture of the summarised files (their
-    order in ``summaries`` breaks timestamp ties, as the order of mergecap's inputs)."""
+    order in ``summaries`` breaks timestamp ties, as the order of mergecap's inputs does)."""
     numbers = merged_records([s.times for s in summaries])
     total = sum(s.records for s in summaries)
     sizes = np.zeros(total, np.int64)

@@ -9,7 +9,8 @@ capture file, or, with ``chunk_bytes``, per chunk of a big classic pcap
 (``ibwire.export.chunks``: boundaries resynchronised on record headers and verified). The
 rows and columns are those of ``ibwire export`` (``ibwire.export.schema``), the same whatever
 the cutting. :func:`read_connections` gives ``ibwire qp``'s table per capture, one task per
-file, or, ``merged``, the table of the files' merged capture (``ibwire.analysis.merged``). :func:`export_on` runs ``ibwire export`` on a cluster, one task per capture.
+file, or, ``merged``, the table of the files' merged capture (``ibwire.analysis.merged``).
+:func:`export_on` runs ``ibwire export`` on a cluster, one task per capture.
 """
 
 from __future__ import annotations
@@ -146,8 +147,9 @@ def read_connections(paths_or_glob: str | Sequence[str], *, merged: bool = False
 
         from ibwire.analysis import Analysis
 
-        summaries = [delayed(_summary_part, pure=True)(p) for p in paths]
-        table = delayed(_merged_part, pure=True)(summaries, name, options)
+        # not pure: a file may change between two computations
+        summaries = [delayed(_summary_part)(p) for p in paths]
+        table = delayed(_merged_part)(summaries, name, options)
         meta = connection_table(name, Analysis([])).to_pandas().iloc[:0]
         return dd.from_delayed([table], meta=meta, verify_meta=False)
     meta = _connections_part(paths[0], options).iloc[:0]

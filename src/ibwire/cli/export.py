@@ -1,9 +1,10 @@
 """``ibwire export FILE... -o DIR``: captures as a dataset of Parquet (Arrow IPC, CSV) files,
 one row per InfiniBand/RoCE packet (``--all``: per record) with the columns of
 ``ibwire.export.schema``; ``--qp`` adds ``ibwire qp``'s table per capture, ``--qp-merged
-NAME`` that of the captures merged in timestamp order (``ibwire.analysis.merged``). Captures already
-exported into DIR are skipped unless ``--force``; ``-j N`` exports N captures at a time,
-``--scheduler ADDRESS`` on a Dask cluster (the ``dask`` extra).
+NAME`` that of the captures merged in timestamp order (``ibwire.analysis.merged``, read in
+this process). Captures already exported into DIR are skipped unless ``--force``; ``-j N``
+exports N captures at a time, ``--scheduler ADDRESS`` on a Dask cluster (the ``dask``
+extra).
 
 Exit status 1 when a capture could not be read, or has records or packets that could not be
 (they are rows with an ``error``); 0 otherwise.

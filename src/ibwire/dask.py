@@ -9,7 +9,8 @@ capture file, or, with ``chunk_bytes``, per chunk of a big classic pcap
 (``ibwire.export.chunks``: boundaries resynchronised on record headers and verified). The
 rows and columns are those of ``ibwire export`` (``ibwire.export.schema``), the same whatever
 the cutting. :func:`read_connections` gives ``ibwire qp``'s table per capture, one task per
-file. :func:`export_on` runs ``ibwire export`` on a cluster, one task per capture.
+file, or, ``merged``, the table of the files' merged capture (``ibwire.analysis.merged``).
+:func:`export_on` runs ``ibwire export`` on a cluster, one task per capture.
 """
 
 from __future__ import annotations
@@ -106,20 +107,54 @@ def read_captures(paths_or_glob: str | Sequence[str], fields: Sequence[str] | No
     return dd.from_map(_read_part, parts, meta=meta, enforce_metadata=False)
 
 
-def _connections_part(path: str) -> Any:
+def _connections_part(path: str, options: dict[str, Any]) -> Any:
     from ibwire.analysis import analyse
 
-    return connection_table(capture_name(path), analyse(path)).to_pandas()
+    return connection_table(capture_name(path), analyse(path, **options)).to_pandas()
 
 
-def read_connections(paths_or_glob: str | Sequence[str]) -> Any:
-    """``ibwire qp``'s table of each capture (``ibwire export --qp``'s), one task per file."""
+def _summary_part(path: str) -> Any:
+    from ibwire.analysis.merged import summarise
+
+    return summarise(path, capture_name(path))
+
+
+def _merged_part(summaries: list[Any], name: str, options: dict[str, Any]) -> Any:
+    from ibwire.analysis.merged import analyse_merged
+
+    return connection_table(name, analyse_merged(summaries, **options)).to_pandas()
+
+
+def read_connections(paths_or_glob: str | Sequence[str], *, merged: bool = False,
+                     name: str = "merged", pmtu: int | None = None, cnp_scope: str = "qp",
+                     cnp_interval_us: float = 4.0) -> Any:
+    """``ibwire qp``'s table (``ibwire export --qp``'s columns), as a Dask DataFrame.
+
+    Without ``merged``: each capture's own table, one task per file. With ``merged``: the
+    table of the files' merged capture (records in timestamp order, as ``mergecap`` merges
+    them: one capture cut into files by ``tcpdump -C``/``-G`` or a ring buffer, or several
+    taps), one partition whose ``capture`` is ``name``: a task per file summarises it
+    (``ibwire.analysis.merged.summarise``) and one task analyses the summaries together,
+    with findings' record numbers those of the merged capture. ``pmtu``, ``cnp_scope`` and
+    ``cnp_interval_us`` are ``ibwire qp``'s options."""
     dd = _dask()
     paths = _paths(paths_or_glob)
     if not paths:
         raise ValueError("no captures given")
-    meta = _connections_part(paths[0]).iloc[:0]
-    return dd.from_map(_connections_part, paths, meta=meta, enforce_metadata=False)
+    options = {"pmtu": pmtu, "cnp_scope": cnp_scope, "cnp_interval_us": cnp_interval_us}
+    if merged:
+        from dask import delayed
+
+        from ibwire.analysis import Analysis
+
+        # not pure: a file may change between two computations
+        summaries = [delayed(_summary_part)(p) for p in paths]
+        table = delayed(_merged_part)(summaries, name, options)
+        meta = connection_table(name, Analysis([])).to_pandas().iloc[:0]
+        return dd.from_delayed([table], meta=meta, verify_meta=False)
+    meta = _connections_part(paths[0], options).iloc[:0]
+    return dd.from_map(_connections_part, paths, args=(options,), meta=meta,
+                       enforce_metadata=False)
 
 
 def export_on(scheduler: str | Any, paths: Sequence[str], opts: Options) -> list[Outcome]:

@@ -30,6 +30,12 @@ Address = tuple[int, int]
 def cm_messages(batch: Any) -> Iterator[tuple[Address, Address, int, dict[str, Any]]]:
     """(source, destination address words, attribute ID, fields) of each CM MAD of a
     scanned batch, in capture order (a MAD that does not parse is skipped)."""
+    for _, src, dst, attribute, fields in cm_records(batch):
+        yield src, dst, attribute, fields
+
+
+def cm_records(batch: Any) -> Iterator[tuple[int, Address, Address, int, dict[str, Any]]]:
+    """:func:`cm_messages`, each with the record number of its packet first."""
     from ibwire.dissect import parse
 
     cols = batch.columns
@@ -43,7 +49,7 @@ def cm_messages(batch: Any) -> Iterator[tuple[Address, Address, int, dict[str, A
             fields = parse(bytes(batch.frame(row)), batch.link(row)).fields()
         except IbwireError:
             continue
-        yield ((int(sh[i]), int(sl[i])), (int(dh[i]), int(dl[i])),
+        yield (int(cols["record"][row]), (int(sh[i]), int(sl[i])), (int(dh[i]), int(dl[i])),
                int(cols["mad.attributeid"][row]), fields)
 
 

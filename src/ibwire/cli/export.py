@@ -1,8 +1,10 @@
 """``ibwire export FILE... -o DIR``: captures as a dataset of Parquet (Arrow IPC, CSV) files,
 one row per InfiniBand/RoCE packet (``--all``: per record) with the columns of
-``ibwire.export.schema``; ``--qp`` adds ``ibwire qp``'s table per capture. Captures already
-exported into DIR are skipped unless ``--force``; ``-j N`` exports N captures at a time,
-``--scheduler ADDRESS`` on a Dask cluster (the ``dask`` extra).
+``ibwire.export.schema``; ``--qp`` adds ``ibwire qp``'s table per capture, ``--qp-merged
+NAME`` that of the captures merged in timestamp order (``ibwire.analysis.merged``, read in
+this process). Captures already exported into DIR are skipped unless ``--force``; ``-j N``
+exports N captures at a time, ``--scheduler ADDRESS`` on a Dask cluster (the ``dask``
+extra).
 
 Exit status 1 when a capture could not be read, or has records or packets that could not be
 (they are rows with an ``error``); 0 otherwise.
@@ -13,8 +15,12 @@ from __future__ import annotations
 import argparse
 import glob
 import sys
+from typing import TYPE_CHECKING
 
 from ibwire.export.write import FORMATS, PARTITIONS
+
+if TYPE_CHECKING:
+    from ibwire.export.write import Options, Outcome
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,6 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "packets and records that could not be read)")
     parser.add_argument("--qp", action="store_true",
                         help="also ibwire qp's per-connection table (connections/)")
+    parser.add_argument("--qp-merged", default=None, metavar="NAME",
+                        help="also ibwire qp's table of the files merged in timestamp order "
+                        "(one capture cut into files, or several taps), as mergecap merges "
+                        "them: connections/NAME")
     parser.add_argument("--force", action="store_true",
                         help="export captures already exported into DIR again")
     parser.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
@@ -84,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"ibwire export: {exc}", file=sys.stderr)
         return 2
     status = 0
+    if args.qp_merged is not None:
+        status = _merged(paths, opts, args.qp_merged, outcomes)
     for o in outcomes:
         if o.skipped:
             print(f"{o.capture}: already exported (--force to redo)", file=sys.stderr)
@@ -95,3 +107,24 @@ def run(args: argparse.Namespace) -> int:
             print(f"{o.capture}: {o.rows} rows{note}", file=sys.stderr)
             status = status or (1 if o.error_rows else 0)
     return status
+
+
+def _merged(paths: list[str], opts: Options, name: str, outcomes: list[Outcome]) -> int:
+    """``--qp-merged``: the merged capture's connections, when every capture was read."""
+    from ibwire.errors import IbwireError
+    from ibwire.export.write import capture_name, export_merged_connections
+
+    if name in {capture_name(p) for p in paths} or not name or "/" in name:
+        print(f"ibwire export: --qp-merged {name!r}: a capture's name or not a file name",
+              file=sys.stderr)
+        return 1
+    if any(o.failure is not None for o in outcomes):
+        print("ibwire export: --qp-merged: not written, a capture failed", file=sys.stderr)
+        return 1
+    try:
+        written = export_merged_connections(paths, opts, name)
+    except (IbwireError, OSError) as exc:
+        print(f"ibwire export: --qp-merged: {exc}", file=sys.stderr)
+        return 1
+    print(f"{written}: connections of the merged captures", file=sys.stderr)
+    return 0

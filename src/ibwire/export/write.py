@@ -351,6 +351,16 @@ def _write_connections(opts: Options, name: str, analysis: Any) -> str:
     return str(f.path.relative_to(opts.out))
 
 
+def export_merged_connections(paths: Sequence[str], opts: Options, name: str) -> str:
+    """Write ``ibwire qp``'s table of the merged capture of ``paths`` (records in timestamp
+    order, as ``mergecap`` merges them: ``ibwire.analysis.merged``) as connections/NAME;
+    returns the file written, relative to the dataset."""
+    from ibwire.analysis.merged import analyse_merged, summarise
+
+    summaries = [summarise(p, capture_name(p)) for p in paths]
+    return _write_connections(opts, name, analyse_merged(summaries))
+
+
 def check_names(paths: Sequence[str]) -> None:
     """ValueError if two captures have the same file name (their name in the dataset)."""
     names = [capture_name(p) for p in paths]

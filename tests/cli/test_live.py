@@ -420,6 +420,57 @@ def test_a_capture_filter_replaces_the_roce_default(veth, running, tmp_path, cap
 
 @needs_netns
 @needs_dumpcap
+@pytest.mark.parametrize("how", [(), ("--json",), ("--where", "bth.destqp == 0x12")],
+                         ids=["tables", "json", "where"])
+def test_stats_i_counts_what_stats_counts_of_the_same_frames(veth, running, tmp_path, capsys,
+                                                             how):
+    frames = corrupt(roce_frames(), BAD)
+    sent = write_pcap(tmp_path / "sent.pcap", [*frames[:4], not_roce(frames[0]), *frames[4:]])
+    run = Running(veth, "stats", *how, "-i", veth.capture, "-c", str(len(frames)))
+    running.append(run)
+    run.capturing()
+    send(veth, sent)
+    status, out, err = run.finish()
+    assert status == 0, err
+    _, expected = file_output(capsys, "stats", *how, str(write_pcap(tmp_path / "roce.pcap",
+                                                                      frames)))
+    assert out == expected
+    if how == ("--json",):
+        found = json.loads(out)
+        assert found["totals"]["records"] == len(frames)
+        assert found["totals"]["icrc_bad"] == len(BAD)
+        assert [line.split(":")[0] for line in found["failures"]] == ["record 3", "record 6"]
+
+
+@needs_netns
+@needs_dumpcap
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_stops_stats_with_its_tables(veth, running, tmp_path, capsys, how):
+    frames = corrupt(roce_frames(), BAD)
+    spools = tmp_path / "spools"
+    spools.mkdir()
+    run = Running(veth, "stats", "--json", "-i", veth.capture, tmpdir=spools)
+    running.append(run)
+    run.capturing()
+    child = run.child()
+    send(veth, write_pcap(tmp_path / "sent.pcap", frames))
+    whole = 24 + sum(16 + len(frame) for frame in frames)  # pcap header, records
+    deadline = time.monotonic() + HANG  # the spool holds every frame before the signal
+    while time.monotonic() < deadline and sum(
+            path.stat().st_size for path in spools.glob("*/capture.pcap")) < whole:
+        time.sleep(0.05)
+    run.proc.send_signal(how)
+    status, out, err = run.finish()
+    assert status == 0, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    _, expected = file_output(capsys, "stats", "--json", str(write_pcap(tmp_path / "roce.pcap",
+                                                                          frames)))
+    assert json.loads(out) == json.loads(expected)
+    assert gone(child)
+
+
+@needs_netns
+@needs_dumpcap
 def test_duration_stops_a_capture_that_sees_nothing(veth, running):
     run = Running(veth, "check", "-i", veth.capture, "--duration", "0.5")
     running.append(run)
@@ -520,13 +571,14 @@ def test_a_capture_that_cannot_start_is_one_line_and_status_two(veth, running, p
 
 @needs_netns
 @needs_dumpcap
-def test_running_count_of_failures_on_a_terminal(veth, running, tmp_path):
+@pytest.mark.parametrize("verb", ["check", "stats"])
+def test_running_count_of_failures_on_a_terminal(veth, running, tmp_path, verb):
     import pty
 
     leader, follower = pty.openpty()
     frames = corrupt(roce_frames(), BAD)
     try:
-        run = Running(veth, "check", "-i", veth.capture, "-c", str(len(frames)),
+        run = Running(veth, verb, "-i", veth.capture, "-c", str(len(frames)),
                       stderr=follower)
         running.append(run)
         os.close(follower)
@@ -549,7 +601,7 @@ def test_running_count_of_failures_on_a_terminal(veth, running, tmp_path):
         os.close(leader)
         if follower >= 0:
             os.close(follower)
-    assert status == 1
+    assert status == (1 if verb == "check" else 0)
     assert "record 3" in out and "record 6" in out
     text = seen.decode()
     draws = re.findall(r"\r(\S+): (\d+) packets, (\d+) failed \(ICRC (\d+), VCRC 0, "

@@ -162,6 +162,19 @@ def test_the_columns_tell_what_they_can(odd_captures, mixed_captures):
     for path in mixed_captures:  # every row but those with a MAD (ibwire.mads decodes them)
         mads: list[int] = []
         assert dissected(path, mads) == mads and mads
+    # a summary line: only MADs of the classes whose bodies ibwire.mads decodes
+    from ibwire.mads import DECODED
+
+    for path in mixed_captures:
+        lines, decoded, other = [], [], []
+        for _batch, cols, _failed in scanned(str(path), args, None):
+            key, _extra = shapes.classify(cols, "line")
+            lines += (cols["record"][key == 0] + 1).tolist()
+            has_mad = ((cols["headers"] & (1 << SLOT["mad"])) != 0) & (cols["error"] == 0)
+            is_decoded = np.isin(cols["mad.mgmtclass"], sorted(DECODED))
+            decoded += (cols["record"][has_mad & is_decoded] + 1).tolist()
+            other += (cols["record"][has_mad & ~is_decoded] + 1).tolist()
+        assert lines == decoded and decoded and other
     # ARP/LLDP under 2-3 tags, UDP or IPv4 header cut, bad length, IHL, versions, IPv6
     # extension headers, RoCEv1 cut, cut tag, no Ethernet; warned-about ACK and MAD
     assert dissected(odd_captures[0]) == [3, 4, 11, 12, 13, 14, 15, 19, 20, 21, 22, 23, 24,

@@ -50,7 +50,9 @@ _NOT_IB = program.ERROR_NAMES.index("not_ib")
 #: Header-field columns the classification reads (more for the output itself).
 CLASSIFY_KEYS = ("bth.opcode", "bth.destqp", "bth.padcnt", "deth.srcqp", "aeth.syndrome",
                  "eth.type", "vlan.etype", "ip.hdr_len", "ip.proto", "ip.frag_offset",
-                 "ipv6.nxt", "udp.dstport", "lrh.lnh")
+                 "ipv6.nxt", "udp.dstport", "lrh.lnh", "mad.mgmtclass")
+#: The MAD header columns a summary line's MAD text is made of (``names.mad_summary``).
+MAD_KEYS = ("mad.mgmtclass", "mad.attributeid", "mad.method", "mad.status")
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,14 @@ def _lookup(values: Callable[[int], bool]) -> np.ndarray:
 _KNOWN = _lookup(lambda op: op in opcodes())
 _NO_PAYLOAD = _lookup(lambda op: op in opcodes() and not opcodes()[op].payload)
 _UD = _lookup(lambda op: op in opcodes() and opcodes()[op].transport == "UD")
+
+
+@cache
+def _decoded_classes() -> np.ndarray:
+    """bool[256]: the MAD classes whose bodies ``ibwire.mads`` decodes."""
+    from ibwire.mads import DECODED
+
+    return _lookup(lambda value: value in DECODED)
 
 
 @cache
@@ -167,7 +177,13 @@ def classify(cols: dict[str, np.ndarray], mode: str = "tree"
     # InfiniBand transport packets, known opcodes or not
     ib = (error == 0) & _any_of(kind, _IB_KINDS) & has("bth") & (vlans <= _MAX_TAGS)
     ib &= ~(has("ip") & (hdr_len < 5))
-    ib &= ~has("mad")  # MAD bodies (ibwire.mads) and their named trees: the dissector's
+    # MADs whose body ibwire.mads decodes, and every MAD's named tree: the dissector's. A
+    # summary line of another class's MAD says only what the MAD header columns hold.
+    mad = has("mad")
+    if mode != "line":
+        ib &= ~mad
+    elif mad.any():
+        ib &= ~(mad & _decoded_classes()[field("mad.mgmtclass") & 0xFF])
     known = _KNOWN[opcode]
     warned = known & _NO_PAYLOAD[opcode] & (cols["offset.icrc"] > cols["offset.payload"])
     warned |= (known & _UD[opcode] & ~has("mad")

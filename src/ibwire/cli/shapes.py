@@ -50,7 +50,8 @@ _NOT_IB = program.ERROR_NAMES.index("not_ib")
 #: Header-field columns the classification reads (more for the output itself).
 CLASSIFY_KEYS = ("bth.opcode", "bth.destqp", "bth.padcnt", "deth.srcqp", "aeth.syndrome",
                  "eth.type", "vlan.etype", "ip.hdr_len", "ip.proto", "ip.frag_offset",
-                 "ipv6.nxt", "udp.dstport", "lrh.lnh", "mad.mgmtclass")
+                 "ipv6.nxt", "udp.dstport", "lrh.lnh", "mad.mgmtclass", "mad.attributeid",
+                 "mad.classspecific")
 #: The MAD header columns a summary line's MAD text is made of (``names.mad_summary``).
 MAD_KEYS = ("mad.mgmtclass", "mad.attributeid", "mad.method", "mad.status")
 
@@ -115,6 +116,42 @@ def _decoded_classes() -> np.ndarray:
     from ibwire.mads import DECODED
 
     return _lookup(lambda value: value in DECODED)
+
+
+@cache
+def _body_headers() -> dict[int, int]:
+    """The size of the header every body of a decoded MAD class starts with, whatever its
+    attribute (``ibwire.mads.plan``); SA's (after RMPP checks) is not here."""
+    from ibwire.headers import perf, smp
+    from ibwire.mads import CM_CLASS, PERF, SMP_DIRECTED, SMP_LID
+
+    return {CM_CLASS: 0, SMP_LID: smp.SMP_LID.size, SMP_DIRECTED: smp.SMP_DIRECTED.size,
+            PERF: perf.PERF_HEADER.size}
+
+
+def _mad_header_tells(field: Callable[[str], np.ndarray]) -> np.ndarray:
+    """The rows whose MAD a summary line writes from the MAD header columns alone: a class
+    ``ibwire.mads`` does not decode, or a decoded class's attribute it does not know (the
+    body is kept as payload) where the body's first header fits before the ICRC and a
+    directed-route SMP's hop fields are valid, the checks ``ibwire.mads.parse_body`` makes
+    before such a body (a failing one is an error on the line). SA MADs (RMPP checks) and
+    known attributes are dissected."""
+    from ibwire.mads import MAX_HOPS, SMP_DIRECTED
+    from ibwire.tables import mad_attributes
+
+    klass, attribute = field("mad.mgmtclass") & 0xFF, field("mad.attributeid")
+    tells = ~_decoded_classes()[klass]
+    known = np.zeros(len(klass), bool)
+    for known_class, known_attribute in mad_attributes():
+        known |= (klass == known_class) & (attribute == known_attribute)
+    room = field("offset.icrc") - field("offset.payload")
+    hops, pointer = field("mad.classspecific") & 0xFF, field("mad.classspecific") >> 8
+    for value, size in _body_headers().items():
+        ok = (klass == value) & ~known & (room >= size)
+        if value == SMP_DIRECTED:
+            ok &= (hops <= MAX_HOPS) & (pointer <= hops + 1)
+        tells |= ok
+    return tells
 
 
 @cache
@@ -183,7 +220,7 @@ def classify(cols: dict[str, np.ndarray], mode: str = "tree"
     if mode != "line":
         ib &= ~mad
     elif mad.any():
-        ib &= ~(mad & _decoded_classes()[field("mad.mgmtclass") & 0xFF])
+        ib &= ~(mad & ~_mad_header_tells(field))
     known = _KNOWN[opcode]
     warned = known & _NO_PAYLOAD[opcode] & (cols["offset.icrc"] > cols["offset.payload"])
     warned |= (known & _UD[opcode] & ~has("mad")

@@ -51,7 +51,8 @@ _NOT_IB = program.ERROR_NAMES.index("not_ib")
 CLASSIFY_KEYS = ("bth.opcode", "bth.destqp", "bth.padcnt", "deth.srcqp", "aeth.syndrome",
                  "eth.type", "vlan.etype", "ip.hdr_len", "ip.proto", "ip.frag_offset",
                  "ipv6.nxt", "udp.dstport", "lrh.lnh", "mad.mgmtclass", "mad.attributeid",
-                 "mad.classspecific")
+                 "mad.classspecific", "rmpp.rmpptype", "rmpp.rmppflags", "rmpp.data1",
+                 "rmpp.data2")
 #: The MAD header columns a summary line's MAD text is made of (``names.mad_summary``).
 MAD_KEYS = ("mad.mgmtclass", "mad.attributeid", "mad.method", "mad.status")
 
@@ -121,22 +122,31 @@ def _decoded_classes() -> np.ndarray:
 @cache
 def _body_headers() -> dict[int, int]:
     """The size of the header every body of a decoded MAD class starts with, whatever its
-    attribute (``ibwire.mads.plan``); SA's (after RMPP checks) is not here."""
-    from ibwire.headers import perf, smp
-    from ibwire.mads import CM_CLASS, PERF, SMP_DIRECTED, SMP_LID
+    attribute (``ibwire.mads.plan``; SA's only in an RMPP DATA segment or an inactive RMPP)."""
+    from ibwire.headers import perf, sa, smp
+    from ibwire.mads import CM_CLASS, PERF, SA_CLASS, SMP_DIRECTED, SMP_LID
 
     return {CM_CLASS: 0, SMP_LID: smp.SMP_LID.size, SMP_DIRECTED: smp.SMP_DIRECTED.size,
-            PERF: perf.PERF_HEADER.size}
+            PERF: perf.PERF_HEADER.size, SA_CLASS: sa.SA_HEADER.size}
 
 
-def _mad_header_tells(field: Callable[[str], np.ndarray]) -> np.ndarray:
+def _mad_header_tells(field: Callable[[str], np.ndarray], rmpp: np.ndarray) -> np.ndarray:
     """The rows whose MAD a summary line writes from the MAD header columns alone: a class
     ``ibwire.mads`` does not decode, or a decoded class's attribute it does not know (the
-    body is kept as payload) where the body's first header fits before the ICRC and a
-    directed-route SMP's hop fields are valid, the checks ``ibwire.mads.parse_body`` makes
-    before such a body (a failing one is an error on the line). SA MADs (RMPP checks) and
-    known attributes are dissected."""
-    from ibwire.mads import MAX_HOPS, SMP_DIRECTED
+    body is kept as payload) where the checks ``ibwire.mads.parse_body`` makes before such a
+    body pass (a failing one is an error on the line): an RMPP DATA segment's number and
+    length (``check_rmpp``), a directed-route SMP's hop fields (``check_directed``), the
+    body's first header before the ICRC. ``rmpp``: the rows with an RMPP header."""
+    from ibwire.headers.mad import MAD_SIZE
+    from ibwire.mads import (
+        MAX_HOPS,
+        RMPP_ACTIVE,
+        RMPP_DATA,
+        RMPP_FIRST,
+        RMPP_LAST,
+        SA_CLASS,
+        SMP_DIRECTED,
+    )
     from ibwire.tables import mad_attributes
 
     klass, attribute = field("mad.mgmtclass") & 0xFF, field("mad.attributeid")
@@ -146,11 +156,20 @@ def _mad_header_tells(field: Callable[[str], np.ndarray]) -> np.ndarray:
         known |= (klass == known_class) & (attribute == known_attribute)
     room = field("offset.icrc") - field("offset.payload")
     hops, pointer = field("mad.classspecific") & 0xFF, field("mad.classspecific") >> 8
+    flags, segment = field("rmpp.rmppflags"), field("rmpp.data1")
+    active = rmpp & ((flags & RMPP_ACTIVE) != 0)
+    data = active & (field("rmpp.rmpptype") == RMPP_DATA)
+    first = (flags & RMPP_FIRST) != 0
+    rmpp_bad = data & ((segment == 0) | (first != (segment == 1))
+                       | (first & ((flags & RMPP_LAST) != 0)
+                          & (field("rmpp.data2") > MAD_SIZE - 36)))
     for value, size in _body_headers().items():
-        ok = (klass == value) & ~known & (room >= size)
+        fits = room >= size
         if value == SMP_DIRECTED:
-            ok &= (hops <= MAX_HOPS) & (pointer <= hops + 1)
-        tells |= ok
+            fits &= (hops <= MAX_HOPS) & (pointer <= hops + 1)
+        elif value == SA_CLASS:  # no RMPP header: no body read (a warning only)
+            fits = ~rmpp | (~rmpp_bad & ((active & ~data) | fits))
+        tells |= (klass == value) & ~known & fits
     return tells
 
 
@@ -220,7 +239,7 @@ def classify(cols: dict[str, np.ndarray], mode: str = "tree"
     if mode != "line":
         ib &= ~mad
     elif mad.any():
-        ib &= ~(mad & ~_mad_header_tells(field))
+        ib &= ~(mad & ~_mad_header_tells(field, has("rmpp")))
     known = _KNOWN[opcode]
     warned = known & _NO_PAYLOAD[opcode] & (cols["offset.icrc"] > cols["offset.payload"])
     warned |= (known & _UD[opcode] & ~has("mad")

@@ -124,7 +124,6 @@ def texts(source: Source, args: argparse.Namespace, mode: str) -> Iterator[bytes
     end (an empty line after a tree)."""
     from ibwire.cli.common import json_line, scanned
     from ibwire.cli.show import _COLUMNS, _record, summary, tree
-    from ibwire.inspect import inspect
 
     keys = None if mode != "line" else tuple({*_COLUMNS, *CLASSIFY_KEYS, *MAD_KEYS})
     templates = Templates()
@@ -150,6 +149,8 @@ def texts(source: Source, args: argparse.Namespace, mode: str) -> Iterator[bytes
         rows_of = _Rows(batch, cols, extra, mode)
         dissected = [""] * count
         for r in np.flatnonzero(key == 0).tolist():
+            from ibwire.inspect import inspect  # only for a row to dissect: the dissector
+
             found = inspect(_record(batch, r))
             dissected[r] = (summary(found, start_ns or 0) if mode == "line"
                             else json_line(found.fields())[:-1] if mode == "json"

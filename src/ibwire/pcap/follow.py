@@ -26,10 +26,13 @@ class FollowedFile:
     """The file at ``path``, read as ``writing()`` (the writer still runs) says it grows; it
     need not exist yet while the writer runs (a file never made reads as empty)."""
 
-    def __init__(self, path: str, writing: Callable[[], bool], name: str | None = None) -> None:
+    def __init__(self, path: str, writing: Callable[[], bool], name: str | None = None,
+                 opened: Callable[[], None] | None = None) -> None:
         self.path = path
         self.name = path if name is None else name
         self._writing = writing
+        self._opened = opened
+        """Called once the file is open (the spool's name can then go: see ibwire.pcap.live)."""
         self._fd: int | None = None
         self.closed = False
         self.position = 0
@@ -59,6 +62,8 @@ class FollowedFile:
             except OSError as exc:
                 raise CaptureError(f"{self.name}: cannot open {self.path} ({exc.strerror})"
                                    ) from exc
+            if self._opened is not None:
+                self._opened()
         try:
             if size < 0:
                 parts = []

@@ -163,8 +163,12 @@ class LiveCapture:
             self._remove_spool()
             raise CaptureError(f"{interface}: cannot run {path} ({exc.strerror})") from exc
         assert self._process.stderr is not None
-        self.stream = FollowedFile(self.spool, self._running, name=interface)
-        """The spool, read as it grows while the tool runs."""
+        self.stream = FollowedFile(self.spool, self._running, name=interface,
+                                   opened=None if keep is not None else self._remove_spool)
+        """The spool, read as it grows while the tool runs. Unless it is kept, its name is
+        removed as soon as it is open here (the tool writes on, ibwire reads on, the disk
+        space goes when both have closed it): nothing is left behind, even by a killed
+        ibwire."""
         self._reader = threading.Thread(target=self._read_messages, args=(self._process.stderr,),
                                         name="ibwire-live", daemon=True)
         self._reader.start()

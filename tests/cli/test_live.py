@@ -31,7 +31,7 @@ import pytest
 import ibwire
 from ibwire.builder import build
 from ibwire.cli.main import main
-from ibwire.pcap import PcapWriter
+from ibwire.pcap import PcapWriter, read_capture
 
 SRC = Path(ibwire.__file__).resolve().parents[1]
 IP = shutil.which("ip") or (shutil.which("ip", path="/usr/sbin:/sbin"))
@@ -112,11 +112,15 @@ class Running:
     """``ibwire ARGV`` running in the capture namespace, its output read as it comes."""
 
     def __init__(self, pair: Veth, *argv: str, path: str | None = None,
-                 stdout: int = subprocess.PIPE, stderr: int = subprocess.PIPE) -> None:
+                 stdout: int = subprocess.PIPE, stderr: int = subprocess.PIPE,
+                 tmpdir: Path | None = None) -> None:
         assert IP is not None
+        env = environment(path)
+        if tmpdir is not None:
+            env["TMPDIR"] = str(tmpdir)
         self.proc = subprocess.Popen(
             [IP, "netns", "exec", pair.capture_ns, sys.executable, "-m", "ibwire.cli.main",
-             *argv], stdout=stdout, stderr=stderr, env=environment(path))
+             *argv], stdout=stdout, stderr=stderr, env=env)
         self.out: queue.Queue[str] = queue.Queue()
         self.err: queue.Queue[str] = queue.Queue()
         self.out_lines: list[str] = []
@@ -322,6 +326,81 @@ def test_packets_are_printed_as_they_arrive(veth, running, tmp_path):
     assert status == 0 and len(out.splitlines()) == 3, err
 
 
+#: Frames sent in a burst while ibwire's output is not read: far more than the kernel's
+#: capture buffer and the pipes on the way hold, so a capture that is read only as fast as
+#: ibwire writes loses most of them.
+BURST = 50_000
+
+
+def numbered(frame: bytes, count: int) -> list[bytes]:
+    """``count`` copies of a RoCEv2/IPv4 frame, the BTH PSN of copy i set to i (the ICRC is
+    left as it was: wrong, but the frames stay apart)."""
+    psn = 14 + 20 + 8 + 9  # Ethernet, IPv4, UDP, then the PSN's place in the BTH
+    return [frame[:psn] + i.to_bytes(3, "big") + frame[psn + 3:] for i in range(count)]
+
+
+@needs_netns
+@needs_dumpcap
+def test_show_i_loses_no_packet_when_its_output_is_not_read(veth, running, tmp_path):
+    """Nobody reads what show writes until every frame has been sent: show stops reading on
+    a full pipe, but the capture goes on into the spool, and all the frames come out, in
+    order, once its output is read."""
+    frames = numbered(roce_frames()[0], BURST)
+    sent = write_pcap(tmp_path / "burst.pcap", frames)
+    spools = tmp_path / "spools"
+    spools.mkdir()
+    read_end, write_end = os.pipe()
+    try:
+        run = Running(veth, "show", "-i", veth.capture, "-c", str(BURST), "--duration",
+                      str(HANG), stdout=write_end,  # a capture that lost packets ends too
+                      tmpdir=spools)
+        running.append(run)
+        os.close(write_end)
+        write_end = -1
+        run.capturing()
+        send(veth, sent)  # while show's output waits in a full pipe
+        with os.fdopen(read_end, "rb") as reader:
+            read_end = -1
+            out = reader.read().decode()
+        status, _, err = run.finish()
+    finally:
+        for fd in (read_end, write_end):
+            if fd >= 0:
+                os.close(fd)
+    assert status == 0, err
+    lines = out.splitlines()
+    assert len(lines) == BURST
+    assert [int(line.split("PSN=")[1].split()[0]) for line in lines] == list(range(BURST))
+    assert "dropped" not in err
+    assert list(spools.iterdir()) == []  # the spool is gone
+
+
+@needs_netns
+@needs_dumpcap
+@pytest.mark.parametrize("ending", ["count", "SIGINT"])
+def test_w_keeps_the_capture_in_a_pcap_file(veth, running, tmp_path, capsys, ending):
+    frames = corrupt(roce_frames(), BAD)
+    kept = tmp_path / "kept.pcap"
+    spools = tmp_path / "spools"
+    spools.mkdir()
+    argv = ("-c", str(len(frames))) if ending == "count" else ()
+    run = Running(veth, "check", "-i", veth.capture, "-w", str(kept), *argv, tmpdir=spools)
+    running.append(run)
+    run.capturing()
+    send(veth, write_pcap(tmp_path / "sent.pcap", frames))
+    if ending == "SIGINT":
+        run.wait_line("out", f"record {max(BAD) + 1}: ")
+        run.proc.send_signal(signal.SIGINT)
+    status, out, err = run.finish()
+    assert status == 1, err
+    assert [bytes(r.frame) for r in read_capture(kept)] == frames
+    assert list(spools.iterdir()) == []  # the spool is kept beside FILE, then renamed
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    # what check said live, check says of the file kept
+    _, again = file_output(capsys, "check", str(kept))
+    assert out == again.replace(str(kept), veth.capture)
+
+
 @needs_netns
 @needs_dumpcap
 def test_a_capture_filter_replaces_the_roce_default(veth, running, tmp_path, capsys):
@@ -337,6 +416,57 @@ def test_a_capture_filter_replaces_the_roce_default(veth, running, tmp_path, cap
     assert [_without_time(line) for line in out.splitlines()] == \
         [_without_time(line) for line in expected.splitlines()]
     assert "RoCE" not in out
+
+
+@needs_netns
+@needs_dumpcap
+@pytest.mark.parametrize("how", [(), ("--json",), ("--where", "bth.destqp == 0x12")],
+                         ids=["tables", "json", "where"])
+def test_stats_i_counts_what_stats_counts_of_the_same_frames(veth, running, tmp_path, capsys,
+                                                             how):
+    frames = corrupt(roce_frames(), BAD)
+    sent = write_pcap(tmp_path / "sent.pcap", [*frames[:4], not_roce(frames[0]), *frames[4:]])
+    run = Running(veth, "stats", *how, "-i", veth.capture, "-c", str(len(frames)))
+    running.append(run)
+    run.capturing()
+    send(veth, sent)
+    status, out, err = run.finish()
+    assert status == 0, err
+    _, expected = file_output(capsys, "stats", *how, str(write_pcap(tmp_path / "roce.pcap",
+                                                                      frames)))
+    assert out == expected
+    if how == ("--json",):
+        found = json.loads(out)
+        assert found["totals"]["records"] == len(frames)
+        assert found["totals"]["icrc_bad"] == len(BAD)
+        assert [line.split(":")[0] for line in found["failures"]] == ["record 3", "record 6"]
+
+
+@needs_netns
+@needs_dumpcap
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_stops_stats_with_its_tables(veth, running, tmp_path, capsys, how):
+    frames = corrupt(roce_frames(), BAD)
+    spools = tmp_path / "spools"
+    spools.mkdir()
+    run = Running(veth, "stats", "--json", "-i", veth.capture, tmpdir=spools)
+    running.append(run)
+    run.capturing()
+    child = run.child()
+    send(veth, write_pcap(tmp_path / "sent.pcap", frames))
+    whole = 24 + sum(16 + len(frame) for frame in frames)  # pcap header, records
+    deadline = time.monotonic() + HANG  # the spool holds every frame before the signal
+    while time.monotonic() < deadline and sum(
+            path.stat().st_size for path in spools.glob("*/capture.pcap")) < whole:
+        time.sleep(0.05)
+    run.proc.send_signal(how)
+    status, out, err = run.finish()
+    assert status == 0, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    _, expected = file_output(capsys, "stats", "--json", str(write_pcap(tmp_path / "roce.pcap",
+                                                                          frames)))
+    assert json.loads(out) == json.loads(expected)
+    assert gone(child)
 
 
 @needs_netns
@@ -441,13 +571,14 @@ def test_a_capture_that_cannot_start_is_one_line_and_status_two(veth, running, p
 
 @needs_netns
 @needs_dumpcap
-def test_running_count_of_failures_on_a_terminal(veth, running, tmp_path):
+@pytest.mark.parametrize("verb", ["check", "stats"])
+def test_running_count_of_failures_on_a_terminal(veth, running, tmp_path, verb):
     import pty
 
     leader, follower = pty.openpty()
     frames = corrupt(roce_frames(), BAD)
     try:
-        run = Running(veth, "check", "-i", veth.capture, "-c", str(len(frames)),
+        run = Running(veth, verb, "-i", veth.capture, "-c", str(len(frames)),
                       stderr=follower)
         running.append(run)
         os.close(follower)
@@ -470,7 +601,7 @@ def test_running_count_of_failures_on_a_terminal(veth, running, tmp_path):
         os.close(leader)
         if follower >= 0:
             os.close(follower)
-    assert status == 1
+    assert status == (1 if verb == "check" else 0)
     assert "record 3" in out and "record 6" in out
     text = seen.decode()
     draws = re.findall(r"\r(\S+): (\d+) packets, (\d+) failed \(ICRC (\d+), VCRC 0, "
@@ -495,7 +626,8 @@ def test_i_and_a_file_together_are_a_usage_error(capsys):
 @pytest.mark.parametrize("argv", [["show", "-f", "udp", "x.pcap"],
                                   ["check", "--duration", "1", "x.pcap"],
                                   ["check"], ["show", "-i", "eth0", "-c", "0"],
-                                  ["check", "-i", "eth0", "--duration", "-1"]])
+                                  ["check", "-i", "eth0", "--duration", "-1"],
+                                  ["check", "-w", "kept.pcap", "x.pcap"]])
 def test_live_options_are_checked_before_anything_runs(capsys, argv):
     with pytest.raises(SystemExit) as ended:
         main(argv)
@@ -512,13 +644,15 @@ def test_no_capture_program_is_one_line(capsys, monkeypatch, tmp_path):
 
 
 STAND_IN = """#!{python}
-# A stand-in dumpcap: says it captures, writes a pcap header, then waits (until killed, or
-# forever with {ignore}).
-import os, signal, struct, sys, time
+# A stand-in dumpcap: says it captures, writes a pcap header to its -w file, then waits
+# (until killed, or forever with {ignore}).
+import signal, struct, sys, time
 if {ignore}:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-os.write(1, struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
-print("File: -", file=sys.stderr, flush=True)
+spool = sys.argv[sys.argv.index("-w") + 1]
+with open(spool, "wb") as out:
+    out.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+print("File: " + spool, file=sys.stderr, flush=True)
 while True:
     time.sleep(1)
 """

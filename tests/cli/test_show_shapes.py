@@ -91,7 +91,32 @@ def ethernet_frames() -> list[bytes]:
         MAC + b"\x81\x00\x00",                                       # a tag cut short
         MAC[:10],                                                    # not even Ethernet
         roce, bytes(bad_icrc), bytes(ack_with_payload), bytes(short_mad),
+        *mad_frames(),
     ]
+
+
+def mad_frames() -> list[bytes]:
+    """MADs of the classes ibwire.mads decodes, with attributes it does not know: six a
+    summary line writes from the MAD header (SMP directed route, PerfMgt, CM, SA without
+    RMPP, in an RMPP DATA segment, an RMPP ACK), seven whose body checks fail (hop count
+    past 63, hop pointer past the hops, an SMP cut short, RMPP segment 0, segment 2 with
+    the First flag, a length past one segment, an SA header cut short)."""
+    def mad(klass: int, classspecific: int = 0, body: int = 232, qp: int = 1,
+            **rmpp: int) -> bytes:
+        return build("rocev2_ipv4", {"bth.destqp": qp, "deth.srcqp": qp,
+                                     "deth.q_key": 0x80010000, "mad.baseversion": 1,
+                                     "mad.mgmtclass": klass, "mad.classversion": 1,
+                                     "mad.method": 1, "mad.classspecific": classspecific,
+                                     "mad.attributeid": 0xFF00,
+                                     **{f"rmpp.{k}": v for k, v in rmpp.items()}},
+                     bytes(body), opcode="UD_SEND_ONLY")
+    data = {"rmpptype": 1, "rmppflags": 0x7}  # RMPP DATA, active, first and last
+    return [mad(0x81, 0x0102, qp=0), mad(0x04), mad(0x07),
+            mad(0x03, body=220), mad(0x03, body=220, data1=1, data2=200, **data),
+            mad(0x03, body=4, rmpptype=2, rmppflags=1),  # an active RMPP ACK: no SA header
+            mad(0x81, 64, qp=0), mad(0x81, 0x0502, qp=0), mad(0x01, body=10, qp=0),
+            mad(0x03, body=220, data1=0, **data), mad(0x03, body=220, data1=2, **data),
+            mad(0x03, body=220, data1=1, data2=221, **data), mad(0x03, body=10)]
 
 
 def raw_ip_frames() -> list[bytes]:
@@ -162,10 +187,29 @@ def test_the_columns_tell_what_they_can(odd_captures, mixed_captures):
     for path in mixed_captures:  # every row but those with a MAD (ibwire.mads decodes them)
         mads: list[int] = []
         assert dissected(path, mads) == mads and mads
+    # a summary line: none, MADs of the classes whose bodies ibwire.mads decodes included
+    from ibwire.mads import DECODED
+
+    for path in mixed_captures:
+        lines, decoded, other = [], [], []
+        for _batch, cols, _failed in scanned(str(path), args, None):
+            key, _extra = shapes.classify(cols, "line")
+            lines += (cols["record"][key == 0] + 1).tolist()
+            has_mad = ((cols["headers"] & (1 << SLOT["mad"])) != 0) & (cols["error"] == 0)
+            is_decoded = np.isin(cols["mad.mgmtclass"], sorted(DECODED))
+            decoded += (cols["record"][has_mad & is_decoded] + 1).tolist()
+            other += (cols["record"][has_mad & ~is_decoded] + 1).tolist()
+        assert lines == [] and decoded and other  # their attributes are unknown
+    # the MADs of mad_frames(): a line dissects those whose body checks fail
+    lines = []
+    for _batch, cols, _failed in scanned(str(odd_captures[0]), args, None):
+        key, _extra = shapes.classify(cols, "line")
+        lines += (cols["record"][key == 0] + 1).tolist()
+    assert [row for row in lines if row >= 30] == list(range(36, 43))
     # ARP/LLDP under 2-3 tags, UDP or IPv4 header cut, bad length, IHL, versions, IPv6
     # extension headers, RoCEv1 cut, cut tag, no Ethernet; warned-about ACK and MAD
     assert dissected(odd_captures[0]) == [3, 4, 11, 12, 13, 14, 15, 19, 20, 21, 22, 23, 24,
-                                          25, 28, 29]
+                                          25, 28, 29, *range(30, 43)]
     assert dissected(odd_captures[1]) == [4, 5, 6]
 
 

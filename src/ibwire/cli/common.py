@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 def add_input_arguments(parser: argparse.ArgumentParser, many: bool = False,
                         live: bool = False) -> None:
     """FILE (or FILE...), -c, --where, --no-progress; ``live``: -i IFACE instead of FILE,
-    with -f and --duration."""
+    with -f, --duration and -w."""
     name, help_text = ("files" if many else "file",
                        "capture file (pcap, pcapng, ERF, gzip) or - for stdin")
     if live:
@@ -44,6 +44,9 @@ def add_input_arguments(parser: argparse.ArgumentParser, many: bool = False,
                             '-i; default "udp port 4791 or ether proto 0x8915", "" for all)')
         parser.add_argument("--duration", type=float, default=None, metavar="S",
                             help="stop capturing after S seconds (with -i)")
+        parser.add_argument("-w", "--write", default=None, metavar="FILE",
+                            help="keep the packets captured in FILE, a classic pcap file "
+                            "(with -i)")
         parser.set_defaults(usage_error=parser.error)
 
 
@@ -68,7 +71,7 @@ def live_capture(args: argparse.Namespace) -> Iterator[LiveCapture]:
         print(text, file=sys.stderr, flush=True)
 
     capture_filter = ROCE_FILTER if args.capture_filter is None else args.capture_filter
-    with LiveCapture(args.interface, capture_filter, duration=args.duration,
+    with LiveCapture(args.interface, capture_filter, duration=args.duration, keep=args.write,
                      on_ready=ready) as live:
         stops = 0
 
@@ -99,11 +102,12 @@ def live_capture(args: argparse.Namespace) -> Iterator[LiveCapture]:
 
 
 def file_only_options(args: argparse.Namespace) -> None:
-    """Refuse -f and --duration without -i."""
-    for given, option in ((args.capture_filter, "-f"), (args.duration, "--duration")):
+    """Refuse -f, --duration and -w without -i."""
+    for given, option in ((args.capture_filter, "-f"), (args.duration, "--duration"),
+                          (args.write, "-w")):
         if given is not None:
-            args.usage_error(f"{option} needs -i IFACE (a capture filter and a duration apply "
-                             f"to a live capture)")
+            args.usage_error(f"{option} needs -i IFACE (a capture filter, a duration and a "
+                             f"file to keep the capture in apply to a live capture)")
 
 
 class LiveStatus:

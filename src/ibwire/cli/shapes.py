@@ -50,7 +50,11 @@ _NOT_IB = program.ERROR_NAMES.index("not_ib")
 #: Header-field columns the classification reads (more for the output itself).
 CLASSIFY_KEYS = ("bth.opcode", "bth.destqp", "bth.padcnt", "deth.srcqp", "aeth.syndrome",
                  "eth.type", "vlan.etype", "ip.hdr_len", "ip.proto", "ip.frag_offset",
-                 "ipv6.nxt", "udp.dstport", "lrh.lnh")
+                 "ipv6.nxt", "udp.dstport", "lrh.lnh", "mad.mgmtclass", "mad.attributeid",
+                 "mad.classspecific", "rmpp.rmpptype", "rmpp.rmppflags", "rmpp.data1",
+                 "rmpp.data2")
+#: The MAD header columns a summary line's MAD text is made of (``names.mad_summary``).
+MAD_KEYS = ("mad.mgmtclass", "mad.attributeid", "mad.method", "mad.status")
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,68 @@ def _lookup(values: Callable[[int], bool]) -> np.ndarray:
 _KNOWN = _lookup(lambda op: op in opcodes())
 _NO_PAYLOAD = _lookup(lambda op: op in opcodes() and not opcodes()[op].payload)
 _UD = _lookup(lambda op: op in opcodes() and opcodes()[op].transport == "UD")
+
+
+@cache
+def _decoded_classes() -> np.ndarray:
+    """bool[256]: the MAD classes whose bodies ``ibwire.mads`` decodes."""
+    from ibwire.mads import DECODED
+
+    return _lookup(lambda value: value in DECODED)
+
+
+@cache
+def _body_headers() -> dict[int, int]:
+    """The size of the header every body of a decoded MAD class starts with, whatever its
+    attribute (``ibwire.mads.plan``; SA's only in an RMPP DATA segment or an inactive RMPP)."""
+    from ibwire.headers import perf, sa, smp
+    from ibwire.mads import CM_CLASS, PERF, SA_CLASS, SMP_DIRECTED, SMP_LID
+
+    return {CM_CLASS: 0, SMP_LID: smp.SMP_LID.size, SMP_DIRECTED: smp.SMP_DIRECTED.size,
+            PERF: perf.PERF_HEADER.size, SA_CLASS: sa.SA_HEADER.size}
+
+
+def _mad_header_tells(field: Callable[[str], np.ndarray], rmpp: np.ndarray) -> np.ndarray:
+    """The rows whose MAD a summary line writes from the MAD header columns alone: a class
+    ``ibwire.mads`` does not decode, or a decoded class's attribute it does not know (the
+    body is kept as payload) where the checks ``ibwire.mads.parse_body`` makes before such a
+    body pass (a failing one is an error on the line): an RMPP DATA segment's number and
+    length (``check_rmpp``), a directed-route SMP's hop fields (``check_directed``), the
+    body's first header before the ICRC. ``rmpp``: the rows with an RMPP header."""
+    from ibwire.headers.mad import MAD_SIZE
+    from ibwire.mads import (
+        MAX_HOPS,
+        RMPP_ACTIVE,
+        RMPP_DATA,
+        RMPP_FIRST,
+        RMPP_LAST,
+        SA_CLASS,
+        SMP_DIRECTED,
+    )
+    from ibwire.tables import mad_attributes
+
+    klass, attribute = field("mad.mgmtclass") & 0xFF, field("mad.attributeid")
+    tells = ~_decoded_classes()[klass]
+    known = np.zeros(len(klass), bool)
+    for known_class, known_attribute in mad_attributes():
+        known |= (klass == known_class) & (attribute == known_attribute)
+    room = field("offset.icrc") - field("offset.payload")
+    hops, pointer = field("mad.classspecific") & 0xFF, field("mad.classspecific") >> 8
+    flags, segment = field("rmpp.rmppflags"), field("rmpp.data1")
+    active = rmpp & ((flags & RMPP_ACTIVE) != 0)
+    data = active & (field("rmpp.rmpptype") == RMPP_DATA)
+    first = (flags & RMPP_FIRST) != 0
+    rmpp_bad = data & ((segment == 0) | (first != (segment == 1))
+                       | (first & ((flags & RMPP_LAST) != 0)
+                          & (field("rmpp.data2") > MAD_SIZE - 36)))
+    for value, size in _body_headers().items():
+        fits = room >= size
+        if value == SMP_DIRECTED:
+            fits &= (hops <= MAX_HOPS) & (pointer <= hops + 1)
+        elif value == SA_CLASS:  # no RMPP header: no body read (a warning only)
+            fits = ~rmpp | (~rmpp_bad & ((active & ~data) | fits))
+        tells |= (klass == value) & ~known & fits
+    return tells
 
 
 @cache
@@ -167,7 +233,13 @@ def classify(cols: dict[str, np.ndarray], mode: str = "tree"
     # InfiniBand transport packets, known opcodes or not
     ib = (error == 0) & _any_of(kind, _IB_KINDS) & has("bth") & (vlans <= _MAX_TAGS)
     ib &= ~(has("ip") & (hdr_len < 5))
-    ib &= ~has("mad")  # MAD bodies (ibwire.mads) and their named trees: the dissector's
+    # MADs whose body ibwire.mads decodes, and every MAD's named tree: the dissector's. A
+    # summary line of another class's MAD says only what the MAD header columns hold.
+    mad = has("mad")
+    if mode != "line":
+        ib &= ~mad
+    elif mad.any():
+        ib &= ~(mad & ~_mad_header_tells(field, has("rmpp")))
     known = _KNOWN[opcode]
     warned = known & _NO_PAYLOAD[opcode] & (cols["offset.icrc"] > cols["offset.payload"])
     warned |= (known & _UD[opcode] & ~has("mad")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ibwire.cli.shapes import CLASSIFY_KEYS, ETHERNET_LEN, TAG_LEN, classify
+from ibwire.cli.shapes import CLASSIFY_KEYS, ETHERNET_LEN, MAD_KEYS, TAG_LEN, classify
 from ibwire.cli.templates import SYNDROME_TEXTS, compile_shape
 from ibwire.headers.aeth import decode_syndrome
 from ibwire.scan import program
@@ -83,6 +83,13 @@ class _Rows:
             render = SYNDROME_TEXTS[name[5:]]
             return [made[s] if s in made else made.setdefault(s, render(decode_syndrome(s)))
                     for s in self.cols["aeth.syndrome"].tolist()]
+        if name == "mad:line":  # names.mad_summary of each row's MAD header, once a kind
+            from ibwire.names import mad_summary
+
+            said: dict[tuple[int, ...], str] = {}
+            heads = zip(*(self.cols[k].tolist() for k in MAD_KEYS), strict=True)
+            return [said[h] if h in said else said.setdefault(
+                h, mad_summary(dict(zip(MAD_KEYS, h, strict=True))) or "") for h in heads]
         if name == "ip.options":
             out = [""] * self.count
             net, ihl = self.cols["offset.network"], self.cols["ip.hdr_len"]
@@ -117,9 +124,8 @@ def texts(source: Source, args: argparse.Namespace, mode: str) -> Iterator[bytes
     end (an empty line after a tree)."""
     from ibwire.cli.common import json_line, scanned
     from ibwire.cli.show import _COLUMNS, _record, summary, tree
-    from ibwire.inspect import inspect
 
-    keys = None if mode != "line" else tuple({*_COLUMNS, *CLASSIFY_KEYS})
+    keys = None if mode != "line" else tuple({*_COLUMNS, *CLASSIFY_KEYS, *MAD_KEYS})
     templates = Templates()
     numbered: dict[int, int] = {0: templates.add(_DISSECTED)}
     start_ns: int | None = None
@@ -143,6 +149,8 @@ def texts(source: Source, args: argparse.Namespace, mode: str) -> Iterator[bytes
         rows_of = _Rows(batch, cols, extra, mode)
         dissected = [""] * count
         for r in np.flatnonzero(key == 0).tolist():
+            from ibwire.inspect import inspect  # only for a row to dissect: the dissector
+
             found = inspect(_record(batch, r))
             dissected[r] = (summary(found, start_ns or 0) if mode == "line"
                             else json_line(found.fields())[:-1] if mode == "json"

@@ -1,9 +1,12 @@
-"""``ibwire stats FILE``: counts by encapsulation, transport, opcode and QP; bytes; failures
-(the first ``--top`` failing records are listed with their reasons).
+"""``ibwire stats FILE`` or ``ibwire stats -i IFACE``: counts by encapsulation, transport,
+opcode and QP; bytes; failures (the first ``--top`` failing records are listed with their
+reasons).
 
 The counts come from the batch scanner (only the BTH opcode and destination QP columns are
 extracted); with ``--where`` each packet is dissected instead, so that any field can be
-tested.
+tested. With ``-i`` the packets dumpcap (else tcpdump) captures are counted as they arrive
+(``ibwire.pcap.live``), with a running count on a terminal's stderr; -c, --duration, Ctrl-C
+or SIGTERM stop the capture, and the tables follow as for a file.
 """
 
 from __future__ import annotations
@@ -13,21 +16,28 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from ibwire.cli.common import (
+    LiveStatus,
     add_input_arguments,
     failure_reason,
+    file_only_options,
     inspections,
+    live_capture,
     scanned,
     shrink_status,
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     import numpy as np
+
+    from ibwire.pcap.source import Source
 
 TABLES = ("encapsulation", "transport", "opcode", "destqp", "totals")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_input_arguments(parser)
+    add_input_arguments(parser, live=True)
     parser.add_argument("--json", action="store_true", help="print the tables as JSON")
     parser.add_argument("--top", type=int, default=20, help="rows per table (default 20)")
 
@@ -40,8 +50,9 @@ def _count(table: Counter[str], keys: np.ndarray, name: object) -> None:
         table[name(value)] += count  # type: ignore[operator]
 
 
-def _scanned(args: argparse.Namespace, tables: dict[str, Counter[str]],
-             failures: list[str]) -> None:
+def _scanned(source: Source, args: argparse.Namespace, tables: dict[str, Counter[str]],
+             failures: list[str]) -> Iterator[None]:
+    """Count the packets of ``source`` into ``tables``, yielding after each batch."""
     import numpy as np
 
     from ibwire.scan.program import PACKET_ENCAPSULATIONS, SCAN_KIND_NAMES, slot_bit
@@ -49,7 +60,7 @@ def _scanned(args: argparse.Namespace, tables: dict[str, Counter[str]],
 
     ops = opcodes()
     totals = tables["totals"]
-    for batch, c, failed in scanned(args.file, args, fields=("bth.opcode", "bth.destqp")):
+    for batch, c, failed in scanned(source, args, fields=("bth.opcode", "bth.destqp")):
         error = c["error"]
         ib = batch.is_ib()[:len(error)] & (error == 0)
         totals["records"] += len(error)
@@ -72,11 +83,14 @@ def _scanned(args: argparse.Namespace, tables: dict[str, Counter[str]],
         _count(tables["transport"], opcode,
                lambda v: ops[v].transport if v in ops else "unknown")
         _count(tables["destqp"], c["bth.destqp"][bth], lambda v: f"{v:#08x}")
+        yield
 
 
-def _inspected(args: argparse.Namespace, tables: dict[str, Counter[str]],
-               failures: list[str]) -> None:
-    for found in inspections(args.file, args):
+def _inspected(source: Source, args: argparse.Namespace, tables: dict[str, Counter[str]],
+               failures: list[str]) -> Iterator[None]:
+    """Count the packets of ``source`` into ``tables``, yielding after each."""
+    for found in inspections(source, args):
+        yield
         totals = tables["totals"]
         totals["records"] += 1
         totals["bytes"] += found.record.orig_len
@@ -107,18 +121,35 @@ def _inspected(args: argparse.Namespace, tables: dict[str, Counter[str]],
         tables["destqp"][f"{packet.fields()['bth.destqp']:#08x}"] += 1
 
 
-def collect(args: argparse.Namespace) -> tuple[dict[str, Counter[str]], list[str]]:
-    """The count tables, and the first ``--top`` failing records with their reasons."""
+def collect(args: argparse.Namespace, source: Source | None = None,
+            status: LiveStatus | None = None) -> tuple[dict[str, Counter[str]], list[str]]:
+    """The count tables of ``source`` (default: the FILE argument), and the first ``--top``
+    failing records with their reasons; ``status`` is kept up to date as they are counted."""
     tables: dict[str, Counter[str]] = {name: Counter() for name in TABLES}
     failures: list[str] = []
-    (_inspected if args.where else _scanned)(args, tables, failures)
+    counting = (_inspected if args.where else _scanned)(
+        args.file if source is None else source, args, tables, failures)
+    for _ in counting:
+        if status is not None:
+            status.update(tables["totals"])
+    if status is not None:
+        status.update(tables["totals"])
     return tables, failures
 
 
 def run(args: argparse.Namespace) -> int:
     import json  # only when run: the start of every verb stays light
 
-    tables, failures = collect(args)
+    if args.interface is not None:
+        with live_capture(args) as live:
+            status = LiveStatus(live.name, not args.no_progress)
+            try:
+                tables, failures = collect(args, live, status)
+            finally:
+                status.clear()
+    else:
+        file_only_options(args)
+        tables, failures = collect(args)
     if args.json:
         print(json.dumps({**{name: dict(table) for name, table in tables.items()},
                           "failures": failures}))

@@ -191,6 +191,9 @@ def line(t: Template, shape: Shape, when: str | None) -> None:
     t.number("bth.destqp", "QP={:#08x}")
     t.number("bth.psn", " PSN={}")
     t.ops.append(_key_fields(shape.headers & line_slots()))
+    if shape.has("mad"):
+        t.text(" ")
+        t.string("mad:line")
     if shape.payload:
         t.number("payload.length", " payload={}")
     t.text(f" ICRC {'ok' if shape.icrc_ok == 1 else 'BAD'}")

@@ -1,13 +1,18 @@
 """Live captures: the packets dumpcap (Wireshark's capture program) or tcpdump captures on an
 interface, read as they arrive.
 
-The tool writes a classic pcap stream to a pipe (``dumpcap -P -w -``, ``tcpdump -U -w -``: a
-packet is written as soon as it is captured); ibwire's readers take a :class:`LiveCapture` as
-they take standard input (``open_capture(live)``, ``ibwire.scan.scan_capture(live)``), except
-that a read hands out what has arrived instead of waiting for a full window.
+As tshark does, the tool writes a classic pcap file, a spool, in a directory of its own
+(``dumpcap -P -w FILE``, ``tcpdump -U -w FILE``), and ibwire reads behind it as the file grows
+(``ibwire.pcap.follow``): however far behind ibwire falls (a slow terminal, a busy machine),
+the tool keeps emptying the kernel's buffer into the file, so no packet is dropped for ibwire's
+sake (the kernel's drops, if any, are in the tool's closing statistics: :attr:`LiveCapture.dropped`).
+The spool is removed at the end, or kept under a name the caller gives (``keep``).
+ibwire's readers take a :class:`LiveCapture` as they take standard input
+(``open_capture(live)``, ``ibwire.scan.scan_capture(live)``), except that a read hands out
+what has arrived instead of waiting for a full window.
 
 The tool runs in its own session, so a terminal's Ctrl-C reaches ibwire only, which stops it
-(:meth:`LiveCapture.stop`: the tool writes its last packets and exits, and the stream ends).
+(:meth:`LiveCapture.stop`: the tool writes its last packets and exits, and the data ends).
 It is stopped on every way out of :meth:`LiveCapture.close`, and on Linux it is also killed
 when ibwire itself dies, however it dies (``PR_SET_PDEATHSIG``, prctl(2)).
 """
@@ -24,6 +29,7 @@ from types import TracebackType
 from typing import BinaryIO
 
 from ibwire.errors import CaptureError, IbwireError
+from ibwire.pcap.follow import FollowedFile
 
 ROCE_FILTER = "udp port 4791 or ether proto 0x8915"
 """The default capture filter: RoCEv2 (UDP destination port 4791, IBA Annex A17) and RoCEv1
@@ -39,8 +45,11 @@ _READY = {"dumpcap": re.compile(r"^File: "), "tcpdump": re.compile(r"^tcpdump: l
 #: The line of the tool's closing statistics that counts packets dropped.
 _DROPPED = {"dumpcap": re.compile(r"received/dropped on interface .*: \d+/(\d+)"),
             "tcpdump": re.compile(r"^(\d+) packets? dropped by kernel")}
-PIPE_SIZE = 1 << 20
-"""Bytes the pipe from the tool holds: Linux's default /proc/sys/fs/pipe-max-size."""
+BUFFER_MIB = 32
+"""The kernel buffer the tool asks for, in MiB (dumpcap and tcpdump ``-B``; their default is
+2): room for a burst while the tool is not scheduled."""
+SPOOL = "capture.pcap"
+"""The spool file's name in its directory."""
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
@@ -68,13 +77,34 @@ def _which(name: str) -> str | None:
     return None
 
 
-def capture_command(tool: str, path: str, interface: str, capture_filter: str) -> list[str]:
-    """The command line that captures on ``interface`` into a pcap stream on standard output,
-    one packet written at a time."""
+def capture_command(tool: str, path: str, interface: str, capture_filter: str, spool: str
+                    ) -> list[str]:
+    """The command line that captures on ``interface`` into the classic pcap file ``spool``
+    (dumpcap flushes it a few times a second, tcpdump ``-U`` after each packet)."""
     if tool == "dumpcap":
-        command = [path, "-i", interface, "-P", "-w", "-", "-q"]
+        command = [path, "-i", interface, "-P", "-w", spool, "-q", "-B", str(BUFFER_MIB)]
         return command + ["-f", capture_filter] if capture_filter else command
-    return [path, "-i", interface, "-U", "-w", "-"] + ([capture_filter] if capture_filter else [])
+    return [path, "-i", interface, "-U", "-w", spool, "-B", str(BUFFER_MIB << 10)] + (
+        [capture_filter] if capture_filter else [])
+
+
+def _spool_directory(keep: str | None) -> str:
+    """A new directory only this user can read, for the spool: beside ``keep`` when the
+    spool is kept (it is then renamed into place, atomically), else in the temporary
+    directory (``TMPDIR``; tempfile is not imported: it loads shutil, bz2 and lzma)."""
+    parent = os.path.dirname(os.path.abspath(keep)) if keep is not None else \
+        os.environ.get("TMPDIR") or "/tmp"
+    for _ in range(100):
+        path = os.path.join(parent, f".ibwire-live-{os.getpid()}-{os.urandom(4).hex()}")
+        try:
+            os.mkdir(path, 0o700)
+            return path
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise CaptureError(f"cannot make a spool directory in {parent} ({exc.strerror})"
+                               ) from exc
+    raise CaptureError(f"cannot make a spool directory in {parent}")
 
 
 def _parent_death_signal() -> Callable[[], None] | None:
@@ -98,34 +128,27 @@ def _parent_death_signal() -> Callable[[], None] | None:
     return arm
 
 
-def _widen(pipe: BinaryIO) -> None:
-    """Let the pipe hold :data:`PIPE_SIZE` bytes where Linux allows (fcntl(2) F_SETPIPE_SZ):
-    the tool then does not wait (and the kernel drop packets) while ibwire is busy or not
-    scheduled for a few milliseconds; 64 KiB, the default, is under 1000 small packets."""
-    try:
-        import fcntl
-
-        fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, PIPE_SIZE)  # type: ignore[attr-defined]
-    except (ImportError, AttributeError, OSError):
-        pass  # another system, or a smaller limit: the default size works, only slower
-
-
 class LiveCapture:
     """Capturing on ``interface`` with ``capture_filter`` ("" for every packet) through
     ``tool`` (default: dumpcap, else tcpdump); ``duration`` (seconds) stops it by itself.
-    ``on_ready`` is called (from another thread) with a line to show once the tool is
-    capturing. Use it as a context manager, or call :meth:`close`."""
+    ``keep``: a path where the spool stays, as a classic pcap file, once the capture ends
+    (default: removed). ``on_ready`` is called (from another thread) with a line to show once
+    the tool is capturing. Use it as a context manager, or call :meth:`close`."""
 
     def __init__(self, interface: str, capture_filter: str = ROCE_FILTER, *,
                  tool: str | None = None, duration: float | None = None,
+                 keep: str | None = None,
                  on_ready: Callable[[str], None] | None = None) -> None:
         import subprocess
 
         self.interface = interface
         self.name = interface
         self.capture_filter = capture_filter
+        self.keep = keep
         self.tool, path = find_tool(tool)
-        self.command = capture_command(self.tool, path, interface, capture_filter)
+        self.directory = _spool_directory(keep)
+        self.spool = os.path.join(self.directory, SPOOL)
+        self.command = capture_command(self.tool, path, interface, capture_filter, self.spool)
         self.ready = threading.Event()
         self.stopped = False  # stop() was asked: how the tool ends is then no failure
         self._on_ready = on_ready
@@ -133,19 +156,27 @@ class LiveCapture:
         self._timers: list[threading.Timer] = []
         try:
             self._process = subprocess.Popen(
-                self.command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                self.command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE, bufsize=0, start_new_session=True,
                 preexec_fn=_parent_death_signal())
         except OSError as exc:
+            self._remove_spool()
             raise CaptureError(f"{interface}: cannot run {path} ({exc.strerror})") from exc
-        assert self._process.stdout is not None and self._process.stderr is not None
-        self.stream: BinaryIO = self._process.stdout  # unbuffered: a read gives what arrived
-        _widen(self.stream)
+        assert self._process.stderr is not None
+        self.stream = FollowedFile(self.spool, self._running, name=interface,
+                                   opened=None if keep is not None else self._remove_spool)
+        """The spool, read as it grows while the tool runs. Unless it is kept, its name is
+        removed as soon as it is open here (the tool writes on, ibwire reads on, the disk
+        space goes when both have closed it): nothing is left behind, even by a killed
+        ibwire."""
         self._reader = threading.Thread(target=self._read_messages, args=(self._process.stderr,),
                                         name="ibwire-live", daemon=True)
         self._reader.start()
         if duration is not None:
             self._after(max(duration, 0.0), self.stop)
+
+    def _running(self) -> bool:
+        return self._process.poll() is None
 
     @property
     def pid(self) -> int:
@@ -231,17 +262,14 @@ class LiveCapture:
         return f"exited with status {code}"
 
     def close(self) -> None:
-        """Stop the tool if it still runs and wait for it, reading (and dropping) what it
-        writes meanwhile so that it is never stuck on a full pipe; kill it after
-        :data:`GRACE` seconds, or at once if the wait is interrupted."""
+        """Stop the tool if it still runs and wait for it (it has :data:`GRACE` seconds, and
+        is killed after them, or at once if the wait is interrupted); then remove the spool,
+        or put it where ``keep`` says."""
         import subprocess
 
         try:
-            if not self.stream.closed:
-                if self._process.poll() is None and not self._drain(0.0):
-                    self.stop()
-                self._drain(GRACE)
-                self.stream.close()
+            if self._process.poll() is None:
+                self.stop()
             try:
                 self._process.wait(GRACE)
             except subprocess.TimeoutExpired:
@@ -252,25 +280,25 @@ class LiveCapture:
                 self._process.wait()
             for timer in self._timers:
                 timer.cancel()
+            self.stream.close()
             self._reader.join(GRACE)
             if self._process.stderr is not None:
                 self._process.stderr.close()
+            self._remove_spool()
 
-    def _drain(self, seconds: float) -> bool:
-        """Read and drop what the tool writes for up to ``seconds``; whether its output
-        ended (it exits, or has exited by itself: then it is not asked to stop, and a
-        failure is its own)."""
-        import select
-        import time
-
-        fd = self.stream.fileno()
-        deadline = time.monotonic() + seconds
-        while True:
-            ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0.0))
-            if not ready:
-                return False
-            if not os.read(fd, 1 << 16):
-                return True
+    def _remove_spool(self) -> None:
+        """Remove the spool's directory, first renaming the spool to ``keep`` when asked."""
+        if self.keep is not None and os.path.exists(self.spool):
+            try:
+                os.replace(self.spool, self.keep)
+            except OSError as exc:
+                raise CaptureError(f"{self.interface}: cannot keep the capture as {self.keep} "
+                                   f"({exc.strerror}); it is in {self.spool}") from exc
+        if not os.path.isdir(self.directory):
+            return  # closed before
+        for name in os.listdir(self.directory):
+            os.remove(os.path.join(self.directory, name))
+        os.rmdir(self.directory)
 
     def __enter__(self) -> LiveCapture:
         return self

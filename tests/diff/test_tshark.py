@@ -37,7 +37,6 @@ from ibwire.fuzz.wireshark.dissection import (
     TsharkError,
     run_many,
     run_tshark,
-    tshark_path,
 )
 from ibwire.fuzz.wireshark.divergences import DIVERGENCES, TABLES
 from ibwire.fuzz.wireshark.fields import EXPERTS, FIELDS, NOT_COMPARED, PAYLOAD_DISSECTORS
@@ -51,16 +50,6 @@ from tests.diff.generate import LINKTYPE_INFINIBAND, VARIANTS, all_packets, writ
 
 
 # -- running -----------------------------------------------------------------------------
-
-@pytest.fixture(scope="module", autouse=True)
-def tshark() -> str:
-    path = tshark_path()
-    if path is None:
-        if os.environ.get("IBWIRE_REQUIRE_TSHARK") == "1":
-            pytest.fail("tshark is not installed and IBWIRE_REQUIRE_TSHARK=1")
-        pytest.skip("tshark is not installed (set IBWIRE_REQUIRE_TSHARK=1 to fail instead)")
-    return path
-
 
 def compare_file(path: Path, dissections: Sequence[Dissection], labels: Sequence[str] = (),
                  tables: Tables | None = None) -> Tally:

@@ -7,16 +7,14 @@ for the MAD bodies), with one expert item more that random strings bring."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import tempfile
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from ibwire import build
-from ibwire.fuzz.wireshark.dissection import run_tshark, tshark_path
+from ibwire.fuzz.wireshark.dissection import run_tshark
 from ibwire.mad_strategies import MadPacket
 from ibwire.pcap import PcapWriter
 from ibwire.strategies import mad_packets
@@ -32,16 +30,6 @@ TABLES_HERE = dataclasses.replace(TABLES, experts={
     **TABLES.experts,
     STRAY: "tshark's note on a NodeDescription string (FT_STRINGZPAD) with bytes after its "
            "NUL, as random values give; the 64 bytes themselves are compared"})
-
-
-@pytest.fixture(scope="module", autouse=True)
-def tshark() -> str:
-    path = tshark_path()
-    if path is None:
-        if os.environ.get("IBWIRE_REQUIRE_TSHARK") == "1":
-            pytest.fail("tshark is not installed and IBWIRE_REQUIRE_TSHARK=1")
-        pytest.skip("tshark is not installed (set IBWIRE_REQUIRE_TSHARK=1 to fail instead)")
-    return path
 
 
 def _drawn(row: MadAttribute) -> list[MadPacket]:

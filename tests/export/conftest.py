@@ -27,3 +27,13 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
                          *map(str, shared_captures()))
     assert status == 0, err
     return out
+
+
+@pytest.fixture(scope="session")
+def client():
+    """A Dask LocalCluster of two workers (threads of this process), for the session."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as c:
+        yield c

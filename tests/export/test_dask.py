@@ -23,14 +23,6 @@ KEY = [("capture", "ascending"), ("record", "ascending")]
 
 
 @pytest.fixture(scope="module")
-def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
 def big(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A generated classic pcap of a few hundred kB (retransmissions, CNPs, bad ICRCs)."""
     path = tmp_path_factory.mktemp("big") / "big.pcap"

@@ -30,14 +30,6 @@ from ibwire.export.write import connection_table  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def client():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
 def faulty(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A generated capture with CM, drops, corruption (bad ICRCs), an RNR NAK, ECN marks and
     CNPs (tapped at the switch, after the marking point)."""

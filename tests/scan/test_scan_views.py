@@ -29,7 +29,8 @@ SETTINGS = settings(max_examples=80, deadline=None,
 VIEW_COLUMNS = {"cm.localcommid": "cm.local", "cm.remotecommid": "cm.remote",
                 "cm.req.serviceid": "cm.req", "cm.req.localqpn": "cm.req",
                 "cm.req.startpsn": "cm.req", "cm.req.pppmtu": "cm.req",
-                "cm.rep.localqpn": "cm.rep", "cm.rep.startpsn": "cm.rep"}
+                "cm.req.transpsvctype": "cm.req", "cm.rep.localqpn": "cm.rep",
+                "cm.rep.startpsn": "cm.rep", "cm.req.remoteqpneecn": "cm.dreq"}
 
 
 def expected(fields: dict[str, Any]) -> dict[str, int]:

@@ -4,7 +4,7 @@ edit: run the tool."""
 
 from __future__ import annotations
 
-SLOT_SIZES = (14, 4, 20, 40, 8, 8, 40, 12, 4, 8, 4, 16, 28, 8, 4, 4, 4, 4, 16, 24, 12, 232, 232, 232, 232)
+SLOT_SIZES = (14, 4, 20, 40, 8, 8, 40, 12, 4, 8, 4, 16, 28, 8, 4, 4, 4, 4, 16, 24, 12, 232, 232, 232, 232, 232)
 SLOT: dict[str, int] = {
     "eth": 0,
     "vlan": 1,
@@ -31,6 +31,7 @@ SLOT: dict[str, int] = {
     "cm.remote": 22,
     "cm.req": 23,
     "cm.rep": 24,
+    "cm.dreq": 25,
 }
 CHAIN = bytes.fromhex(
     "0000000000000000000000000f000000000000000f0000000b00000000000000000000000f0000000b000000"
@@ -96,6 +97,7 @@ MAD_VIEWS = (
     (0x70014, 0x16),
     (0x70015, 0x15),
     (0x70015, 0x16),
+    (0x70015, 0x19),
     (0x70016, 0x15),
     (0x70016, 0x16),
     (0x70019, 0x15),
@@ -105,4 +107,4 @@ MAD_VIEWS = (
 )
 WELL_KNOWN_QPS = (0, 1)
 SITE_SLOT_BASE = 26
-SITE_PADCNT = 51
+SITE_PADCNT = 52

@@ -3,8 +3,8 @@
 The scanner stops at the MAD and RMPP headers; a MAD body is :mod:`ibwire.mads`' work. A
 *view* is the exception, for the fields a batch analysis needs on every packet: the CM fields
 that pair a connection's two sides (IBA Vol. 1 12.6: a REQ's Local Communication ID, QPN,
-starting PSN, service ID and path MTU; a REP's; the communication IDs every later message
-echoes). A view is a header slot of the scanner like the BTH, laid over the whole attribute
+starting PSN, service ID, path MTU and transport type; a REP's; the communication IDs every
+later message echoes; the QPN a DREQ names). A view is a header slot of the scanner like the BTH, laid over the whole attribute
 (so it is present only when the attribute fits before the ICRC, as ``ibwire.parse`` needs
 it), whose fields are some of the attribute's declared fields, at their declared bits.
 
@@ -76,12 +76,18 @@ CM_REMOTE = View("cm.remote", "CM Remote Communication ID", {
               cm.CM_APR)
 })
 
-#: What a ConnectRequest offers: its service ID, QPN, starting PSN and path MTU.
+#: What a ConnectRequest offers: its service ID, QPN, starting PSN, path MTU and transport
+#: service type (RC 0, UC 1, RD 2, XRC 3: ibta_vol1_c12.h CM_REQ_TRANSPORT_SERVICE_TYPE).
 CM_REQ = View("cm.req", "CM ConnectRequest", {cm.CM_REQ: {
-    k: k for k in ("cm.req.serviceid", "cm.req.localqpn", "cm.req.startpsn", "cm.req.pppmtu")}})
+    k: k for k in ("cm.req.serviceid", "cm.req.localqpn", "cm.req.startpsn", "cm.req.pppmtu",
+                   "cm.req.transpsvctype")}})
 
 #: What a ConnectReply answers: its QPN and starting PSN.
 CM_REP = View("cm.rep", "CM ConnectReply", {cm.CM_REP: {
     k: k for k in ("cm.rep.localqpn", "cm.rep.startpsn")}})
 
-VIEWS: tuple[View, ...] = (CM_LOCAL, CM_REMOTE, CM_REQ, CM_REP)
+#: The QPN a DisconnectRequest names at its receiver (Wireshark's name, sic: ``cm.req.``).
+CM_DREQ = View("cm.dreq", "CM DisconnectRequest", {cm.CM_DREQ: {
+    "cm.req.remoteqpneecn": "cm.req.remoteqpneecn"}})
+
+VIEWS: tuple[View, ...] = (CM_LOCAL, CM_REMOTE, CM_REQ, CM_REP, CM_DREQ)

@@ -17,7 +17,14 @@ from ibwire.errors import IbwireError
 from ibwire.pcap import index_capture
 from ibwire.pcap.records import LINK_CODES, LINK_NAMES
 from ibwire.scan import program
-from ibwire.strategies import DEFAULT_LINK, ENCAPSULATIONS, GeneratedPacket, mad_fields, mutated
+from ibwire.strategies import (
+    DEFAULT_LINK,
+    ENCAPSULATIONS,
+    GeneratedPacket,
+    bad_mads,
+    mad_fields,
+    mutated,
+)
 from ibwire.tables import mad_attributes
 from tests.conftest import CAPTURES
 from tests.scan.expect import scan_one
@@ -146,6 +153,14 @@ def test_views_agree_with_parse_on_generated_cm_mads(scanner, packet):
 @given(mutated(cm_packets()))
 def test_views_agree_with_parse_on_broken_cm_mads(scanner, broken):
     assert check(scanner, broken.frame, broken.link) == []
+
+
+@SETTINGS
+@given(bad_mads())
+def test_views_agree_with_parse_on_lying_mads(scanner, bad):
+    """MADs of every class that lie (cut attribute, unknown attribute, RMPP, hops ...): no
+    crash, and a view only where parse has its keys."""
+    assert check(scanner, bad.frame, bad.link) == []
 
 
 def _req(body: int | None = None, **fields: int) -> bytes:

@@ -99,7 +99,14 @@ class Packet:
         """
         out: dict[str, Any] = {}
         for h in self.headers:
+            if h.full_keys and h.name not in STACKED:  # a MAD body part: keys as they are
+                out.update(h.values)
+                continue
             spec = None if h.full_keys else ALL.get(h.name)
+            if spec is not None and h.name not in STACKED:
+                keys = spec.keys
+                out.update({keys[name]: value for name, value in h.values.items()})
+                continue
             for name, value in h.values.items():
                 key = name if h.full_keys else spec.key(name) if spec else f"{h.name}.{name}"
                 if h.name in STACKED:

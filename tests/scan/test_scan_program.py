@@ -27,7 +27,9 @@ def test_one_column_per_declared_field():
     for header in program.SLOTS:
         for f in header.fields:
             assert header.key(f.name) in names
-    assert set(program.SLOTS) <= set(ALL.values())
+    headers = [h for i, h in enumerate(program.SLOTS) if i not in program.VIEW_SLOTS]
+    assert set(headers) <= set(ALL.values())
+    assert program.VIEW_SLOTS == set(range(len(headers), len(program.SLOTS)))
     assert not set(names) & {name for name, _, _ in program.FIXED}
 
 
@@ -61,3 +63,23 @@ def test_columns_do_not_all_map_to_the_same_cache_sets(rows):
     sets = Counter((col.__array_interface__["data"][0] // 64) % 64 for col in cols.values())
     assert max(sets.values()) <= 4, sets.most_common(3)
     assert len(cols) > 64
+
+
+def test_views_read_their_attributes_fields_at_the_declared_bits():
+    """Each view column is a field of each of its attributes' records, at the same bits
+    (the view is built from the records: a declaration that moved a field would fail)."""
+    from ibwire.mads import RECORDS
+    from ibwire.scan.views import VIEWS
+
+    for view in VIEWS:
+        assert view.attributes()
+        for record_name, picks in view.sources.items():
+            record = RECORDS[record_name]
+            assert view.size == record.size
+            for key, source in picks.items():
+                mine, theirs = view.by_name[key], record.by_name[source]
+                assert (mine.bits, mine.shift) == (theirs.bits, theirs.shift)
+    keys = {key: program.SLOTS[slot].name for key, slot in program.mad_views()}
+    assert keys[0x70010] in ("cm.local", "cm.req")
+    assert sorted(program.SLOTS[s].name for k, s in program.mad_views() if k == 0x70013) == [
+        "cm.local", "cm.remote", "cm.rep"]

@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -300,10 +301,16 @@ def jsonable(value: Any) -> Any:
 
 def json_line(fields: dict[str, Any]) -> str:
     """One JSON object per line; values as :func:`jsonable` has them (json itself writes
-    tuples as lists and asks :func:`_hex` for bytes, so plain values cost no Python call)."""
+    tuples as lists and asks :func:`_hex` for bytes, so plain values cost no Python call).
+    One encoder for every line: ``json.dumps(default=...)`` would make one per call."""
+    return _json_encoder().encode(fields) + "\n"
+
+
+@cache
+def _json_encoder() -> Any:
     import json
 
-    return json.dumps(fields, default=_hex) + "\n"
+    return json.JSONEncoder(default=_hex)
 
 
 def _hex(value: Any) -> str:

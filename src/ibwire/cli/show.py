@@ -196,15 +196,24 @@ def _record(batch: ScanBatch, row: int) -> CaptureRecord:
     """A scanned row as the record reader gives it, for the dissector: what ``inspect`` and
     ``summary`` read (the stored record's own bytes, interface and snaplen are not in the
     scanner's columns and are left out)."""
-    from ibwire.pcap.records import CaptureRecord
+    return next(_records(batch, [row]))
+
+
+def _records(batch: ScanBatch, rows: list[int]) -> Iterator[CaptureRecord]:
+    """:func:`_record` of each of ``rows``, the columns read once for all of them."""
+    from ibwire.pcap.records import LINK_NAMES, CaptureRecord
 
     c = batch.columns
-    frame = bytes(batch.frame(row))
-    orig = int(c["frame.orig_len"][row])
-    return CaptureRecord(int(c["record"][row]), int(c["frame.offset"][row]),
-                         int(c["timestamp_ns"][row]), int(c["linktype"][row]), batch.link(row),
-                         frame, len(frame), orig, 0, frame, orig, 0,
-                         error=batch.errors.get(row))
+    picked = [c[name][rows].tolist() for name in ("record", "frame.offset", "frame.len",
+                                                   "timestamp_ns", "linktype", "frame.orig_len",
+                                                   "link")]
+    data = memoryview(batch.buffer)
+    for row, index, offset, length, when, linktype, orig, link in zip(rows, *picked,
+                                                                      strict=True):
+        frame = bytes(data[offset:offset + length])
+        yield CaptureRecord(index, offset, when, linktype, LINK_NAMES.get(link, "other"),
+                            frame, len(frame), orig, 0, frame, orig, 0,
+                            error=batch.errors.get(row))
 
 
 def scanned_lines(source: Source, args: argparse.Namespace) -> Iterator[str]:

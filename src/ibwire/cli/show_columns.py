@@ -123,7 +123,7 @@ def texts(source: Source, args: argparse.Namespace, mode: str) -> Iterator[bytes
     lines (mode "line"), JSON objects ("json") or header trees ("tree"), each with its line
     end (an empty line after a tree)."""
     from ibwire.cli.common import json_line, scanned
-    from ibwire.cli.show import _COLUMNS, _record, summary, tree
+    from ibwire.cli.show import _COLUMNS, _records, summary, tree
 
     keys = None if mode != "line" else tuple({*_COLUMNS, *CLASSIFY_KEYS, *MAD_KEYS})
     templates = Templates()
@@ -148,10 +148,11 @@ def texts(source: Source, args: argparse.Namespace, mode: str) -> Iterator[bytes
         template = of_shape[inverse.reshape(-1)]
         rows_of = _Rows(batch, cols, extra, mode)
         dissected = [""] * count
-        for r in np.flatnonzero(key == 0).tolist():
+        rows = np.flatnonzero(key == 0).tolist()
+        for r, record in zip(rows, _records(batch, rows), strict=True):
             from ibwire.inspect import inspect  # only for a row to dissect: the dissector
 
-            found = inspect(_record(batch, r))
+            found = inspect(record)
             dissected[r] = (summary(found, start_ns or 0) if mode == "line"
                             else json_line(found.fields())[:-1] if mode == "json"
                             else tree(found))

@@ -68,7 +68,10 @@ def _arrow_type(name: str) -> Any:
 
 
 def field_columns() -> tuple[program.Column, ...]:
-    return program.columns()
+    """The header-field columns exported: not the scanner's MAD views (``cm.localcommid``
+    ...: ``ibwire.scan.views``), which are no ``show --json`` keys of their own and would
+    change the schema."""
+    return tuple(c for c in program.columns() if c.slot not in program.VIEW_SLOTS)
 
 
 def _field_type(c: program.Column) -> str:

@@ -10,8 +10,9 @@ a property test checks byte for byte against the declaration.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 from typing import Any
 
 import construct as cs
@@ -74,6 +75,35 @@ def display(value: int, field: Field) -> Any:
     return raw
 
 
+@lru_cache(maxsize=4096)
+def _address(value: int, fmt: str, size: int) -> str:
+    """An address field's text (as :func:`display`), cached: addresses repeat in a capture."""
+    raw = value.to_bytes(size, "big")
+    if fmt == "mac":
+        return ":".join(f"{b:02x}" for b in raw)
+    if fmt == "ipv4":
+        return str(ipaddress.IPv4Address(raw))
+    return str(ipaddress.IPv6Address(raw))
+
+
+def compile_parse(fields: tuple[Field, ...]) -> Callable[[int], dict[str, Any]]:
+    """A function of a header's bytes read as one big-endian integer to its values, as
+    ``{f.name: display((word >> f.shift) & f.mask, f)}`` gives them: one dict display with
+    the shifts and masks inlined (five times faster than the loop; a property test checks
+    it against the declarations' own parser)."""
+    items = []
+    for f in fields:
+        expr = f"(w >> {f.shift}) & {f.mask:#x}" if f.shift else f"w & {f.mask:#x}"
+        if f.fmt == "bytes":
+            expr = f"({expr}).to_bytes({f.bits // 8}, 'big')"
+        elif f.fmt is not None:
+            expr = f"_address({expr}, {f.fmt!r}, {f.bits // 8})"
+        items.append(f"{f.name!r}: {expr}")
+    namespace: dict[str, Any] = {"_address": _address}
+    exec("def parse(w):\n    return {" + ", ".join(items) + "}\n", namespace)
+    return namespace["parse"]  # type: ignore[no-any-return]
+
+
 def _unshow(value: Any, field: Field, header: str, key: str | None = None,
             where: Mapping[str, Any] | None = None) -> int:
     """The integer of a field value given as a number, bytes or address text; ``key`` and
@@ -129,6 +159,11 @@ class Header:
         """The flat key of a field: ``bth.psn``; a header's lone namesake field is just ``immdt``."""
         return self.name if field == self.name else f"{self.name}.{field}"
 
+    @cached_property
+    def keys(self) -> dict[str, str]:
+        """Each field's flat key (:meth:`key`), by field name."""
+        return {f.name: self.key(f.name) for f in self.fields}
+
     def where(self, field: str) -> dict[str, str | None]:
         """The ``header`` and ``field`` an error about ``field`` carries."""
         return {"header": self.name, "field": field}
@@ -140,8 +175,11 @@ class Header:
             raise TruncatedError(
                 f"{self.title} needs {self.size} bytes, {max(len(data) - offset, 0)} left",
                 header=self.name, offset=offset)
-        word = int.from_bytes(data[offset:end], "big")
-        return {f.name: display((word >> f.shift) & f.mask, f) for f in self.fields}
+        return self._parse_word(int.from_bytes(data[offset:end], "big"))
+
+    @cached_property
+    def _parse_word(self) -> Callable[[int], dict[str, Any]]:
+        return compile_parse(self.fields)
 
     def build(self, values: Mapping[str, Any]) -> bytes:
         """Bytes of the header; missing fields are 0, unknown names raise :class:`BuildError`."""

@@ -41,10 +41,12 @@ def carries_mad(transport: str, destqp: int, srcqp: int | None) -> bool:
     """A UD packet to or from QP0/QP1 (``specs/well_known_qps.tsv``) carries a MAD: to them
     for requests, from them for the responses to a requester on another QP (as Wireshark
     decides). ``srcqp`` is the DETH source QP (None if there is none)."""
+    if transport != "UD":
+        return False
     from ibwire.tables import well_known_qps
 
     qps = well_known_qps()
-    return transport == "UD" and (destqp in qps or srcqp in qps)
+    return destqp in qps or srcqp in qps
 
 
 # -- attributes every class may carry (IBA 13.4.8) ------------------------------------------

@@ -12,6 +12,7 @@ cdef extern from "kernel.h" nogil:
 cdef extern from "scan.h" nogil:
     enum:
         IBW_SCAN_MAX_SLOTS
+        IBW_SCAN_MAX_VIEWS
 
     ctypedef struct ibw_scan_instr:
         uint64_t mask
@@ -27,6 +28,9 @@ cdef extern from "scan.h" nogil:
         const uint8_t *chain_len
         const uint8_t *op_flags
         const uint8_t *rmpp
+        int32_t nviews
+        uint32_t view_key[32]
+        int32_t view_slot[32]
         int32_t eth, vlan, ip, ipv6, udp, lrh, grh, bth, deth, mad, rmpp_slot
         int32_t site_slot_base, site_padcnt
 
@@ -75,6 +79,13 @@ cdef int fill_layout(ibw_scan_prog *prog) except -1:
     prog.op_flags = <const uint8_t *>table
     table = _layout.RMPP
     prog.rmpp = <const uint8_t *>table
+    views = _layout.MAD_VIEWS
+    if len(views) > IBW_SCAN_MAX_VIEWS:
+        raise ValueError("too many MAD views for the C scanner")
+    prog.nviews = len(views)
+    for i in range(len(views)):
+        prog.view_key[i] = views[i][0]
+        prog.view_slot[i] = views[i][1]
     slot = _layout.SLOT
     prog.eth, prog.vlan, prog.ip, prog.ipv6 = slot["eth"], slot["vlan"], slot["ip"], slot["ipv6"]
     prog.udp, prog.lrh, prog.grh, prog.bth = slot["udp"], slot["lrh"], slot["grh"], slot["bth"]

@@ -23,6 +23,7 @@ _SLOTS = program.SLOTS
 _S = program.SLOT
 _CHAIN, _CHAIN_LEN, _FLAGS = program.opcode_chains()
 _RMPP = program.rmpp_classes()
+_VIEWS = program.mad_views()
 _TPIDS = (0x8100, 0x88A8, 0x9100)
 _KINDS = {name: i for i, name in enumerate(KIND_NAMES)}
 
@@ -130,6 +131,14 @@ def _network(r: _Row, link: int) -> None:
         r.put(_S["udp"], udp)
 
 
+def _views(r: _Row, key: int, body: int, icrc: int) -> None:
+    """The views of the MAD body at ``body`` for its class and attribute ``key`` (as scan.c's
+    views()): each is the whole attribute, put only where it ends by the ICRC."""
+    for view_key, slot in _VIEWS:
+        if view_key == key and _SLOTS[slot].size <= icrc - body:
+            r.put(slot, body)
+
+
 def _transport(r: _Row, bth: int, icrc: int) -> None:
     b = r.frame
     r.put(_S["bth"], bth)
@@ -154,10 +163,16 @@ def _transport(r: _Row, bth: int, icrc: int) -> None:
     if carries_mad(ud, destqp, srcqp) and icrc - cursor >= 24:
         r.put(_S["mad"], cursor)
         mgmt = b[cursor + 1]
+        key = mgmt << 16 | b[cursor + 16] << 8 | b[cursor + 17]  # class, AttributeID
         cursor += 24
-        if _RMPP[mgmt] and icrc - cursor >= 12:
-            r.put(_S["rmpp"], cursor)
-            cursor += 12
+        body = True  # the body starts after the RMPP header, if its class has one
+        if _RMPP[mgmt]:
+            body = icrc - cursor >= 12
+            if body:
+                r.put(_S["rmpp"], cursor)
+                cursor += 12
+        if body:
+            _views(r, key, cursor, icrc)
     pad = (b[bth + 1] >> 4) & 3
     r["offset.payload"] = cursor
     if pad > icrc - cursor:

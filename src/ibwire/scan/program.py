@@ -9,7 +9,11 @@ Both scanner twins (the C engine and the pure-Python one) take their work from h
   field, 16-byte fields (GIDs, IPv6 addresses) are ``(n, 16)`` uint8 rows; for the C twin, each
   field becomes a load-shift-mask instruction computed from its bit layout;
 * per opcode, the slots of its extended headers, from ``specs/opcodes.tsv``; per MAD class,
-  whether an RMPP header follows, from ``specs/mad_classes.tsv``.
+  whether an RMPP header follows, from ``specs/mad_classes.tsv``;
+* after the MAD (and RMPP) header, the *views* of :mod:`ibwire.scan.views`: a few fields of
+  some MAD attributes (the CM fields that pair connections), each view a slot present when
+  the MAD's (MgmtClass, AttributeID) is one of its attributes and the whole attribute fits
+  before the ICRC (see :func:`mad_views`).
 
 A slot absent from a packet leaves its columns at 0; the ``headers`` column has bit ``i`` set
 when slot ``i`` is present (see :func:`slot_bit`).
@@ -26,14 +30,18 @@ from ibwire.crc._common import KIND_NAMES, SITES
 from ibwire.headers import BTH, ETHERNET, EXTENDED, GRH, IPV4, IPV6, LRH, MAD, RMPP, UDP, VLAN
 from ibwire.headers.layout import Header
 from ibwire.packet import STACKED
+from ibwire.scan.views import VIEWS
 from ibwire.tables import mad_classes, opcodes, well_known_qps
 
 SLOTS: tuple[Header, ...] = (ETHERNET, VLAN, IPV4, IPV6, UDP, LRH, GRH, BTH,
-                             *EXTENDED.values(), MAD, RMPP)
+                             *EXTENDED.values(), MAD, RMPP, *VIEWS)
 SLOT: dict[str, int] = {h.name: i for i, h in enumerate(SLOTS)}
 STACKED_SLOTS = frozenset(SLOT[name] for name in STACKED)
 """Headers a frame can carry more than once; their columns hold the outermost."""
 MAX_CHAIN = 4
+VIEW_SLOTS = frozenset(SLOT[v.name] for v in VIEWS)
+"""Slots of MAD body views (:mod:`ibwire.scan.views`), not headers."""
+MAX_VIEWS = 32
 WELL_KNOWN_QPS: tuple[int, ...] = tuple(sorted(well_known_qps()))
 """QPs whose UD traffic carries MADs (scan.c assumes QP0 and QP1)."""
 NO_OPCODE = 0xFF
@@ -196,6 +204,18 @@ def rmpp_classes() -> np.ndarray:
     return table
 
 
+@cache
+def mad_views() -> tuple[tuple[int, int], ...]:
+    """(MgmtClass << 16 | AttributeID, view slot) for every attribute a view reads, sorted:
+    the view's slot is put at the MAD body (after the MAD and RMPP headers) when the MAD has
+    that class and attribute and the view (the whole attribute) fits before the ICRC."""
+    rows = sorted((klass << 16 | attribute, SLOT[v.name])
+                  for v in VIEWS for klass, attribute in v.attributes())
+    if len(rows) > MAX_VIEWS:
+        raise ValueError(f"more than {MAX_VIEWS} (attribute, view) pairs for the C scanner")
+    return tuple(rows)
+
+
 def site_name(site: int) -> tuple[str, str]:
     """(header, field) of a fault site."""
     return SCAN_SITES[site] if 0 <= site < len(SCAN_SITES) else ("", "")
@@ -269,6 +289,7 @@ def layout() -> dict[str, object]:
         "CHAIN_LEN": length.tobytes(),
         "OP_FLAGS": flags.tobytes(),
         "RMPP": rmpp_classes().tobytes(),
+        "MAD_VIEWS": mad_views(),
         "WELL_KNOWN_QPS": WELL_KNOWN_QPS,
         "SITE_SLOT_BASE": SITE_SLOT_BASE,
         "SITE_PADCNT": SITE_PADCNT,
@@ -286,6 +307,9 @@ def layout_source() -> str:
             chunks = [text[i:i + 88] for i in range(0, len(text), 88)]
             body = "\n".join(f'    "{c}"' for c in chunks)
             lines.append(f"{name} = bytes.fromhex(\n{body}\n)")
+        elif isinstance(value, tuple) and value and isinstance(value[0], tuple):
+            rows = "".join(f"    ({', '.join(hex(v) for v in row)}),\n" for row in value)
+            lines.append(f"{name} = (\n{rows})")
         elif isinstance(value, dict):
             items = "".join(f'    "{k}": {v},\n' for k, v in value.items())
             lines.append(f"{name}: dict[str, int] = {{\n{items}}}")

@@ -160,6 +160,18 @@ static inline void fault(const ibw_scan_out *out, int64_t row, int error, int si
     out->error_off[row] = (int32_t)where;
 }
 
+/* The views of the MAD body at `body` (ibwire.scan.views) for its class and attribute `key`:
+ * each view is the whole attribute, put only where it ends by the ICRC. */
+static void views(const ibw_scan_prog *g, const ibw_scan_out *out, int64_t row,
+                  const uint8_t *p, uint32_t key, int64_t body, int64_t icrc)
+{
+    for (int32_t i = 0; i < g->nviews; i++) {
+        int slot = g->view_slot[i];
+        if (g->view_key[i] == key && g->slot_size[slot] <= icrc - body)
+            put(g, out, row, slot, p + body);
+    }
+}
+
 /* BTH, the opcode's extended headers, MAD/RMPP and the pad, between bth and the ICRC. */
 static void transport(const ibw_scan_prog *g, const ibw_scan_out *out, int64_t row,
                       const uint8_t *p, int64_t bth, int64_t icrc)
@@ -192,11 +204,18 @@ static void transport(const ibw_scan_prog *g, const ibw_scan_out *out, int64_t r
     if ((g->op_flags[op] & 1) && (destqp <= 1 || srcqp <= 1) && MAD_LEN <= icrc - cursor) {
         put(g, out, row, g->mad, p + cursor);
         unsigned mgmt = p[cursor + 1];
+        uint32_t key = mgmt << 16 | be16(p + cursor + 16); /* class, AttributeID */
         cursor += MAD_LEN;
-        if (g->rmpp[mgmt] && RMPP_LEN <= icrc - cursor) {
-            put(g, out, row, g->rmpp_slot, p + cursor);
-            cursor += RMPP_LEN;
+        int body = 1; /* the body starts after the RMPP header, if its class has one */
+        if (g->rmpp[mgmt]) {
+            body = RMPP_LEN <= icrc - cursor;
+            if (body) {
+                put(g, out, row, g->rmpp_slot, p + cursor);
+                cursor += RMPP_LEN;
+            }
         }
+        if (body)
+            views(g, out, row, p, key, cursor, icrc);
     }
     int64_t pad = (p[bth + 1] >> 4) & 3;
     out->off_payload[row] = (int32_t)cursor;

@@ -15,6 +15,7 @@
 
 #define IBW_SCAN_MAX_SLOTS 32
 #define IBW_SCAN_MAX_CHAIN 4
+#define IBW_SCAN_MAX_VIEWS 32
 #define IBW_SCAN_NO_OPCODE 0xFF
 #define IBW_SCAN_LINK_NONE 255
 
@@ -40,6 +41,11 @@ typedef struct ibw_scan_prog {
     const uint8_t *chain_len; /* [256]: IBW_SCAN_NO_OPCODE for reserved/vendor opcodes */
     const uint8_t *op_flags;  /* [256]: bit 0 UD transport */
     const uint8_t *rmpp;      /* [256]: MAD class carries RMPP */
+    /* MAD body views (ibwire.scan.views): the slot view_slot[i] is put at the MAD body when
+     * the MAD's MgmtClass << 16 | AttributeID is view_key[i] and the slot fits */
+    int32_t nviews;
+    uint32_t view_key[IBW_SCAN_MAX_VIEWS];
+    int32_t view_slot[IBW_SCAN_MAX_VIEWS];
     int32_t eth, vlan, ip, ipv6, udp, lrh, grh, bth, deth, mad, rmpp_slot;
     int32_t site_slot_base, site_padcnt;
 } ibw_scan_prog;

@@ -148,3 +148,52 @@ def test_cm_mads_are_not_packets_of_the_connection(tmp_path):
     data = records[3:-2]
     assert (r["first_ns"], r["last_ns"]) == (data[0][0], data[-1][0])
     assert r["cm_packets"] == 5 == len(records) - len(data)
+
+
+def _by_parse(batch) -> list[tuple[int, int, dict]]:
+    """What cm_records must give, from the dissector: each CM connection message whose
+    local ID parse gives, with the keys the sessions read."""
+    from ibwire.analysis.cm import _VIEW_KEYS
+    from ibwire.transport.cm import COMM_IDS
+
+    wanted = {k for keys in _VIEW_KEYS.values() for k in keys} | {"cm.rej.reason"}
+    out = []
+    for row in range(len(batch)):
+        try:
+            fields = ibwire.parse(bytes(batch.frame(row)), batch.link(row)).fields()
+        except ibwire.IbwireError:
+            continue
+        names = COMM_IDS.get(fields.get("mad.attributeid")) \
+            if fields.get("mad.mgmtclass") == 7 else None
+        if names is None or names[1] not in fields:
+            continue
+        keep = wanted | {names[1], names[2]}
+        out.append((int(batch.columns["record"][row]), fields["mad.attributeid"],
+                    {k: v for k, v in fields.items() if k in keep}))
+    return out
+
+
+def test_cm_records_from_the_view_columns_equal_the_dissector(tmp_path):
+    """The CM reading of the analysis takes the scanner's view columns (and dissects only
+    a REJ): the same messages and values as ``parse`` on every CM MAD of the shared
+    captures, of generated setups in every encapsulation, and of a rejected setup."""
+    from ibwire.analysis import batches
+    from ibwire.analysis.cm import cm_records
+
+    paths = sorted(CAPTURES.glob("*.pcap*"))
+    for encapsulation in ENCAPS:
+        records, _ = generate(Scenario(qps=(QpSpec(iters=2, size=100),), cm=True,
+                                       encapsulation=encapsulation))
+        paths.append(write_frames(tmp_path / f"{encapsulation}.pcap", records))
+    a, b = "192.0.2.1", "192.0.2.2"
+    paths.append(write_frames(tmp_path / "rej.pcap", [
+        (1000, _mad({"cm.req": 0x11, "cm.req.localqpn": 0x20, "cm.req.serviceid": SID}, a, b)),
+        (2000, _mad({"cm.rej.localcommid": 0x99, "cm.rej.remotecommid": 0x11,
+                     "cm.rej.reason": 28}, b, a))]))
+    seen = set()
+    for path in paths:
+        for batch in batches(path):
+            got = [(rec, attr, fields) for rec, _s, _d, attr, fields in cm_records(batch)]
+            assert got == _by_parse(batch), path
+            seen.update(attr for _, attr, _ in got)
+    assert {0x10, 0x12, 0x13, 0x14, 0x15, 0x16} <= seen

@@ -4,9 +4,10 @@ hints the connection pairing takes from them.
 A REQ names the active side's QPN and the Starting PSN it expects, its REP the passive
 side's (:mod:`ibwire.transport.cm`): request packets from A to B for QP Y then belong to the
 connection whose requester is the QP at A that Y was connected to, whatever the traffic
-alone would suggest. CM MADs are rare, so :func:`cm_messages` reads them with
-:func:`ibwire.parse`, one row at a time; it is the one place that reads them and can switch
-to scanner columns (``cm.req.localqpn`` ...) when the scanner has them.
+alone would suggest. :func:`cm_records` reads the messages from the scanner's CM view
+columns (``cm.localcommid``, ``cm.req.localqpn`` ...: set only where the whole attribute was
+captured, as :func:`ibwire.parse` needs it); only a REJ, whose reason no view holds, is
+dissected.
 """
 
 from __future__ import annotations
@@ -19,38 +20,75 @@ import numpy as np
 from ibwire.analysis.addresses import row_addresses
 from ibwire.errors import IbwireError
 from ibwire.scan.program import slot_bit
-from ibwire.transport.cm import CM_CLASS, CmSession, CmSessions
+from ibwire.transport.cm import CM_CLASS, COMM_IDS, REJ, CmSession, CmSessions
 
-#: Scanner columns the CM reading needs (besides the addresses).
-FIELDS = ("mad.mgmtclass", "mad.attributeid")
+#: Scanner columns the CM reading needs (besides the addresses): the MAD header and the CM
+#: views (a view's name selects all its columns).
+FIELDS = ("mad.mgmtclass", "mad.attributeid", "cm.local", "cm.remote", "cm.req", "cm.rep",
+          "cm.dreq")
+#: The columns of the views a message's fields come from, under the keys ``parse`` gives.
+_VIEW_KEYS = {"cm.req": ("cm.req.serviceid", "cm.req.localqpn", "cm.req.startpsn",
+                         "cm.req.pppmtu", "cm.req.transpsvctype"),
+              "cm.rep": ("cm.rep.localqpn", "cm.rep.startpsn"),
+              "cm.dreq": ("cm.req.remoteqpneecn",)}
 
 Address = tuple[int, int]
 
 
 def cm_messages(batch: Any) -> Iterator[tuple[Address, Address, int, dict[str, Any]]]:
-    """(source, destination address words, attribute ID, fields) of each CM MAD of a
-    scanned batch, in capture order (a MAD that does not parse is skipped)."""
+    """(source, destination address words, attribute ID, fields) of each CM connection
+    message of a scanned batch, in capture order (one whose attribute was not wholly
+    captured is left out, as ``parse`` leaves its fields out)."""
     for _, src, dst, attribute, fields in cm_records(batch):
         yield src, dst, attribute, fields
 
 
 def cm_records(batch: Any) -> Iterator[tuple[int, Address, Address, int, dict[str, Any]]]:
     """:func:`cm_messages`, each with the record number of its packet first."""
-    from ibwire.dissect import parse
-
     cols = batch.columns
-    has_mad = ((cols["headers"] & slot_bit("mad")) != 0) & (cols["error"] == 0)
-    rows = np.flatnonzero(has_mad & (cols["mad.mgmtclass"] == CM_CLASS))
+    headers = cols["headers"]
+    has_mad = ((headers & slot_bit("mad")) != 0) & (cols["error"] == 0)
+    local_bit = slot_bit("cm.local")
+    rows = np.flatnonzero(has_mad & (cols["mad.mgmtclass"] == CM_CLASS)
+                          & ((headers & local_bit) != 0))
     if not len(rows):
         return
     sh, sl, dh, dl = row_addresses(cols, rows)
+    attributes = cols["mad.attributeid"][rows].tolist()
     for i, row in enumerate(rows.tolist()):
-        try:
-            fields = parse(bytes(batch.frame(row)), batch.link(row)).fields()
-        except IbwireError:
+        attribute = attributes[i]
+        names = COMM_IDS.get(attribute)
+        if names is None:
             continue
+        fields = _view_fields(cols, row, names)
+        if attribute == REJ:
+            fields.update(_reject_fields(batch, row))
         yield (int(cols["record"][row]), (int(sh[i]), int(sl[i])), (int(dh[i]), int(dl[i])),
-               int(cols["mad.attributeid"][row]), fields)
+               attribute, fields)
+
+
+def _view_fields(cols: dict[str, np.ndarray], row: int, names: tuple[str, str, str]
+                 ) -> dict[str, Any]:
+    """One message's fields from the view columns, under ``parse``'s keys."""
+    headers = int(cols["headers"][row])
+    fields: dict[str, Any] = {names[1]: int(cols["cm.localcommid"][row])}
+    if names[2] and headers & slot_bit("cm.remote"):
+        fields[names[2]] = int(cols["cm.remotecommid"][row])
+    for view, keys in _VIEW_KEYS.items():
+        if headers & slot_bit(view):
+            fields.update((k, int(cols[k][row])) for k in keys)
+    return fields
+
+
+def _reject_fields(batch: Any, row: int) -> dict[str, Any]:
+    """A REJ's reason, dissected (no view holds it); none where it does not parse."""
+    from ibwire.dissect import parse
+
+    try:
+        fields = parse(bytes(batch.frame(row)), batch.link(row)).fields()
+    except IbwireError:
+        return {}
+    return {"cm.rej.reason": fields["cm.rej.reason"]} if "cm.rej.reason" in fields else {}
 
 
 class CmIndex:

@@ -7,19 +7,25 @@ classes, methods, attributes and status, CM REJ reasons); nothing is hand-listed
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from ibwire.tables import (
+    aeth_credits,
     aeth_types,
     cm_rej_reasons,
     mad_attributes,
     mad_classes,
     mad_methods,
     mad_status,
-    nak_codes,
+    nak_meanings,
+    opcode_status,
     opcodes,
     rnr_timers,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: Short class names for summary lines (Wireshark's column names where it has them).
 _CLASS_SHORT = {0x01: "SMP", 0x81: "SMP(DR)", 0x03: "SA", 0x04: "PerfMgt", 0x07: "CM"}
@@ -29,16 +35,18 @@ DECIMAL = frozenset({"udp.srcport", "udp.dstport", "udp.length", "ip.len", "ipv6
 
 
 def syndrome(value: int) -> str:
-    """An AETH syndrome: ``ACK credits=N``, ``RNR NAK timer=0.64 ms``, ``NAK <code name>``."""
+    """An AETH syndrome (IBA 9.7.5.2.8): ``ACK, 6 credits`` (code 5: the credit count
+    encoding), ``ACK, unlimited credits``,
+    ``RNR NAK: 1.28 ms`` (the RNR timer, IBA table 45), ``NAK: PSN sequence error``."""
     kind, low = (value >> 5) & 3, value & 0x1F
     name = aeth_types()[kind]
     if name == "ACK":
-        return "ACK credits=unlimited" if low == 0x1F else f"ACK credits={low}"
+        return "ACK, unlimited credits" if low == 0x1F else f"ACK, {aeth_credits()[low]} credits"
     if name == "RNR_NAK":
-        return f"RNR NAK timer={rnr_timers()[low] / 1000:g} ms"
+        return f"RNR NAK: {rnr_timers()[low] / 1000:g} ms"
     if name == "NAK":
-        return f"NAK {nak_codes().get(low, 'RESERVED')}"
-    return f"RESERVED value={low}"
+        return f"NAK: {nak_meanings().get(low, f'reserved code {low}')}"
+    return f"reserved type, value {low}"
 
 
 def method(value: int) -> str:
@@ -73,7 +81,7 @@ def describe(key: str, value: Any, fields: Mapping[str, Any]) -> str | None:
 
 
 _NAMERS: dict[str, Callable[[int, Mapping[str, Any]], str]] = {
-    "bth.opcode": lambda v, f: opcodes()[v].name if v in opcodes() else "unknown opcode",
+    "bth.opcode": lambda v, f: opcodes()[v].name if v in opcodes() else f"{opcode_status(v)} opcode",
     "aeth.syndrome": lambda v, f: syndrome(v),
     "mad.mgmtclass": lambda v, f: mad_classes().get(v, ("unknown class", False))[0],
     "mad.method": lambda v, f: method(v),
@@ -81,6 +89,26 @@ _NAMERS: dict[str, Callable[[int, Mapping[str, Any]], str]] = {
     "mad.attributeid": lambda v, f: attribute(f.get("mad.mgmtclass", -1), v),
     "cm.rej.reason": lambda v, f: cm_rej_reasons().get(v, "unknown reason"),
 }
+
+
+#: The keys the column path names by a text column of their own (``name:KEY``, ``names.column``):
+#: those whose name depends on the value alone, in 8 bits.
+NAME_COLUMNS = frozenset({"aeth.syndrome"})
+
+
+@cache
+def _name_table(key: str) -> np.ndarray:
+    """`` (name)`` of each of the 256 values of ``key`` (an object array: one lookup a batch)."""
+    import numpy as np
+
+    return np.array([f" ({describe(key, v, {})})" for v in range(256)], dtype=object)
+
+
+def column(key: str, values: np.ndarray) -> list[str]:
+    """The `` (name)`` texts of a column of ``key``'s values (``NAME_COLUMNS``)."""
+    import numpy as np
+
+    return _name_table(key)[values.astype(np.intp, copy=False) & 0xFF].tolist()
 
 
 def mad_summary(fields: Mapping[str, Any]) -> str | None:

@@ -107,6 +107,19 @@ def nak_codes() -> dict[int, str]:
 
 
 @cache
+def aeth_credits() -> dict[int, int]:
+    """ACK credit code -> number of credits (``specs/aeth_credits.tsv``; 31, unlimited, absent)."""
+    return {int(r["code"]): int(r["credits"]) for r in read_table("aeth_credits")}
+
+
+@cache
+def nak_meanings() -> dict[int, str]:
+    """NAK code -> what it means, in words (``specs/aeth_syndromes.tsv``)."""
+    return {int(r["code"]): r["meaning"] for r in read_table("aeth_syndromes")
+            if r["kind"] == "nak"}
+
+
+@cache
 def lnh_names() -> dict[int, str]:
     return {int(r["lnh"]): r["name"] for r in read_table("lnh")}
 

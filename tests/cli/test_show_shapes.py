@@ -227,3 +227,33 @@ def test_show_writes_the_same_with_the_python_twins(mixed_captures, monkeypatch,
     assert outputs[:3] == outputs[3:]
     assert all(len(out) > 100_000 for out in outputs)
     assert np.all([out.endswith(b"\n") for out in outputs])
+
+
+def test_trees_name_their_numbers_both_ways(tmp_path):
+    """``show -V`` names beside numbers on every packet, not only MADs: the opcode, every
+    AETH syndrome (ACK with its credits, RNR NAK with its timer, NAK with its code), ports
+    and lengths in decimal; the same from the columns and from the dissector."""
+    from ibwire.names import syndrome
+    from ibwire.tables import opcodes
+    from tests.cli.test_cli import _trees_both_ways
+
+    acks = [build("rocev2_ipv4", {"bth.destqp": 0x12, "aeth.syndrome": s}, b"",
+                  opcode="RC_ACKNOWLEDGE") for s in range(256)]
+    send = build("rocev2_ipv4", {"bth.destqp": 0x12}, bytes(4), opcode="RC_SEND_ONLY")
+    reserved = bytearray(send)
+    reserved[14 + 20 + 8] = 0x1F  # a reserved opcode: no header after the BTH is known
+    crc.fix(reserved, "ethernet")
+    path = _write(tmp_path / "named.pcap", 1, [*acks, send, bytes(reserved)])
+    scanned, dissected = _trees_both_ways(path)
+    assert scanned == dissected and len(scanned) == 258
+    for s, text in enumerate(scanned[:256]):
+        assert f"\n      aeth.syndrome = {s if s <= 9 else hex(s)} ({syndrome(s)})\n" in text
+        assert "\n      bth.opcode = 0x11 (RC_ACKNOWLEDGE)\n" in text
+        assert "\n      udp.dstport = 4791\n" in text
+        assert f"\n      ip.len = {len(acks[s]) - 14}\n" in text  # 48: decimal, not 0x30
+    assert "\n      bth.opcode = 4 (RC_SEND_ONLY)\n" in scanned[256]
+    assert opcodes()[4].name == "RC_SEND_ONLY"
+    assert "\n      bth.opcode = 0x1f (reserved opcode)\n" in scanned[257]
+    named = {syndrome(s) for s in range(256)}
+    assert {"NAK: PSN sequence error", "RNR NAK: 1.28 ms", "ACK, unlimited credits",
+            "ACK, 6 credits", "NAK: remote access error"} <= named

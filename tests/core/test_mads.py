@@ -193,9 +193,11 @@ def test_show_reads_past_bad_mads(tmp_path: Path):
 # -- names -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("value,text", [
-    (0x1F, "ACK credits=unlimited"), (0x03, "ACK credits=3"),
-    (0x2C, "RNR NAK timer=0.64 ms"), (0x20, "RNR NAK timer=655.36 ms"),
-    (0x61, "NAK INVALID_REQUEST"), (0x40, "RESERVED value=0")])
+    (0x1F, "ACK, unlimited credits"), (0x03, "ACK, 3 credits"), (0x09, "ACK, 24 credits"),
+    (0x1E, "ACK, 32768 credits"),
+    (0x2C, "RNR NAK: 0.64 ms"), (0x20, "RNR NAK: 655.36 ms"), (0x2E, "RNR NAK: 1.28 ms"),
+    (0x60, "NAK: PSN sequence error"), (0x61, "NAK: invalid request"),
+    (0x65, "NAK: reserved code 5"), (0x40, "reserved type, value 0")])
 def test_aeth_syndromes_are_named(value, text):
     assert syndrome(value) == text
 

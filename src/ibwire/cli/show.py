@@ -159,18 +159,18 @@ def tree(found: Inspection) -> str:
     from ibwire.names import DECIMAL, describe
 
     fields = packet.fields()
-
-    # A packet with a MAD is always dissected (ibwire.cli.shapes): its tree names numbers.
-    # Others keep the plain tree the column path writes (names there: not yet).
+    # A MAD's derived values are written as its fields are; others' as ``derived_text``
+    # (the AETH syndrome's parts, IPv4 options), as the column path writes them.
     mad = "mad.mgmtclass" in fields
 
-    def named(key: str, value: Any) -> str:
-        if isinstance(value, int) and value > 9 and key not in DECIMAL:
-            shown = f"{value:#x}"
-        else:
-            shown = jsonable(value)
+    def named(key: str, value: Any, shown: Any) -> str:
         name = describe(key, value, fields)
         return f"      {key} = {shown}" + (f" ({name})" if name else "")
+
+    def number(key: str, value: Any) -> Any:
+        if isinstance(value, int) and value > 9 and key not in DECIMAL:
+            return f"{value:#x}"
+        return jsonable(value)
 
     for header in packet.headers:
         spec = None if header.full_keys else ALL[header.name]
@@ -178,9 +178,9 @@ def tree(found: Inspection) -> str:
         lines.append(f"  {title} (offset {header.offset}, {header.length} bytes)")
         for name, value in header.values.items():
             key = name if spec is None else spec.key(name)
-            lines.append(named(key, value) if mad else f"      {key} = {field_text(value)}")
+            lines.append(named(key, value, number(key, value)))
     for key, value in packet.derived.items():
-        lines.append(named(key, value) if mad else f"      {key} = {derived_text(value)}")
+        lines.append(named(key, value, number(key, value) if mad else derived_text(value)))
     if packet.is_ib:
         lines.append(f"  Payload ({len(packet.payload)} bytes at {packet.payload_offset}), "
                      f"pad {len(packet.pad)}")

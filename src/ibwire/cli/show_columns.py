@@ -74,7 +74,8 @@ class _Rows:
 
     def strs(self, name: str) -> list[str]:
         """``name``: an address column (its text), ``"hex:KEY"`` (a bytes field in hex),
-        ``"aeth:MODE"`` (the syndrome's derived keys as MODE writes them), ``ip.options``
+        ``"aeth:MODE"`` (the syndrome's derived keys as MODE writes them), ``"name:KEY"`` (`` (name)``
+        beside each value of column KEY, ``names.column``), ``ip.options``
         (in hex), or ``dissected`` (set by the caller)."""
         if name.startswith("hex:"):
             return [v.hex() for v in self.batch.values(name[4:])[:self.count]]
@@ -83,6 +84,10 @@ class _Rows:
             render = SYNDROME_TEXTS[name[5:]]
             return [made[s] if s in made else made.setdefault(s, render(decode_syndrome(s)))
                     for s in self.cols["aeth.syndrome"].tolist()]
+        if name.startswith("name:"):  # names.describe of each value, by one table lookup
+            from ibwire.names import column
+
+            return column(name[5:], self.cols[name[5:]][:self.count])
         if name == "mad:line":  # names.mad_summary of each row's MAD header, once a kind
             from ibwire.names import mad_summary
 

@@ -258,19 +258,28 @@ def json_object(t: Template, shape: Shape) -> None:
 
 
 @cache
-def _tree_fields(slot: int, tag: int) -> Block:
-    """The tree's lines of the fields of header ``slot`` (VLAN tag ``tag``)."""
+def _tree_fields(slot: int, tag: int, opcode: int | None) -> Block:
+    """The tree's lines of the fields of header ``slot`` (VLAN tag ``tag``; a BTH's
+    ``opcode``), each number with its name beside it as ``names.describe`` gives it."""
+    from ibwire.names import DECIMAL, NAME_COLUMNS, describe
+
     t = Template()
     header = SLOTS[slot]
     for f in header.fields:
         key = header.key(f.name)
         t.text(f"\n      {key} = ")
-        if f.fmt is None:  # show.field_text's rule for numbers, as the SMALL op writes them
+        if f.fmt is None and key in DECIMAL:
+            t.number(_field(key, tag))
+        elif f.fmt is None:  # show.tree's rule for numbers, as the SMALL op writes them
             t.small(_field(key, tag))
         elif f.fmt == "bytes":
             t.string(f"hex:{key}")
         else:
             t.string(key)
+        if key == "bth.opcode" and opcode is not None:  # the shape's own opcode
+            t.text(f" ({describe(key, opcode, {})})")
+        elif key in NAME_COLUMNS:
+            t.string(f"name:{key}")
     return Block(t.ops)
 
 
@@ -283,7 +292,7 @@ def header_tree(t: Template, shape: Shape) -> None:
         t.text(f"\n  {header.title} (offset ")
         _offset(t, shape, places, at)
         t.text(f", {header.size} bytes)")
-        t.ops.append(_tree_fields(slot, tag))
+        t.ops.append(_tree_fields(slot, tag, shape.opcode if slot == SLOT["bth"] else None))
     if shape.options:
         t.text("\n      ip.options = ")
         t.string("ip.options")

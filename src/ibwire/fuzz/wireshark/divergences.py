@@ -18,11 +18,13 @@ from ibwire.fuzz.wireshark.compare import (
     MALFORMED,
     Divergence,
     Expected,
+    NotModelled,
     Tables,
     View,
 )
 from ibwire.fuzz.wireshark.dissection import Dissection
 from ibwire.fuzz.wireshark.fields import (
+    CONDITIONAL_EXPERTS,
     EXPERTS,
     FIELDS,
     NOT_COMPARED,
@@ -89,7 +91,7 @@ def tshark_layout(view: View, expected: Expected, *, bth: int, chain: Sequence[s
         if header.name == "aeth":
             derived.update(decode_syndrome(values["syndrome"]))
         if header.name == "deth" and values["srcqp"] in (0, 1):
-            raise AssertionError("tshark_layout: a shifted DETH from QP0/1 (MAD): not modelled")
+            raise NotModelled("tshark_layout: a shifted DETH from QP0/1 (MAD): not modelled")
         cursor += header.size
         length -= header.size
     cursor += skip
@@ -109,7 +111,7 @@ def tshark_layout(view: View, expected: Expected, *, bth: int, chain: Sequence[s
     mirror = View(model)
     mirror.memo["fate"] = "data" if body else "none"
     if body and len(body) >= 4 and body[2:4] == b"\0\0":
-        raise AssertionError("tshark_layout: payload may look EtherType-encapsulated")
+        raise NotModelled("tshark_layout: payload may look EtherType-encapsulated")
     for k in _transport_keys(expected):
         expected[k] = FIELDS[k].get(mirror) if k in FIELDS else []
     expected[MALFORMED] = ["malformed"] if malformed else []
@@ -193,7 +195,7 @@ def _model_eoib(view: View, expected: Expected) -> None:
 def _model_ethertype_short(view: View, expected: Expected) -> None:
     body = expected["infiniband/infiniband.payload"][0]
     if len(body) < 6:
-        raise AssertionError("EtherType-encapsulated payload under 6 bytes: not modelled")
+        raise NotModelled("EtherType-encapsulated payload under 6 bytes: not modelled")
     expected["infiniband/infiniband.payload"] = [body[:-6]]
 
 
@@ -317,7 +319,9 @@ DIVERGENCES: tuple[Divergence, ...] = (
     Divergence(
         "EoIB reads an empty payload",
         "NEW (measured, dissect_mellanox_eoib): the heuristic reads the first payload byte "
-        "before checking the length; a UD SEND with no payload raises: malformed, no ICRC",
+        "before checking the length; a UD SEND with no payload raises: malformed, no ICRC. "
+        "So does a payload taken for EoIB that is too short for the EoIB and Ethernet "
+        "headers (under 18 bytes, pad included)",
         lambda v: _normal_layout(v) and fate(v) == "eoib-raise", _model_raise),
     Divergence(
         "EtherType payload 6 bytes short",
@@ -360,5 +364,5 @@ DIVERGENCES += (
 DIVERGENCES += MAD_DIVERGENCES
 
 TABLES = Tables(FIELDS, NOT_COMPARED, EXPERTS, PAYLOAD_DISSECTORS, DIVERGENCES,
-                payload_dissector)
+                payload_dissector, CONDITIONAL_EXPERTS)
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 
 from ibwire.fuzz.wireshark.compare import (
     Field,
+    NotModelled,
     View,
     byte_of,
     computed,
@@ -170,7 +171,7 @@ def _fate(v: View) -> str:
             return "rpcordma-raise"
         if _rpcordma_claims(tp):
             if _u32(tp, 4) == 1:
-                raise AssertionError("an RPC-over-RDMA version 1 header: not modelled")
+                raise NotModelled("an RPC-over-RDMA version 1 header: not modelled")
             return "rpcordma-swallow"
     if len(tp) >= 4 and tp[2:4] == b"\0\0" and int.from_bytes(tp[:2], "big") in ETHERTYPES:
         return "ethertype"
@@ -178,7 +179,8 @@ def _fate(v: View) -> str:
         if not tp:
             return "eoib-raise"
         if tp[0] & 0xF0 == 0xC0 and len(tp) >= 4:
-            return "eoib"
+            # measured: under 4 + 14 bytes the Ethernet header after the EoIB one runs out
+            return "eoib" if len(tp) >= 18 else "eoib-raise"
     return "data"
 
 
@@ -455,6 +457,9 @@ FIELDS.update(reserved_field())
 
 #: tshark fields not compared (fnmatch patterns on the qualified key), and why.
 NOT_COMPARED: dict[str, str] = {
+    "*/*.trailer": "bytes after the IP packet (RoCEv2: IP's length ends the packet), which "
+                   "tshark shows as the Ethernet or VLAN trailer; ibwire keeps them as "
+                   "Packet.trailer and compares the packet before them",
     "eth.dst/*": "derived by tshark from eth.dst (I/G and U/L bits, OUI, names); eth.dst "
                  "itself is compared",
     "eth.src/*": "derived by tshark from eth.src (I/G and U/L bits, OUI, names); eth.src "
@@ -518,6 +523,47 @@ EXPERTS: dict[str, str] = {
                          "(RFC 8200); the checksum itself is compared",
     "ip.ttl.too_small": "tshark's opinion of a small TTL (generated frames draw any TTL); "
                         "the TTL itself is compared",
+}
+
+def _source_is_group(view: View) -> bool:
+    src = view.fields.get("eth.src")
+    return isinstance(src, str) and int(src[:2], 16) & 1 == 1
+
+
+#: IPv4 options tshark has nothing to say about (RFC 791 3.1): No Operation, Router Alert.
+_PLAIN_OPTIONS = {1: 1, 0x94: 4}
+
+
+def _odd_ipv4_options(view: View) -> bool:
+    """The IPv4 options are not only No Operation, Router Alert (length 4) and End of Option
+    List padding: tshark may rightly flag them (the invalid and bytes modes break them)."""
+    options = view.fields.get("ip.options")
+    if not isinstance(options, bytes | bytearray):
+        return False
+    at = 0
+    while at < len(options) and options[at] != 0:
+        size = _PLAIN_OPTIONS.get(options[at])
+        if size is None or (size > 1 and options[at + 1:at + 2] != bytes([size])):
+            return True
+        at += size
+    return at > len(options) or any(options[at:])
+
+
+def _four_nops(view: View) -> bool:
+    options = view.fields.get("ip.options")
+    return isinstance(options, bytes | bytearray) and b"\x01" * 4 in options
+
+
+#: tshark expert items that are right for some frames, which the invalid and bytes modes make:
+#: expert (an fnmatch pattern) -> (why, when it is right, whether tshark must then show it).
+CONDITIONAL_EXPERTS: dict[str, tuple[str, Callable[[View], bool], bool]] = {
+    "eth.src_not_group": ("a source MAC address with the group bit set (IEEE 802 9.2)",
+                          _source_is_group, True),
+    "ip.nop": ("four No Operation options in a row (tshark: a router may have removed "
+               "options)", _four_nops, False),
+    "ip.opt.*": ("IPv4 options other than well-formed No Operation / Router Alert (RFC 791 3.1, "
+                 "RFC 2113); what tshark says of each broken option is not modelled",
+                 _odd_ipv4_options, False),
 }
 
 #: Protocols tshark may show inside the IB payload (it dissects deeper than ibwire, which stops

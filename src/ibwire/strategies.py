@@ -140,11 +140,13 @@ def packets(draw: st.DrawFn, encapsulation: str | None = None,
         fields.update(draw(mad_fields()))
     if op.name.endswith("ATOMIC_WRITE"):
         payload = draw(st.binary(min_size=8, max_size=8))
-    elif "mad.mgmtclass" in fields and fields["mad.mgmtclass"] not in DECODED:
-        # the body of a MAD ibwire does not decode: a MAD is 256 bytes (IBA 13.4.3)
-        size = MAD_SIZE - ALL["mad"].size - (ALL["rmpp"].size if "rmpp.rmpptype" in fields
-                                             else 0)
-        payload = draw(st.binary(min_size=size, max_size=size))
+    elif "mad.mgmtclass" in fields:  # a MAD is the whole UD payload, 256 bytes (IBA 13.4.3)
+        if fields["mad.mgmtclass"] in DECODED:
+            payload = b""  # build() makes the body of the attribute
+        else:  # the body of a MAD ibwire does not decode
+            size = MAD_SIZE - ALL["mad"].size - (ALL["rmpp"].size if "rmpp.rmpptype" in fields
+                                                 else 0)
+            payload = draw(st.binary(min_size=size, max_size=size))
     else:
         payload = draw(st.binary(max_size=max_payload)) if op.payload else b""
     link = DEFAULT_LINK[enc]

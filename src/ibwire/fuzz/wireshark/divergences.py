@@ -320,8 +320,8 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "EoIB reads an empty payload",
         "NEW (measured, dissect_mellanox_eoib): the heuristic reads the first payload byte "
         "before checking the length; a UD SEND with no payload raises: malformed, no ICRC. "
-        "So does a payload taken for EoIB that is too short for the EoIB and Ethernet "
-        "headers (under 18 bytes, pad included)",
+        "So does a payload taken for EoIB as a first segment (MS and segment offset 0) that "
+        "is too short for the EoIB and Ethernet headers (under 18 bytes, pad included)",
         lambda v: _normal_layout(v) and fate(v) == "eoib-raise", _model_raise),
     Divergence(
         "EtherType payload 6 bytes short",

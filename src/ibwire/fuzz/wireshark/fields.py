@@ -179,8 +179,13 @@ def _fate(v: View) -> str:
         if not tp:
             return "eoib-raise"
         if tp[0] & 0xF0 == 0xC0 and len(tp) >= 4:
-            # measured: under 4 + 14 bytes the Ethernet header after the EoIB one runs out
-            return "eoib" if len(tp) >= 18 else "eoib-raise"
+            # measured: a first segment (MS and segment offset 0) goes to the Ethernet
+            # dissector, which raises under 14 bytes; other segments are raw data
+            if tp[1] & 0x3F or len(tp) >= 18 + (4 if tp[1] & 0x40 else 0):
+                return "eoib"
+            if tp[1] & 0x40:
+                raise NotModelled("a short EoIB segment with FCS: not modelled")
+            return "eoib-raise"
     return "data"
 
 
@@ -554,11 +559,25 @@ def _four_nops(view: View) -> bool:
     return isinstance(options, bytes | bytearray) and b"\x01" * 4 in options
 
 
+def _stray_string_bytes(view: View) -> bool:
+    """A MAD string field (NodeDescription's NodeString, IBA 14.2.5.15; a ServiceName) with
+    bytes after its first NUL, which tshark flags as trailing stray characters."""
+    for name, value in view.fields.items():
+        if name.endswith((".nodestring", ".servicename")) and isinstance(value, bytes):
+            end = value.find(b"\0")
+            if end >= 0 and any(value[end:]):
+                return True
+    return False
+
+
 #: tshark expert items that are right for some frames, which the invalid and bytes modes make:
 #: expert (an fnmatch pattern) -> (why, when it is right, whether tshark must then show it).
 CONDITIONAL_EXPERTS: dict[str, tuple[str, Callable[[View], bool], bool]] = {
     "eth.src_not_group": ("a source MAC address with the group bit set (IEEE 802 9.2)",
                           _source_is_group, True),
+    "_ws.string.trailing_stray_characters": (
+        "a MAD string with bytes after its NUL (random strings in every mode)",
+        _stray_string_bytes, False),
     "ip.nop": ("four No Operation options in a row (tshark: a router may have removed "
                "options)", _four_nops, False),
     "ip.opt.*": ("IPv4 options other than well-formed No Operation / Router Alert (RFC 791 3.1, "

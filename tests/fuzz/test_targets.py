@@ -77,7 +77,7 @@ def test_wrong_field_for_some_opcodes(tmp_path):
 
 
 def test_hang_on_a_length(tmp_path):
-    target, summary, out = fuzz(tmp_path, command("hang"), timeout_ms=1000, max_examples=30,
+    target, summary, out = fuzz(tmp_path, command("hang"), timeout_ms=600, max_examples=30,
                                 shrink_runs=2)
     assert {f.kind for f in summary.findings} == {"timeout"}
     for f in summary.findings:

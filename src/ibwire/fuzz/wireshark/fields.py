@@ -210,7 +210,7 @@ def _ethertype_payload(v: View, part: slice) -> bytes | None:
 def payload_dissector(v: View) -> str | None:
     """The protocol tshark rightly hands the payload to (EtherType-encapsulated payloads)."""
     if fate(v) == "ethertype":
-        return ETHERTYPES[int.from_bytes(v.packet.payload[:2], "big")]
+        return ETHERTYPES[int.from_bytes(tshark_payload(v)[:2], "big")]  # as fate() read it
     return None
 
 

@@ -151,7 +151,8 @@ def send_reassembly(v: View) -> list[View] | None:
 def fate(v: View) -> str:
     """What tshark's payload dissection does with this frame's payload: 'data' (raw data),
     'ethertype' (EtherType-encapsulated, IPoIB), 'eoib' (Mellanox EoIB), 'rpcordma-raise' /
-    'eoib-raise' (the heuristic reads past the payload: exception), 'rpcordma-swallow'
+    'eoib-raise' (the heuristic reads past the payload: exception), 'eoib-short' (EoIB, then
+    the Ethernet dissector raises), 'rpcordma-swallow'
     (claimed, nothing shown), 'rpcordma-reassembly' (SEND_LAST completing a message), or
     'none' (tshark dissects no payload here: MADs, unknown opcodes, headers-only opcodes)."""
     if "fate" not in v.memo:
@@ -175,6 +176,10 @@ def _fate(v: View) -> str:
             return "rpcordma-swallow"
     if len(tp) >= 4 and tp[2:4] == b"\0\0" and int.from_bytes(tp[:2], "big") in ETHERTYPES:
         return "ethertype"
+    if len(tp) >= 4 and tp[2:4] == b"\0\0" and int.from_bytes(tp[:2], "big") >= 0x0600:
+        # dissect_eth_over_ib hands it to whatever tshark registers for that EtherType
+        raise NotModelled("a payload that looks EtherType-encapsulated (an EtherType other "
+                          "than IPv4, ARP, IPv6): not modelled")
     if op.transport == "UD":
         if not tp:
             return "eoib-raise"
@@ -185,7 +190,7 @@ def _fate(v: View) -> str:
                 return "eoib"
             if tp[1] & 0x40:
                 raise NotModelled("a short EoIB segment with FCS: not modelled")
-            return "eoib-raise"
+            return "eoib-short"
     return "data"
 
 

@@ -466,10 +466,14 @@ FIELDS.update(cm_fields())
 FIELDS.update(reserved_field())
 
 #: tshark fields not compared (fnmatch patterns on the qualified key), and why.
-NOT_COMPARED: dict[str, str] = {
+#: Not compared by ``ibwire fuzz`` besides NOT_COMPARED (frames only its mutations make).
+FUZZ_NOT_COMPARED: dict[str, str] = {
     "*/*.trailer": "bytes after the IP packet (RoCEv2: IP's length ends the packet), which "
                    "tshark shows as the Ethernet or VLAN trailer; ibwire keeps them as "
                    "Packet.trailer and compares the packet before them",
+}
+
+NOT_COMPARED: dict[str, str] = {
     "eth.dst/*": "derived by tshark from eth.dst (I/G and U/L bits, OUI, names); eth.dst "
                  "itself is compared",
     "eth.src/*": "derived by tshark from eth.src (I/G and U/L bits, OUI, names); eth.src "

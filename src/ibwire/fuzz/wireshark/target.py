@@ -27,6 +27,7 @@ from ibwire.fuzz.targets import Limits, Run, TargetError, run_command, write_bat
 from ibwire.fuzz.wireshark.compare import View, compare
 from ibwire.fuzz.wireshark.dissection import TSHARK_ARGS, dissections_of
 from ibwire.fuzz.wireshark.divergences import DIVERGENCES, TABLES
+from ibwire.fuzz.wireshark.fields import FUZZ_NOT_COMPARED
 
 EXTRA = "fuzz"
 ROCEV2_PORT = 4791
@@ -91,7 +92,8 @@ class WiresharkTarget:
     def diffs(self, examples: Sequence[Example], run: Run,
               allow: Sequence[Allowed]) -> list[list[Diff]]:
         names = {a.divergence for a in allow if a.divergence is not None}
-        tables = replace(TABLES, divergences=tuple(d for d in DIVERGENCES if d.name in names))
+        tables = replace(TABLES, divergences=tuple(d for d in DIVERGENCES if d.name in names),
+                         not_compared={**TABLES.not_compared, **FUZZ_NOT_COMPARED})
         by_number = {d.number: d for d in run.claims}
         history: list[View] = []
         out: list[list[Diff]] = []

@@ -29,7 +29,7 @@ from ibwire.builder import DEFAULT_LINK, DERIVED_KEYS, build
 from ibwire.dissect import parse
 from ibwire.headers import ALL, Header
 from ibwire.headers.layout import display
-from ibwire.headers.mad import carries_mad
+from ibwire.headers.mad import MAD_SIZE, carries_mad
 from ibwire.headers.sa import SA_HEADER
 from ibwire.mads import DECODED, MAX_HOPS, RECORDS, RMPP_DATA, SMP_DIRECTED, TABLE_METHODS, plan
 from ibwire.tables import MadAttribute, mad_attributes, mad_classes, opcodes
@@ -96,6 +96,17 @@ def _keyed(header: Header) -> st.SearchStrategy[dict[str, Any]]:
 
 
 @st.composite
+def ipv4_options(draw: st.DrawFn) -> bytes:
+    """A valid IPv4 options area (RFC 791 3.1): up to 3 No Operation options (4 in a row look
+    like options a router removed), Router Alerts (RFC 2113), then End of Option List padding
+    to a multiple of 4 bytes, at most 40 bytes."""
+    nops = draw(st.integers(0, 3))
+    alerts = draw(st.integers(0, 9 if nops == 0 else 8))
+    options = b"\x01" * nops + b"\x94\x04\x00\x00" * alerts
+    return options + b"\x00" * (-len(options) % 4)
+
+
+@st.composite
 def packets(draw: st.DrawFn, encapsulation: str | None = None,
             opcode: int | None = None, max_payload: int = 64) -> GeneratedPacket:
     """A valid frame of ``encapsulation`` and ``opcode`` (drawn when None)."""
@@ -107,10 +118,12 @@ def packets(draw: st.DrawFn, encapsulation: str | None = None,
         fields.update(draw(_keyed(ALL[name])))
     fields["bth.opcode"] = op.value
     if enc.startswith("rocev2") and draw(st.booleans()):
-        fields["ip.options"] = draw(st.binary(max_size=10).map(lambda b: b * 4)) if \
-            enc == "rocev2_ipv4" else b""
+        fields["ip.options"] = draw(ipv4_options()) if enc == "rocev2_ipv4" else b""
         if not fields["ip.options"]:
             del fields["ip.options"]
+    if "eth.src" in fields:  # a source address is never a group address (IEEE 802 9.2)
+        octets = fields["eth.src"].split(":")
+        fields["eth.src"] = ":".join([f"{int(octets[0], 16) & 0xFE:02x}", *octets[1:]])
     if enc.startswith("roce"):
         tags = draw(st.lists(_keyed(ALL["vlan"]), max_size=3))
         for key in ALL["vlan"].by_name:
@@ -119,12 +132,21 @@ def packets(draw: st.DrawFn, encapsulation: str | None = None,
                 fields[full] = tuple(t[full] for t in tags)
     if op.transport == "UD" and draw(st.integers(0, 3)) == 0:
         fields["bth.destqp"] = draw(st.sampled_from((0, 1)))
+    elif op.transport != "UD" and fields["bth.destqp"] in (0, 1):
+        fields["bth.destqp"] |= 2  # QP0 and QP1 (SMI, GSI) are UD queue pairs (IBA 13.5.1)
     if op.transport == "UD" and draw(st.integers(0, 7)) == 0:
         fields["deth.srcqp"] = draw(st.sampled_from((0, 1)))  # a response from QP0/QP1
     if carries_mad(op.transport, fields["bth.destqp"], fields.get("deth.srcqp")):
         fields.update(draw(mad_fields()))
     if op.name.endswith("ATOMIC_WRITE"):
         payload = draw(st.binary(min_size=8, max_size=8))
+    elif "mad.mgmtclass" in fields:  # a MAD is the whole UD payload, 256 bytes (IBA 13.4.3)
+        if fields["mad.mgmtclass"] in DECODED:
+            payload = b""  # build() makes the body of the attribute
+        else:  # the body of a MAD ibwire does not decode
+            size = MAD_SIZE - ALL["mad"].size - (ALL["rmpp"].size if "rmpp.rmpptype" in fields
+                                                 else 0)
+            payload = draw(st.binary(min_size=size, max_size=size))
     else:
         payload = draw(st.binary(max_size=max_payload)) if op.payload else b""
     link = DEFAULT_LINK[enc]

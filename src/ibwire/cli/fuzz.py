@@ -110,4 +110,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"{f.signature}: expected {f.expected!r}, got {f.got!r} ({f.repro})")
     print(f"{summary.examples} examples in {summary.seconds:.1f} s, {summary.runs} runs of "
           f"the target, {len(summary.findings)} findings -> {args.out}/findings.jsonl")
+    for reason, count in sorted(summary.skipped.items()):
+        print(f"not compared: {count} packets: {reason}")
     return 1 if summary.findings else 0

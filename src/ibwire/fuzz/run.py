@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -111,6 +112,8 @@ class Summary:
     unconfirmed: int = 0
     """Diffs that did not reproduce with the packet alone (state across packets)."""
     findings: list[Finding] = field(default_factory=list)
+    skipped: Counter[str] = field(default_factory=Counter)
+    """Reason -> packets the target's comparison could not judge (not compared)."""
 
 
 class Fuzzer:
@@ -176,6 +179,7 @@ class Fuzzer:
 
     def check_batch(self, batch: list[Example], reruns: int = RERUNS) -> None:
         run, per = self._run(batch)
+        self.summary.skipped.update(run.skipped)
         for example, ds in zip(batch, per, strict=False):
             for d in ds:
                 sig = signature("diff", d.field, example.opcode)

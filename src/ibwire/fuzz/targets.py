@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,6 +55,8 @@ class Run:
     claims: list[Any] = field(default_factory=list)
     """Per packet, in order (shorter when the target stopped early)."""
     stderr: str = ""
+    skipped: Counter[str] = field(default_factory=Counter)
+    """Reason -> packets the comparison could not judge (filled in by ``diffs``)."""
 
 
 @dataclass(frozen=True)

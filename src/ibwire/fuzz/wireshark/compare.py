@@ -21,12 +21,18 @@ from typing import Any
 
 from ibwire import Packet
 from ibwire.fuzz.wireshark.dissection import Dissection
+from ibwire.tables import opcodes
 
 #: Pseudo-fields of the expected view (not tshark field names).
 MALFORMED = "tshark:malformed"
 DISSECTED_BY = "tshark:payload-dissectors"
 
 Expected = dict[str, list[Any]]
+
+
+class NotModelled(AssertionError):
+    """The model cannot say what tshark shows for this frame: the frame is not compared
+    (counted in :attr:`Tally.skipped` with this reason), never a mismatch."""
 
 
 def read_value(kind: str, text: str) -> Any:
@@ -189,6 +195,8 @@ class Tally:
     per_field: Counter[str] = field(default_factory=Counter)
     not_compared: Counter[str] = field(default_factory=Counter)
     divergences: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)
+    """Reason -> frames not compared because the model cannot say what tshark shows."""
     mismatches: list[Mismatch] = field(default_factory=list)
 
     def add(self, other: Tally) -> None:
@@ -197,6 +205,7 @@ class Tally:
         self.per_field.update(other.per_field)
         self.not_compared.update(other.not_compared)
         self.divergences.update(other.divergences)
+        self.skipped.update(other.skipped)
         self.mismatches.extend(other.mismatches)
 
 
@@ -212,6 +221,9 @@ class Tables:
     divergences: Sequence[Divergence]
     payload_dissector: Callable[[View], str | None]
     """The protocol tshark hands this frame's payload to (None: its raw-data dissector)."""
+    conditional_experts: Mapping[str, tuple[str, Callable[[View], bool], bool]] = \
+        field(default_factory=dict)
+    """Expert pattern -> (why, when it is right, whether tshark must then show it)."""
 
     def not_compared_reason(self, qkey: str) -> str | None:
         for pattern, reason in self.not_compared.items():
@@ -237,6 +249,33 @@ def expected_view(view: View, tables: Tables, applied: list[str] | None = None) 
     return expected
 
 
+#: What follows the point where ibwire reports a frame as broken (bytes after the headers of
+#: an opcode that carries no payload, a MAD cut short): not compared on such a frame.
+AFTER_BREAK = ("data/*", "infiniband/infiniband.payload", "infiniband.payload/*",
+               "infiniband/infiniband.invariant.crc", "infiniband/infiniband.variant.crc",
+               "infiniband/infiniband.vendor", "infiniband.vendor/*", "infiniband/infiniband.mad",
+               "infiniband.mad/*", "infiniband.rmpp/*", MALFORMED, DISSECTED_BY)
+_BREAKS = ("carries no payload", "too short for")
+
+
+def broken_at(view: View) -> str | None:
+    """ibwire's reason when the frame is broken after its headers (None: it is not)."""
+    return next((w for w in view.packet.warnings if any(b in w for b in _BREAKS)), None)
+
+
+def _check_modelled(view: View) -> None:
+    """Raise NotModelled for frames whose tshark output the model cannot give."""
+    op = opcodes().get(view.opcode) if view.opcode is not None else None
+    if op is not None and op.transport != "UD" and view.fields.get("bth.destqp") in (0, 1):
+        # QP0/QP1 are UD only (IBA 13.5.1): tshark takes its management path for them
+        raise NotModelled(f"a {op.transport} packet to QP{view.fields['bth.destqp']}: "
+                          "not modelled")
+    if view.packet.encapsulation == "rocev1" and view.packet.trailer:
+        # ibwire ends the packet where the GRH's PayLen says (IBA 8.3.1); tshark at the frame
+        raise NotModelled("RoCEv1 with bytes after the GRH's PayLen: tshark takes them as "
+                          "the packet's (payload, ICRC): not modelled")
+
+
 def compare(view: View | None, dissection: Dissection, tables: Tables, where: str,
             error: str | None = None) -> Tally:
     """Compare one frame; ``view`` is None when ibwire saw no IB packet (``error`` why)."""
@@ -247,7 +286,11 @@ def compare(view: View | None, dissection: Dissection, tables: Tables, where: st
         return tally
     applied: list[str] = []
     try:
+        _check_modelled(view)
         expected = expected_view(view, tables, applied)
+    except NotModelled as exc:
+        tally.skipped[str(exc)] += 1
+        return tally
     except AssertionError as exc:
         tally.mismatches.append(Mismatch(where, "divergence", [str(exc)], []))
         return tally
@@ -258,8 +301,14 @@ def compare(view: View | None, dissection: Dissection, tables: Tables, where: st
     if inner_layers[:1] == ["data"] and "data/data.data" in actual_text:
         inner_layers = inner_layers[1:]  # the raw-data layer right after the IB layer
     note = ", ".join(applied)
+    broken = broken_at(view)
+    if broken is not None:
+        tally.skipped[f"broken after its headers ({broken.split(',')[0]}): payload, MAD and "
+                      "CRCs not compared"] += 1
     for qkey in sorted(set(expected) | set(actual_text)):
         if qkey in (MALFORMED, DISSECTED_BY):
+            continue
+        if broken is not None and any(fnmatch.fnmatchcase(qkey, p) for p in AFTER_BREAK):
             continue
         spec = tables.fields.get(qkey)
         if spec is None:
@@ -282,15 +331,24 @@ def compare(view: View | None, dissection: Dissection, tables: Tables, where: st
             tally.values += len(got)
             tally.per_field[qkey] += len(got)
     malformed = ["malformed"] if dissection.malformed else []
-    if malformed != expected[MALFORMED]:
+    if malformed != expected[MALFORMED] and broken is None:
         tally.mismatches.append(Mismatch(where, MALFORMED, expected[MALFORMED], malformed, note))
+    right = {pattern: required for pattern, (_why, when, required)
+             in tables.conditional_experts.items() if when(view)}
+    for pattern, required in right.items():
+        if required and not fnmatch.filter(dissection.experts, pattern):
+            tally.mismatches.append(Mismatch(where, "expert", [pattern], dissection.experts,
+                                             tables.conditional_experts[pattern][0]))
     for expert in dissection.experts:
         if expert.startswith("_ws.malformed"):
             continue
-        if expert not in tables.experts:
+        if expert not in tables.experts and \
+                not any(fnmatch.fnmatchcase(expert, p) for p in right):
             tally.mismatches.append(Mismatch(where, "expert", [], [expert],
                                              "unlisted tshark expert item"))
     want = expected[DISSECTED_BY]
+    if broken is not None:
+        inner_layers = want = []
     if inner_layers[:1] != want[:1]:
         tally.mismatches.append(Mismatch(where, DISSECTED_BY, want, inner_layers, note))
     for name in inner_layers:

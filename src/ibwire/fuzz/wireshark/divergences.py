@@ -18,11 +18,13 @@ from ibwire.fuzz.wireshark.compare import (
     MALFORMED,
     Divergence,
     Expected,
+    NotModelled,
     Tables,
     View,
 )
 from ibwire.fuzz.wireshark.dissection import Dissection
 from ibwire.fuzz.wireshark.fields import (
+    CONDITIONAL_EXPERTS,
     EXPERTS,
     FIELDS,
     NOT_COMPARED,
@@ -89,7 +91,7 @@ def tshark_layout(view: View, expected: Expected, *, bth: int, chain: Sequence[s
         if header.name == "aeth":
             derived.update(decode_syndrome(values["syndrome"]))
         if header.name == "deth" and values["srcqp"] in (0, 1):
-            raise AssertionError("tshark_layout: a shifted DETH from QP0/1 (MAD): not modelled")
+            raise NotModelled("tshark_layout: a shifted DETH from QP0/1 (MAD): not modelled")
         cursor += header.size
         length -= header.size
     cursor += skip
@@ -109,7 +111,7 @@ def tshark_layout(view: View, expected: Expected, *, bth: int, chain: Sequence[s
     mirror = View(model)
     mirror.memo["fate"] = "data" if body else "none"
     if body and len(body) >= 4 and body[2:4] == b"\0\0":
-        raise AssertionError("tshark_layout: payload may look EtherType-encapsulated")
+        raise NotModelled("tshark_layout: payload may look EtherType-encapsulated")
     for k in _transport_keys(expected):
         expected[k] = FIELDS[k].get(mirror) if k in FIELDS else []
     expected[MALFORMED] = ["malformed"] if malformed else []
@@ -124,6 +126,12 @@ def as_vendor(view: View, expected: Expected, bth: int = 12) -> None:
             expected[k] = []
     frame = view.packet.frame
     expected["infiniband/infiniband.bth"] = [frame[start - bth:start]]
+    expected[DISSECTED_BY] = []  # vendor data goes to no payload dissector
+    if start > end:
+        raise NotModelled("a 20-byte BTH past the end of the packet: not modelled")
+    if start == end:  # measured: no bytes left for the vendor item: malformed
+        expected[MALFORMED] = ["malformed"]
+        return
     expected["infiniband/infiniband.vendor"] = [frame[start:start + 4]]
     expected["infiniband.vendor/infiniband.vendor"] = [frame[start:end]]
 
@@ -188,12 +196,15 @@ def _check_reassembly(view: View, dissection: Dissection) -> str | None:
 def _model_eoib(view: View, expected: Expected) -> None:
     _drop(expected, *PAYLOAD_KEYS)
     expected[DISSECTED_BY] = ["infiniband.eoib"]
+    if fate(view) == "eoib-short":  # measured: the Ethernet dissector after it raises
+        _drop(expected, *CRC_KEYS)
+        expected[MALFORMED] = ["malformed"]
 
 
 def _model_ethertype_short(view: View, expected: Expected) -> None:
     body = expected["infiniband/infiniband.payload"][0]
     if len(body) < 6:
-        raise AssertionError("EtherType-encapsulated payload under 6 bytes: not modelled")
+        raise NotModelled("EtherType-encapsulated payload under 6 bytes: not modelled")
     expected["infiniband/infiniband.payload"] = [body[:-6]]
 
 
@@ -312,8 +323,10 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "EoIB guess",
         "NEW (measured, dissect_mellanox_eoib): any UD payload whose first byte is "
         "0xC0-0xCF is taken for a Mellanox EoIB encapsulation header (a 4-bit signature); "
-        "the payload is shown as EoIB and Ethernet, not as raw data",
-        lambda v: _normal_layout(v) and fate(v) == "eoib", _model_eoib),
+        "the payload is shown as EoIB and Ethernet, not as raw data; a first segment (MS "
+        "and segment offset 0) under 18 bytes (pad included) makes the Ethernet dissector "
+        "raise: malformed, no ICRC",
+        lambda v: _normal_layout(v) and fate(v) in ("eoib", "eoib-short"), _model_eoib),
     Divergence(
         "EoIB reads an empty payload",
         "NEW (measured, dissect_mellanox_eoib): the heuristic reads the first payload byte "
@@ -360,5 +373,5 @@ DIVERGENCES += (
 DIVERGENCES += MAD_DIVERGENCES
 
 TABLES = Tables(FIELDS, NOT_COMPARED, EXPERTS, PAYLOAD_DISSECTORS, DIVERGENCES,
-                payload_dissector)
+                payload_dissector, CONDITIONAL_EXPERTS)
 

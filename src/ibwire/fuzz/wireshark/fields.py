@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 
 from ibwire.fuzz.wireshark.compare import (
     Field,
+    NotModelled,
     View,
     byte_of,
     computed,
@@ -150,7 +151,8 @@ def send_reassembly(v: View) -> list[View] | None:
 def fate(v: View) -> str:
     """What tshark's payload dissection does with this frame's payload: 'data' (raw data),
     'ethertype' (EtherType-encapsulated, IPoIB), 'eoib' (Mellanox EoIB), 'rpcordma-raise' /
-    'eoib-raise' (the heuristic reads past the payload: exception), 'rpcordma-swallow'
+    'eoib-raise' (the heuristic reads past the payload: exception), 'eoib-short' (EoIB, then
+    the Ethernet dissector raises), 'rpcordma-swallow'
     (claimed, nothing shown), 'rpcordma-reassembly' (SEND_LAST completing a message), or
     'none' (tshark dissects no payload here: MADs, unknown opcodes, headers-only opcodes)."""
     if "fate" not in v.memo:
@@ -170,15 +172,25 @@ def _fate(v: View) -> str:
             return "rpcordma-raise"
         if _rpcordma_claims(tp):
             if _u32(tp, 4) == 1:
-                raise AssertionError("an RPC-over-RDMA version 1 header: not modelled")
+                raise NotModelled("an RPC-over-RDMA version 1 header: not modelled")
             return "rpcordma-swallow"
     if len(tp) >= 4 and tp[2:4] == b"\0\0" and int.from_bytes(tp[:2], "big") in ETHERTYPES:
         return "ethertype"
+    if len(tp) >= 4 and tp[2:4] == b"\0\0" and int.from_bytes(tp[:2], "big") >= 0x0600:
+        # dissect_eth_over_ib hands it to whatever tshark registers for that EtherType
+        raise NotModelled("a payload that looks EtherType-encapsulated (an EtherType other "
+                          "than IPv4, ARP, IPv6): not modelled")
     if op.transport == "UD":
         if not tp:
             return "eoib-raise"
         if tp[0] & 0xF0 == 0xC0 and len(tp) >= 4:
-            return "eoib"
+            # measured: a first segment (MS and segment offset 0) goes to the Ethernet
+            # dissector, which raises under 14 bytes; other segments are raw data
+            if tp[1] & 0x3F or len(tp) >= 18 + (4 if tp[1] & 0x40 else 0):
+                return "eoib"
+            if tp[1] & 0x40:
+                raise NotModelled("a short EoIB segment with FCS: not modelled")
+            return "eoib-short"
     return "data"
 
 
@@ -203,7 +215,7 @@ def _ethertype_payload(v: View, part: slice) -> bytes | None:
 def payload_dissector(v: View) -> str | None:
     """The protocol tshark rightly hands the payload to (EtherType-encapsulated payloads)."""
     if fate(v) == "ethertype":
-        return ETHERTYPES[int.from_bytes(v.packet.payload[:2], "big")]
+        return ETHERTYPES[int.from_bytes(tshark_payload(v)[:2], "big")]  # as fate() read it
     return None
 
 
@@ -454,6 +466,13 @@ FIELDS.update(cm_fields())
 FIELDS.update(reserved_field())
 
 #: tshark fields not compared (fnmatch patterns on the qualified key), and why.
+#: Not compared by ``ibwire fuzz`` besides NOT_COMPARED (frames only its mutations make).
+FUZZ_NOT_COMPARED: dict[str, str] = {
+    "*/*.trailer": "bytes after the IP packet (RoCEv2: IP's length ends the packet), which "
+                   "tshark shows as the Ethernet or VLAN trailer; ibwire keeps them as "
+                   "Packet.trailer and compares the packet before them",
+}
+
 NOT_COMPARED: dict[str, str] = {
     "eth.dst/*": "derived by tshark from eth.dst (I/G and U/L bits, OUI, names); eth.dst "
                  "itself is compared",
@@ -518,6 +537,61 @@ EXPERTS: dict[str, str] = {
                          "(RFC 8200); the checksum itself is compared",
     "ip.ttl.too_small": "tshark's opinion of a small TTL (generated frames draw any TTL); "
                         "the TTL itself is compared",
+}
+
+def _source_is_group(view: View) -> bool:
+    src = view.fields.get("eth.src")
+    return isinstance(src, str) and int(src[:2], 16) & 1 == 1
+
+
+#: IPv4 options tshark has nothing to say about (RFC 791 3.1): No Operation, Router Alert.
+_PLAIN_OPTIONS = {1: 1, 0x94: 4}
+
+
+def _odd_ipv4_options(view: View) -> bool:
+    """The IPv4 options are not only No Operation, Router Alert (length 4) and End of Option
+    List padding: tshark may rightly flag them (the invalid and bytes modes break them)."""
+    options = view.fields.get("ip.options")
+    if not isinstance(options, bytes | bytearray):
+        return False
+    at = 0
+    while at < len(options) and options[at] != 0:
+        size = _PLAIN_OPTIONS.get(options[at])
+        if size is None or (size > 1 and options[at + 1:at + 2] != bytes([size])):
+            return True
+        at += size
+    return at > len(options) or any(options[at:])
+
+
+def _four_nops(view: View) -> bool:
+    options = view.fields.get("ip.options")
+    return isinstance(options, bytes | bytearray) and b"\x01" * 4 in options
+
+
+def _stray_string_bytes(view: View) -> bool:
+    """A MAD string field (NodeDescription's NodeString, IBA 14.2.5.15; a ServiceName) with
+    bytes after its first NUL, which tshark flags as trailing stray characters."""
+    for name, value in view.fields.items():
+        if name.endswith((".nodestring", ".servicename")) and isinstance(value, bytes):
+            end = value.find(b"\0")
+            if end >= 0 and any(value[end:]):
+                return True
+    return False
+
+
+#: tshark expert items that are right for some frames, which the invalid and bytes modes make:
+#: expert (an fnmatch pattern) -> (why, when it is right, whether tshark must then show it).
+CONDITIONAL_EXPERTS: dict[str, tuple[str, Callable[[View], bool], bool]] = {
+    "eth.src_not_group": ("a source MAC address with the group bit set (IEEE 802 9.2)",
+                          _source_is_group, True),
+    "_ws.string.trailing_stray_characters": (
+        "a MAD string with bytes after its NUL (random strings in every mode)",
+        _stray_string_bytes, False),
+    "ip.nop": ("four No Operation options in a row (tshark: a router may have removed "
+               "options)", _four_nops, False),
+    "ip.opt.*": ("IPv4 options other than well-formed No Operation / Router Alert (RFC 791 3.1, "
+                 "RFC 2113); what tshark says of each broken option is not modelled",
+                 _odd_ipv4_options, False),
 }
 
 #: Protocols tshark may show inside the IB payload (it dissects deeper than ibwire, which stops

@@ -27,8 +27,11 @@ from ibwire.fuzz.targets import Limits, Run, TargetError, run_command, write_bat
 from ibwire.fuzz.wireshark.compare import View, compare
 from ibwire.fuzz.wireshark.dissection import TSHARK_ARGS, dissections_of
 from ibwire.fuzz.wireshark.divergences import DIVERGENCES, TABLES
+from ibwire.fuzz.wireshark.fields import FUZZ_NOT_COMPARED
 
 EXTRA = "fuzz"
+ROCEV2_PORT = 4791
+"""The UDP port IANA assigned to RoCEv2 (IBA Annex A17)."""
 
 
 def default_allow() -> list[Allowed]:
@@ -89,7 +92,8 @@ class WiresharkTarget:
     def diffs(self, examples: Sequence[Example], run: Run,
               allow: Sequence[Allowed]) -> list[list[Diff]]:
         names = {a.divergence for a in allow if a.divergence is not None}
-        tables = replace(TABLES, divergences=tuple(d for d in DIVERGENCES if d.name in names))
+        tables = replace(TABLES, divergences=tuple(d for d in DIVERGENCES if d.name in names),
+                         not_compared={**TABLES.not_compared, **FUZZ_NOT_COMPARED})
         by_number = {d.number: d for d in run.claims}
         history: list[View] = []
         out: list[list[Diff]] = []
@@ -102,12 +106,19 @@ class WiresharkTarget:
                     packet = parse(example.frame, example.link)
                 except IbwireError:  # pragma: no cover - clean means it parsed
                     packet = None
-                if dissection is None or not dissection.has_ib:
+                sport = ref.fields.get("udp.srcport")
+                if dissection is not None and not dissection.has_ib and \
+                        isinstance(sport, int) and sport < ROCEV2_PORT:
+                    # packet-udp.c decode_udp_ports(): the lower port's dissector goes first
+                    run.skipped["UDP source port below 4791: tshark tries that port's "
+                                "dissector first"] += 1
+                elif dissection is None or not dissection.has_ib:
                     found.append(Diff("infiniband", "an IB packet", "none"))
                 elif packet is not None:
                     view = View(packet, tuple(history))
                     history.append(view)
                     tally = compare(view, dissection, tables, f"#{number}")
+                    run.skipped.update(tally.skipped)
                     for m in tally.mismatches:
                         name = m.key.split(" <- ", 1)[0]
                         found.append(Diff(name, plain(m.expected), plain(list(m.actual))))

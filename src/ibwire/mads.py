@@ -341,10 +341,16 @@ def inferred(given: Mapping[str, Any]) -> dict[str, Any]:
         return {}
     row = rows[0]
     version, method = CLASS_DEFAULTS[row.mgmtclass]
-    smi = row.mgmtclass in (SMP_LID, SMP_DIRECTED)
     return {"mad.mgmtclass": row.mgmtclass, "mad.attributeid": row.attribute,
             "mad.baseversion": 1, "mad.classversion": version, "mad.method": method,
-            "bth.opcode": 0x64, "bth.destqp": 0 if smi else 1, "deth.srcqp": 0 if smi else 1,
+            **carrier(row.mgmtclass)}
+
+
+def carrier(mgmtclass: int) -> dict[str, int]:
+    """The packet a MAD of class ``mgmtclass`` travels in: UD SEND only between QP0s with
+    Q_Key 0 for SMPs, else between QP1s with the GSI Q_Key (IBA 13.5.1)."""
+    smi = mgmtclass in (SMP_LID, SMP_DIRECTED)
+    return {"bth.opcode": 0x64, "bth.destqp": 0 if smi else 1, "deth.srcqp": 0 if smi else 1,
             "deth.q_key": 0 if smi else QP1_QKEY}
 
 

@@ -40,11 +40,10 @@ RDMA_CM = CAPTURES / "linlinw5-rdma_ib_tutorial_rdma_cm.pcap"
 
 
 def _carrier(klass: int) -> Packet:
-    qp = 0 if klass in (0x01, 0x81) else 1
+    """The packet below a MAD, every BTH and DETH value left to its default: the MAD's
+    layers give opcode, QPs and Q_Key (checked by test_defaults_build_a_valid_mad)."""
     return (Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
-            / IP(src="192.0.2.1", dst="192.0.2.2") / UDP()
-            / BTH(opcode="UD_SEND_ONLY", destqp=qp)
-            / DETH(srcqp=qp, q_key=0 if qp == 0 else QP1_QKEY))
+            / IP(src="192.0.2.1", dst="192.0.2.2") / UDP() / BTH() / DETH())
 
 
 def _default_stack(row: MadAttribute) -> Packet:
@@ -118,6 +117,9 @@ def test_defaults_build_a_valid_mad(row):
     f = packet.fields()
     assert (f["mad.mgmtclass"], f["mad.attributeid"]) == (row.mgmtclass, row.attribute)
     assert f["mad.classversion"] in (1, 2) and f["mad.baseversion"] == 1
+    qp = 0 if row.mgmtclass in (0x01, 0x81) else 1
+    assert (f["bth.opcode"], f["bth.destqp"], f["deth.srcqp"], f["deth.q_key"]) == \
+        (0x64, qp, qp, 0 if qp == 0 else QP1_QKEY)
     assert packet.icrc_offset == packet.header("mad").offset + 256
     assert packet.verify().icrc_ok
     dissected = Ether(frame)
@@ -246,3 +248,11 @@ def test_lying_mads_dissect_without_error_and_build_back(bad):
     assert MAD in dissected
     assert raw(dissected) == bad.frame
     assert dissected[BTH].icrc_ok is True
+
+
+def test_given_carrier_values_win_over_the_mads():
+    """Only defaults follow the MAD: a BTH or DETH value given stays, others still follow."""
+    frame = raw(Ether() / IP() / UDP() / BTH(destqp=5) / DETH(q_key=7) / MAD() / CM_REQ())
+    f = ibwire.parse(frame).fields()
+    assert (f["bth.opcode"], f["bth.destqp"], f["deth.q_key"], f["deth.srcqp"]) == (0x64, 5, 7, 1)
+    assert raw(BTH() / DETH())[:1] == b"\x00"   # no MAD above: scapy's defaults

@@ -86,9 +86,12 @@ class BTH(IBHeader):
         if no_trailer(self):
             return p + pay
         values = {**self.default_fields, **self.overloaded_fields, **self.fields}
+        frame = bytearray(p)
+        for name, value in mad_carrier(self, ("opcode", "destqp")).items():
+            patch(frame, hdr.BTH, name, value)
+            values[name] = value
         known = values["opcode"] in CHAINS
         padcnt = values["padcnt"]
-        frame = bytearray(p)
         if padcnt is None:
             padcnt = -len(pay) % 4 if known else 0
             patch(frame, hdr.BTH, "padcnt", padcnt)
@@ -128,6 +131,24 @@ class BTH(IBHeader):
         return self.sprintf("BTH %BTH.opcode% qp=%BTH.destqp% psn=%BTH.psn%")
 
 
+def mad_carrier(layer: Packet, names: tuple[str, ...]) -> dict[str, int]:
+    """For the fields ``names`` of ``layer`` (a BTH or DETH) that were left to their
+    defaults: the values a MAD above it needs (:func:`ibwire.mads.carrier` of the class the
+    MAD's layers say); nothing when no MAD is above or every field was given."""
+    unset = [n for n in names if n not in layer.fields and n not in layer.overloaded_fields]
+    if not unset:
+        return {}
+    mad = layer.getlayer(MAD)
+    if mad is None:
+        return {}
+    from ibwire.mads import carrier
+    from ibwire.scapy.attributes import mad_values
+
+    prefix = f"{layer.name.lower()}."
+    found = carrier(mad_values(mad)["mgmtclass"])
+    return {n: found[prefix + n] for n in unset}
+
+
 def link_start(bth: BTH) -> tuple[Packet, str] | None:
     """The layer a CRC check of ``bth``'s frame starts at, and its ``ibwire.crc`` link name."""
     under = bth.underlayer
@@ -158,9 +179,21 @@ class RDETH(ExtendedHeader):
 
 
 class DETH(ExtendedHeader):
+    """Datagram ETH. Under a MAD, a Q_Key and source QPN left to their defaults are the MAD's
+    (QP1 and the GSI Q_Key, QP0 and 0 for SMPs), as the BTH's opcode and destination QP."""
+
     name = "DETH"
     header = hdr.DETH
     fields_desc = fields_of(hdr.DETH, hexa={"q_key"})
+
+    def post_build(self, p: bytes, pay: bytes) -> bytes:
+        found = mad_carrier(self, ("q_key", "srcqp"))
+        if found:
+            frame = bytearray(p)
+            for name, value in found.items():
+                patch(frame, hdr.DETH, name, value)
+            p = bytes(frame)
+        return p + pay
 
 
 class XRCETH(ExtendedHeader):

@@ -447,17 +447,17 @@ def test_stats_i_counts_what_stats_counts_of_the_same_frames(veth, running, tmp_
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_stops_stats_with_its_tables(veth, running, tmp_path, capsys, how):
     frames = corrupt(roce_frames(), BAD)
-    spools = tmp_path / "spools"
-    spools.mkdir()
-    run = Running(veth, "stats", "--json", "-i", veth.capture, tmpdir=spools)
+    kept = tmp_path / "kept" / "capture.pcap"   # -w: the spool keeps its name while it grows
+    kept.parent.mkdir()
+    run = Running(veth, "stats", "--json", "-i", veth.capture, "-w", str(kept))
     running.append(run)
     run.capturing()
     child = run.child()
     send(veth, write_pcap(tmp_path / "sent.pcap", frames))
     whole = 24 + sum(16 + len(frame) for frame in frames)  # pcap header, records
     deadline = time.monotonic() + HANG  # the spool holds every frame before the signal
-    while time.monotonic() < deadline and sum(
-            path.stat().st_size for path in spools.glob("*/capture.pcap")) < whole:
+    while sum(path.stat().st_size for path in kept.parent.glob(".ibwire-live-*/*")) < whole:
+        assert time.monotonic() < deadline, "the spool never held every frame sent"
         time.sleep(0.05)
     run.proc.send_signal(how)
     status, out, err = run.finish()

@@ -78,7 +78,7 @@ def _check(crc, frame: bytes, expected: int, link: str = "ethernet") -> None:
     assert verdict.icrc_computed == expected
 
 
-@settings(max_examples=3000, **SETTINGS)
+@settings(max_examples=1200, **SETTINGS)
 @seed(4791)
 @given(f=FIELDS, payload=PAYLOAD)
 def test_ipv4(crc, f, payload):
@@ -87,7 +87,7 @@ def test_ipv4(crc, f, payload):
     _check(crc, frame[14:], expected, "ip")
 
 
-@settings(max_examples=2500, **SETTINGS)
+@settings(max_examples=1000, **SETTINGS)
 @seed(4792)
 @given(f=FIELDS, payload=PAYLOAD)
 def test_ipv4_options_and_vlans(crc, f, payload):
@@ -95,7 +95,7 @@ def test_ipv4_options_and_vlans(crc, f, payload):
     _check(crc, frame, expected)
 
 
-@settings(max_examples=2500, **SETTINGS)
+@settings(max_examples=1000, **SETTINGS)
 @seed(4793)
 @given(f=FIELDS, payload=PAYLOAD)
 def test_ipv6(crc, f, payload):
@@ -104,7 +104,7 @@ def test_ipv6(crc, f, payload):
     _check(crc, frame[14:], expected, "ip")
 
 
-@settings(max_examples=2000, **SETTINGS)
+@settings(max_examples=800, **SETTINGS)
 @seed(4794)
 @given(f=FIELDS, payload=PAYLOAD)
 def test_ipv6_vlans(crc, f, payload):

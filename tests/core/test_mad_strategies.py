@@ -4,9 +4,7 @@ UnknownAttributeError), and ``ibwire show`` reads past them."""
 
 from __future__ import annotations
 
-import io
 import tempfile
-from contextlib import redirect_stdout
 from pathlib import Path
 
 import pytest
@@ -15,12 +13,11 @@ from hypothesis import strategies as st
 
 import ibwire
 from ibwire import MalformedError, UnknownAttributeError
-from ibwire.cli.main import main
 from ibwire.headers.mad import MAD_SIZE
 from ibwire.mad_strategies import _body, _frame
-from ibwire.pcap import PcapWriter
 from ibwire.strategies import BAD_KINDS, bad_mads, mad_packets
 from ibwire.tables import mad_attributes
+from tests.core.test_mads import show_lines
 
 ROWS = list(mad_attributes().values())
 ROW_IDS = [f"0x{r.mgmtclass:02x}-{r.name}" for r in ROWS]
@@ -83,14 +80,7 @@ def test_show_reads_past_every_lie(bad, good):
     for b in bad:
         frames += [b.frame, good.frame]
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "lies.pcap"
-        with PcapWriter(path, 1) as writer:
-            for i, frame in enumerate(frames):
-                writer.write(frame, i * 1000)
-        out = io.StringIO()
-        with redirect_stdout(out):
-            main(["show", str(path)])
-    lines = out.getvalue().splitlines()
+        lines = show_lines(frames, Path(tmp) / "lies.pcap")
     assert len(lines) == len(frames)
     for line, b in zip(lines[1::2], bad, strict=True):
         if not b.warning:

@@ -169,20 +169,24 @@ def test_an_unknown_attribute_keeps_its_bytes_with_a_reason():
     assert (info.value.header, info.value.field) == ("mad", "attributeid")
 
 
-def test_show_reads_past_bad_mads(tmp_path: Path):
-    """Each bad MAD is one line naming its field; the good frames around them are shown."""
-    good = _frame({"cm.rtu.localcommid": 5})
-    frames = [good]
-    for name in sorted(BAD):
-        frames += [BAD[name][0], good]
-    path = tmp_path / "bad-mads.pcap"
+def show_lines(frames: list[bytes], path: Path) -> list[str]:
+    """``ibwire show``'s lines for ``frames``, written as an Ethernet pcap at ``path``."""
     with PcapWriter(path, 1) as writer:
         for i, frame in enumerate(frames):
             writer.write(frame, i * 1000)
     out = io.StringIO()
     with redirect_stdout(out):
         main(["show", str(path)])
-    lines = out.getvalue().splitlines()
+    return out.getvalue().splitlines()
+
+
+def test_show_reads_past_bad_mads(tmp_path: Path):
+    """Each bad MAD is one line naming its field; the good frames around them are shown."""
+    good = _frame({"cm.rtu.localcommid": 5})
+    frames = [good]
+    for name in sorted(BAD):
+        frames += [BAD[name][0], good]
+    lines = show_lines(frames, tmp_path / "bad-mads.pcap")
     assert len(lines) == len(frames)
     assert all("CM ReadyToUse" in line for line in lines[::2])
     for line, name in zip(lines[1::2], sorted(BAD), strict=True):

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import random
 import socket
-import sys
 import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
+from tools import mixed_capture
 
 from ibwire.pcap import read_capture
 from ibwire.replay import load, mmsg
@@ -22,12 +22,7 @@ LINKS = {"ethernet": 0, "ip": 2}
 
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        from mixed_capture import write_ethernet
-    finally:
-        sys.path.pop(0)
-    return write_ethernet(tmp_path_factory.mktemp("mixed") / "mixed.pcap", 1500)
+    return mixed_capture.write_ethernet(tmp_path_factory.mktemp("mixed") / "mixed.pcap", 1500)
 
 
 def expected(path: Path) -> list[tuple[bytes, int, int]]:

@@ -11,7 +11,6 @@ import argparse
 import gzip
 import io
 import struct
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.inet6 import IPv6, IPv6ExtHdrDestOpt
 from scapy.layers.l2 import Dot1Q, Ether
 from scapy.packet import Raw, raw
+from tools import mixed_capture
 
 from ibwire import crc
 from ibwire.cli import rewrite as cli
@@ -69,12 +69,7 @@ def both(src: Path, tmp: Path, argv: list[str]) -> tuple[tuple[bytes, str, str],
 
 @pytest.fixture(scope="module")
 def mixed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        from mixed_capture import write_ethernet
-    finally:
-        sys.path.pop(0)
-    return write_ethernet(tmp_path_factory.mktemp("mixed") / "mixed.pcap", 2500)
+    return mixed_capture.write_ethernet(tmp_path_factory.mktemp("mixed") / "mixed.pcap", 2500)
 
 
 def _edge_frames() -> list[bytes]:

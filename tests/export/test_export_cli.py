@@ -187,3 +187,21 @@ def test_connection_tables_of_every_capture_share_a_schema(exported: Path) -> No
     assert table.num_rows == sum(
         len(list(filter(None, run("qp", "--csv", str(p))[1].splitlines()[1:])))
         for p in sorted(CAPTURES.glob("*.pcap*")))
+
+
+def test_export_does_not_import_pandas(tmp_path: Path) -> None:
+    """Parquet and CSV exports build their Arrow arrays from numpy buffers: pandas (which
+    ``pyarrow.array`` would import to probe its argument) stays out of the process."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from ibwire.cli.main import main\n"
+            "for fmt in ('parquet', 'csv'):\n"
+            f"    try: main(['export', '-o', {str(tmp_path) + '/'!r} + fmt, '--format', fmt, "
+            f"{str(RPING)!r}])\n"
+            "    except SystemExit: pass\n"
+            "print('pandas' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.split()[-1] == "False", done.stdout
+    assert list((tmp_path / "parquet" / "packets").glob("*.parquet"))

@@ -17,11 +17,12 @@ from typing import Any
 import numpy as np
 
 from ibwire.crc._common import KIND_NAMES
+from ibwire.export import arrays
 from ibwire.headers.aeth import decode_syndrome
 from ibwire.headers.layout import display
 from ibwire.pcap.records import LINK_NAMES, LINK_OTHER
 from ibwire.scan import program
-from ibwire.scan.batch import ScanBatch, distinct_rows
+from ibwire.scan.batch import ScanBatch
 from ibwire.tables import opcodes
 
 SCHEMA_VERSION = "1"
@@ -148,26 +149,17 @@ def _syndrome_tables() -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-def _text_column(batch: ScanBatch, name: str, rows: np.ndarray) -> Any:
-    """Address or bytes column ``name`` of ``rows`` as text, each distinct value made once."""
-    import pyarrow as pa
-
+def _text_column(batch: ScanBatch, name: str, rows: np.ndarray, present: np.ndarray) -> Any:
+    """Address or bytes column ``name`` of ``rows`` as text, each distinct value made once,
+    null where not ``present``."""
     c = program.column(name)
     f = program.SLOTS[c.slot].by_name[c.field]
-    data = batch.columns[name][rows]
-    if c.width == 16:
-        data = np.ascontiguousarray(data)
-        halves = data.view(">u8").reshape(-1, 2)
-        distinct, inverse = distinct_rows(halves)
-        values = [int(hi) << 64 | int(lo) for hi, lo in distinct.tolist()]
-    else:
-        distinct, inverse = distinct_rows(data.reshape(-1, 1))
-        values = distinct.ravel().tolist()
+    encoded = arrays.distinct(batch.columns[name][rows])
     texts = []
-    for v in values:
-        shown = display(int(v), f)
+    for v in encoded.dictionary.to_pylist():
+        shown = display(int.from_bytes(v, "big") if isinstance(v, bytes) else v, f)
         texts.append(shown.hex() if isinstance(shown, bytes) else shown)
-    return pa.array(texts, pa.string()).take(pa.array(inverse.astype(np.int32)))
+    return arrays.pick(texts, encoded.indices, present)
 
 
 def _masked(values: np.ndarray, present: np.ndarray, arrow_type: Any) -> Any:
@@ -175,7 +167,7 @@ def _masked(values: np.ndarray, present: np.ndarray, arrow_type: Any) -> Any:
 
     if not present.any():
         return pa.nulls(len(values), arrow_type)
-    return pa.array(values, arrow_type, mask=None if present.all() else ~present)
+    return arrays.numeric(values, arrow_type, present)
 
 
 def _named(names: Sequence[str], codes: np.ndarray, present: np.ndarray) -> Any:
@@ -184,8 +176,7 @@ def _named(names: Sequence[str], codes: np.ndarray, present: np.ndarray) -> Any:
 
     if not present.any():
         return pa.nulls(len(codes), pa.string())
-    indices = pa.array(codes.astype(np.int32), mask=None if present.all() else ~present)
-    return pa.array(list(names), pa.string()).take(indices)
+    return arrays.pick(names, codes, present)
 
 
 def to_table(batch: ScanBatch, rows: np.ndarray, capture: str, connection: np.ndarray,
@@ -200,7 +191,7 @@ def to_table(batch: ScanBatch, rows: np.ndarray, capture: str, connection: np.nd
     types = {name: _arrow_type(t) for name, t, _ in all_columns()}
     headers = cols["headers"][rows]
     error = cols["error"][rows]
-    arrays: dict[str, Any] = {}
+    out: dict[str, Any] = {}
     everywhere = np.ones(n, bool)
 
     def present_of(slot: int) -> np.ndarray:
@@ -210,67 +201,57 @@ def to_table(batch: ScanBatch, rows: np.ndarray, capture: str, connection: np.nd
     field_names = {c.name: c for c in field_columns()}
     for name in columns:
         if name == "capture":
-            arrays[name] = pa.DictionaryArray.from_arrays(
-                pa.array(np.zeros(n, np.int32)), pa.array([capture])).cast(pa.string())
+            out[name] = arrays.pick([capture], np.zeros(n, np.int32))
         elif name in ("record", "timestamp_ns", "frame.len", "frame.orig_len"):
-            arrays[name] = pa.array(cols[name][rows], types[name])
+            out[name] = arrays.numeric(cols[name][rows], types[name])
         elif name == "link":
             names = [LINK_NAMES.get(k, LINK_NAMES[LINK_OTHER]) for k in range(256)]
-            arrays[name] = _named(names, cols["link"][rows], everywhere)
+            out[name] = _named(names, cols["link"][rows], everywhere)
         elif name == "encapsulation":
             kinds = ["other"] + [program.PACKET_ENCAPSULATIONS[k] for k in KIND_NAMES[1:]]
             kind = np.where(error == NOT_IB, 0, cols["encapsulation"][rows])
-            arrays[name] = _named(kinds, kind, everywhere)
+            out[name] = _named(kinds, kind, everywhere)
         elif name == "connection":
             conn = connection[rows]
-            arrays[name] = _masked(conn.astype(np.int32), conn >= 0, types[name])
+            out[name] = _masked(conn.astype(np.int32), conn >= 0, types[name])
         elif name in field_names:
             c = field_names[name]
             if c.slot not in slot_present:
                 slot_present[c.slot] = present_of(c.slot)
             present = slot_present[c.slot]
             if not present.any():
-                arrays[name] = pa.nulls(n, types[name])
+                out[name] = pa.nulls(n, types[name])
             elif types[name] == pa.string():
-                arrays[name] = _null_where(_text_column(batch, name, rows), present)
+                out[name] = _text_column(batch, name, rows, present)
             else:
-                arrays[name] = _masked(cols[name][rows], present, types[name])
+                out[name] = _masked(cols[name][rows], present, types[name])
         elif name == "bth.opcode.name":
             known, names = _opcode_names()
             op = cols["bth.opcode"][rows] if "bth.opcode" in cols else np.zeros(n, np.uint8)
             has = present_of(program.SLOT["bth"]) & known[op]
-            arrays[name] = _named(names.tolist(), op, has)
+            out[name] = _named(names.tolist(), op, has)
         elif name.startswith("aeth.syndrome."):
             present_tab, values = _syndrome_tables()[name]
             syn = cols["aeth.syndrome"][rows]
             has = present_of(program.SLOT["aeth"]) & present_tab[syn]
             if values.dtype == object:
-                arrays[name] = _named(values.tolist(), syn, has)
+                out[name] = _named(values.tolist(), syn, has)
             else:
-                arrays[name] = _masked(values[syn], has, types[name])
+                out[name] = _masked(values[syn], has, types[name])
         elif name in ("icrc", "vcrc"):
-            arrays[name] = _masked(cols[name][rows], cols[f"offset.{name}"][rows] >= 0,
+            out[name] = _masked(cols[name][rows], cols[f"offset.{name}"][rows] >= 0,
                                    types[name])
         elif name == "payload.length":
             values = cols[name][rows] if payload is None else payload[rows]
-            arrays[name] = _masked(values.astype(np.int32), values >= 0, types[name])
+            out[name] = _masked(values.astype(np.int32), values >= 0, types[name])
         elif name in ("icrc_ok", "vcrc_ok"):
             v = cols[name][rows]
-            arrays[name] = _masked(v == 1, v >= 0, types[name])
+            out[name] = _masked(v == 1, v >= 0, types[name])
         elif name == "error":
-            arrays[name] = _errors(batch, rows, error)
+            out[name] = _errors(batch, rows, error)
         else:  # pragma: no cover - the schema lists nothing else
             raise KeyError(name)
-    return pa.Table.from_arrays([arrays[n] for n in columns], schema=schema(columns))
-
-
-def _null_where(array: Any, present: np.ndarray) -> Any:
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if present.all():
-        return array
-    return pc.if_else(pa.array(present), array, pa.scalar(None, array.type))
+    return pa.Table.from_arrays([out[n] for n in columns], schema=schema(columns))
 
 
 def _errors(batch: ScanBatch, rows: np.ndarray, error: np.ndarray) -> Any:
@@ -278,8 +259,14 @@ def _errors(batch: ScanBatch, rows: np.ndarray, error: np.ndarray) -> Any:
     import pyarrow as pa
 
     bad = np.flatnonzero((error != 0) & (error != NOT_IB))
-    texts = np.full(len(rows), None, object)
+    if not len(bad):
+        return pa.nulls(len(rows), pa.string())
+    texts: list[str] = []
+    where = np.zeros(len(rows), np.int32)
+    valid = np.zeros(len(rows), bool)
     for i in bad.tolist():
         found = batch.error(int(rows[i]))
-        texts[i] = None if found is None else found.in_record()
-    return pa.array(texts, pa.string())
+        if found is not None:
+            where[i], valid[i] = len(texts), True
+            texts.append(found.in_record())
+    return arrays.pick(texts, where, valid)

@@ -9,6 +9,7 @@ every message exactly once, in order, and the requester completes each one).
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -60,8 +61,10 @@ def check_exactly_once(out, req, posted):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(work, st.sampled_from(PMTUS), start_psns, st.sampled_from([None, 1, 3]),
        st.sampled_from([None, 2, 16]))
-def test_lossless_rc_delivers_every_message_once_in_order(wrs, pmtu, start, ack_every, window):
-    req, resp, posted = setup("RC", wrs, pmtu, start, ack_every, window)
+@pytest.mark.parametrize("transport", ["RC", "XRC"])
+def test_lossless_rc_delivers_every_message_once_in_order(transport, wrs, pmtu, start, ack_every,
+                                                          window):
+    req, resp, posted = setup(transport, wrs, pmtu, start, ack_every, window)
     out = run(req, resp)
     check_exactly_once(out, req, posted)
     assert not out.events(Retransmitting)
@@ -82,9 +85,10 @@ def test_lossless_uc_delivers_every_message_once_in_order(wrs, pmtu, start):
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(work, st.sampled_from([256, 1024]), start_psns, st.sampled_from([None, 2]),
        st.sets(st.integers(0, 40), max_size=3))
-def test_rc_with_finite_losses_still_delivers_every_message_once(wrs, pmtu, start, ack_every,
-                                                                 lost):
-    req, resp, posted = setup("RC", wrs, pmtu, start, ack_every)
+@pytest.mark.parametrize("transport", ["RC", "XRC"])
+def test_rc_with_finite_losses_still_delivers_every_message_once(transport, wrs, pmtu, start,
+                                                                 ack_every, lost):
+    req, resp, posted = setup(transport, wrs, pmtu, start, ack_every)
     out = run(req, resp, lose=drop_nth(lost))
     check_exactly_once(out, req, posted)
     wire_lost = sum(s.lost for s in out.wire)

@@ -1,8 +1,11 @@
 """RC recovery as IBA Vol. 1 9.7.5 describes it: go-back-N after a PSN sequence error NAK, one
 NAK outstanding per gap, RNR waits, local ACK timeouts at 4.096 us x 2^t, retry exhaustion,
-lost READ responses and atomic ACKs, duplicates. Written from the spec's rules."""
+lost READ responses and atomic ACKs, duplicates. Written from the spec's rules. Every test
+runs on RC and on XRC, which recovers as RC does with its own opcodes (IBA 9.8)."""
 
 from __future__ import annotations
+
+import sys
 
 import pytest
 
@@ -27,12 +30,20 @@ from ibwire.transport import (
 from .wire import drop_nth, drop_psns, run
 
 S = 0xFFFFFC  # start PSN: the messages below cross the 24-bit wrap
+T = "RC"      # the transport of the test running (the fixture below sets it)
+
+
+@pytest.fixture(autouse=True, params=["RC", "XRC"])
+def transport(request, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "T", request.param)
+    return request.param
 
 
 def pair(pmtu: int = 256, timeout: int = 10, retry_cnt: int = 7, rnr_retry: int = 7, **kw):
-    req = Requester(RequesterConfig(pmtu=pmtu, start_psn=S, dest_qp=0x20, timeout=timeout,
-                                    retry_cnt=retry_cnt, rnr_retry=rnr_retry, **kw))
-    resp = Responder(ResponderConfig(pmtu=pmtu, start_psn=S, dest_qp=0x10))
+    req = Requester(RequesterConfig(T, pmtu=pmtu, start_psn=S, dest_qp=0x20, timeout=timeout,
+                                    retry_cnt=retry_cnt, rnr_retry=rnr_retry, xrc_srq=0x77,
+                                    **kw))
+    resp = Responder(ResponderConfig(T, pmtu=pmtu, start_psn=S, dest_qp=0x10))
     return req, resp
 
 
@@ -44,7 +55,7 @@ def drain(side, now: int = 0) -> list:
 
 
 def is_nak(p) -> bool:
-    return p.name == "RC_ACKNOWLEDGE" and p.aeth.syndrome == 0x60
+    return p.name == f"{T}_ACKNOWLEDGE" and p.aeth.syndrome == 0x60
 
 
 def test_go_back_n_from_the_naked_psn():
@@ -222,10 +233,10 @@ def test_lost_read_response_is_asked_for_again_from_its_psn():
     requests = out.sent("req")
     assert len(requests) == 2
     again = requests[1]
-    assert again.name == "RC_RDMA_READ_REQUEST" and again.psn == lost and again.retransmission
+    assert again.name == f"{T}_RDMA_READ_REQUEST" and again.psn == lost and again.retransmission
     assert again.reth == (0x10000 + 2 * 256, 5, 3 * 256 + 10)
     responses = out.sent("resp")[6:]
-    assert [p.name[len("RC_RDMA_READ_RESPONSE_"):] for p in responses] == [
+    assert [p.name[len(f"{T}_RDMA_READ_RESPONSE_"):] for p in responses] == [
         "FIRST", "MIDDLE", "MIDDLE", "LAST"]
     assert [p.psn for p in responses] == [psn_add(S, i) for i in range(2, 6)]
     assert len(out.events(Delivered, "responder")) == 1          # counted once in the MSN
@@ -239,7 +250,7 @@ def test_lost_atomic_ack_gets_the_saved_answer_not_a_second_execution():
     req.post(WorkRequest("fetch_add", 8, wr_id=1, remote_va=0x40, swap_add=3))
     req.post(WorkRequest("fetch_add", 8, wr_id=2, remote_va=0x40, swap_add=3))
     out = run(req, resp, lose=drop_nth({2}))   # the first ATOMIC ACKNOWLEDGE
-    assert out.wire[2].packet.name == "RC_ATOMIC_ACKNOWLEDGE"
+    assert out.wire[2].packet.name == f"{T}_ATOMIC_ACKNOWLEDGE"
     # the second atomic's answer shows the first was lost: go back for it at once
     assert [(e.psn, e.cause) for e in out.events(Retransmitting)] == [(S, "read")]
     assert [e.result for e in out.events(Completed)] == [0, 3]
@@ -259,8 +270,8 @@ def test_bad_icrc_is_dropped_silently_and_the_gap_is_naked():
 
 
 def test_msn_counts_messages_and_wraps():
-    req = Requester(RequesterConfig(pmtu=256, start_psn=S))
-    resp = Responder(ResponderConfig(pmtu=256, start_psn=S, start_msn=0xFFFFFE))
+    req = Requester(RequesterConfig(T, pmtu=256, start_psn=S))
+    resp = Responder(ResponderConfig(T, pmtu=256, start_psn=S, start_msn=0xFFFFFE))
     for verb, length in (("send", 600), ("write", 10), ("read", 600), ("fetch_add", 8),
                          ("send_imm", 0)):
         req.post(WorkRequest(verb, length))
@@ -271,6 +282,7 @@ def test_msn_counts_messages_and_wraps():
     assert msns == [("send", 0xFFFFFF), ("write", 0), ("read", 1), ("fetch_add", 2),
                     ("send_imm", 3)]
     answers = drain(resp)
+    assert {a.name.split("_", 1)[0] for a in answers} == {T}
     assert [(a.name.split("_", 1)[1], a.aeth.msn if a.aeth else None) for a in answers] == [
         ("ACKNOWLEDGE", 0xFFFFFF), ("ACKNOWLEDGE", 0), ("RDMA_READ_RESPONSE_FIRST", 1),
         ("RDMA_READ_RESPONSE_MIDDLE", None), ("RDMA_READ_RESPONSE_LAST", 1),
@@ -320,4 +332,4 @@ def test_duplicate_is_acked_with_its_own_psn_only_when_it_asks():
     resp.receive(last, 10)
     (ack,) = drain(resp)
     # not S+2, the latest accepted PSN: that would claim the READ answered
-    assert ack.name == "RC_ACKNOWLEDGE" and ack.psn == last.psn and ack.aeth.msn == 2
+    assert ack.name == f"{T}_ACKNOWLEDGE" and ack.psn == last.psn and ack.aeth.msn == 2

@@ -45,7 +45,8 @@ SEGMENTED = {  # verb -> (FIRST, MIDDLE, LAST, ONLY) without the transport prefi
     "write_imm": ("RDMA_WRITE_FIRST", "RDMA_WRITE_MIDDLE", "RDMA_WRITE_LAST_WITH_IMMEDIATE",
                   "RDMA_WRITE_ONLY_WITH_IMMEDIATE"),
 }
-CASES = [(t, v) for t in ("RC", "UC") for v in SEGMENTED if not (t == "UC" and v == "send_inv")]
+CASES = [(t, v) for t in ("RC", "UC", "XRC") for v in SEGMENTED
+         if not (t == "UC" and v == "send_inv")]
 
 
 @pytest.mark.parametrize("pmtu", PMTUS)
@@ -54,7 +55,7 @@ def test_send_and_write_segmentation(transport, verb, pmtu):
     for length in lengths(pmtu):
         wr = WorkRequest(verb, length, remote_va=0xA000, rkey=0x77, imm=0xDEAD,
                          invalidate_rkey=0x99, solicited=True)
-        packets = sent(transport, wr, pmtu)
+        packets = sent(transport, wr, pmtu, xrc_srq=0xABCDE)
         n = max(1, math.ceil(length / pmtu))
         assert len(packets) == n
         assert [p.psn for p in packets] == [(START + i) % (1 << 24) for i in range(n)]
@@ -74,39 +75,50 @@ def test_send_and_write_segmentation(transport, verb, pmtu):
             assert p.immdt == (0xDEAD if verb.endswith("_imm") and ends else None)
             assert p.ieth == (0x99 if verb == "send_inv" and ends else None)
             assert p.se == ends                            # solicited: on the last packet only
-            assert p.ackreq == (transport == "RC" and ends)  # UC is never acknowledged
+            # UC is never acknowledged; XRC is as RC
+            assert p.ackreq == (transport in ("RC", "XRC") and ends)
             assert p.deth is None and p.aeth is None and p.atomic is None
+            # every XRC request names the destination SRQ in its XRCETH (IBA 9.3.7)
+            assert p.xrc_srq == (0xABCDE if transport == "XRC" else None)
+            if transport == "XRC":
+                assert p.fields()["xrceth.xrcsrq"] == 0xABCDE
             assert p.offset == i * pmtu and p.dest_qp == 0x12
 
 
+RELIABLE = pytest.mark.parametrize("transport", ["RC", "XRC"])
+
+
+@RELIABLE
 @pytest.mark.parametrize("pmtu", PMTUS)
-def test_read_request_reserves_one_psn_per_response(pmtu):
+def test_read_request_reserves_one_psn_per_response(pmtu, transport):
     for length in lengths(pmtu):
-        req = Requester(RequesterConfig(pmtu=pmtu, start_psn=START, dest_qp=1))
+        req = Requester(RequesterConfig(transport, pmtu=pmtu, start_psn=START, dest_qp=1))
         first = req.post(WorkRequest("read", length, remote_va=0x5000, rkey=3))
         after = req.post(WorkRequest("send", 1))
         n = max(1, math.ceil(length / pmtu))
         assert (after - first) % (1 << 24) == n
         read, send = req.next_packet(0), req.next_packet(0)
-        assert read.name == "RC_RDMA_READ_REQUEST" and read.payload_len == 0
+        assert read.name == f"{transport}_RDMA_READ_REQUEST" and read.payload_len == 0
         assert read.reth == (0x5000, 3, length) and read.psn == first
         assert send.psn == after
 
 
+@RELIABLE
 @pytest.mark.parametrize("pmtu", PMTUS)
-def test_read_responses(pmtu):
+def test_read_responses(pmtu, transport):
+    """XRC's READ responses are its own opcodes (0xAD-0xB0), without an XRCETH (Table 38)."""
     for length in lengths(pmtu):
-        resp = Responder(ResponderConfig(pmtu=pmtu, start_psn=START, dest_qp=0x21))
-        (request,) = sent("RC", WorkRequest("read", length, remote_va=0x5000, rkey=3), pmtu)
+        resp = Responder(ResponderConfig(transport, pmtu=pmtu, start_psn=START, dest_qp=0x21))
+        (request,) = sent(transport, WorkRequest("read", length, remote_va=0x5000, rkey=3),
+                          pmtu)
         resp.receive(request)
         out = []
         while (p := resp.next_packet()) is not None:
             out.append(p)
         n = max(1, math.ceil(length / pmtu))
-        names = (["RC_RDMA_READ_RESPONSE_ONLY"] if n == 1 else
-                 ["RC_RDMA_READ_RESPONSE_FIRST"] + ["RC_RDMA_READ_RESPONSE_MIDDLE"] * (n - 2)
-                 + ["RC_RDMA_READ_RESPONSE_LAST"])
-        assert [p.name for p in out] == names
+        names = (["ONLY"] if n == 1 else ["FIRST"] + ["MIDDLE"] * (n - 2) + ["LAST"])
+        assert [p.name for p in out] == [f"{transport}_RDMA_READ_RESPONSE_{n}" for n in names]
+        assert all(p.xrc_srq is None and "XRCETH" not in p.op.headers for p in out)
         assert [p.psn for p in out] == [(START + i) % (1 << 24) for i in range(n)]
         assert sum(p.payload_len for p in out) == length
         assert all(p.payload_len == pmtu for p in out[:-1])
@@ -116,21 +128,24 @@ def test_read_responses(pmtu):
         assert all(p.dest_qp == 0x21 for p in out)
 
 
+@RELIABLE
 @pytest.mark.parametrize("verb,name,operands,expected", [
-    ("fetch_add", "RC_FETCH_ADD", dict(swap_add=5), [(5, 0), (5, 0)]),
-    ("cmp_swap", "RC_COMPARE_SWAP", dict(swap_add=9, compare=0), [(9, 0), (9, 0)]),
+    ("fetch_add", "FETCH_ADD", dict(swap_add=5), [(5, 0), (5, 0)]),
+    ("cmp_swap", "COMPARE_SWAP", dict(swap_add=9, compare=0), [(9, 0), (9, 0)]),
 ])
-def test_atomics_are_one_packet_and_get_the_original_value(verb, name, operands, expected):
-    resp = Responder(ResponderConfig(start_psn=START, dest_qp=0x21))
+def test_atomics_are_one_packet_and_get_the_original_value(verb, name, operands, expected,
+                                                          transport):
+    resp = Responder(ResponderConfig(transport, start_psn=START, dest_qp=0x21))
     originals = []
     for i, start in enumerate((START, (START + 1) % (1 << 24))):
         wr = WorkRequest(verb, 8, remote_va=0x8000, rkey=4, **operands)
-        (packet,) = sent("RC", wr, 1024, start=start)
-        assert packet.name == name and packet.payload_len == 0 and packet.ackreq
+        (packet,) = sent(transport, wr, 1024, start=start, xrc_srq=7)
+        assert packet.name == f"{transport}_{name}" and packet.payload_len == 0 and packet.ackreq
         assert packet.atomic == (0x8000, 4, *expected[i])
+        assert packet.xrc_srq == (7 if transport == "XRC" else None)
         resp.receive(packet)
         ack = resp.next_packet()
-        assert ack.name == "RC_ATOMIC_ACKNOWLEDGE" and ack.psn == start
+        assert ack.name == f"{transport}_ATOMIC_ACKNOWLEDGE" and ack.psn == start
         assert ack.aeth.msn == i + 1
         originals.append(ack.atomic_ack)
     # fetch-and-add returns 0 then 5; compare-and-swap(0 -> 9) returns 0, then finds 9 and keeps it
@@ -178,14 +193,15 @@ def test_impossible_qp_settings_are_refused(bad):
         Requester(RequesterConfig(**bad))
 
 
+@RELIABLE
 @pytest.mark.parametrize("verb", ["send_imm", "send_inv", "write_imm", "read", "fetch_add",
                                   "cmp_swap"])
-def test_packet_fields_build_a_frame_that_parses_back(verb):
+def test_packet_fields_build_a_frame_that_parses_back(verb, transport):
     """Packet.fields() speaks ibwire.build's keys: the frame carries the values."""
     wr = WorkRequest(verb, 8 if verb in ("fetch_add", "cmp_swap") else 700, remote_va=0x1234,
                      rkey=0x55, imm=0x66, invalidate_rkey=0x77, swap_add=3, compare=4)
-    resp = Responder(ResponderConfig(pmtu=256, start_psn=START, dest_qp=0x21))
-    for p in sent("RC", wr, 256):
+    resp = Responder(ResponderConfig(transport, pmtu=256, start_psn=START, dest_qp=0x21))
+    for p in sent(transport, wr, 256, xrc_srq=0x4321):
         resp.receive(p)
         frames = [p]
         while (a := resp.next_packet()) is not None:

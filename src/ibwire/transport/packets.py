@@ -49,7 +49,7 @@ class Packet(NamedTuple):
     """A transport packet: BTH values, the ETHs of its opcode, and where its payload sits.
 
     ``payload_len`` bytes of the message starting at ``offset`` travel in it (PadCnt follows).
-    ``wr_id`` names the work request it belongs to and ``retransmission`` says that its PSN
+    ``xrc_srq`` is the XRCETH's XRC SRQ number of an XRC request (IBA 9.3.7). ``wr_id`` names the work request it belongs to and ``retransmission`` says that its PSN
     was sent before; neither is on the wire.
     """
 
@@ -70,6 +70,7 @@ class Packet(NamedTuple):
     offset: int = 0
     wr_id: int | None = None
     retransmission: bool = False
+    xrc_srq: int | None = None
 
     @property
     def op(self) -> Opcode:
@@ -95,6 +96,8 @@ class Packet(NamedTuple):
             out["bth.becn"] = 1
         if self.deth is not None:
             out["deth.q_key"], out["deth.srcqp"] = self.deth
+        if self.xrc_srq is not None:
+            out["xrceth.xrcsrq"] = self.xrc_srq
         if self.reth is not None:
             out["reth.va"], out["reth.r_key"], out["reth.dmalen"] = self.reth
         if self.atomic is not None:

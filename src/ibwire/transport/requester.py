@@ -17,6 +17,7 @@ RC (IBA Vol. 1 9.7.2-9.7.6, the behaviour of Linux ``rxe_req.c``/``rxe_comp.c``)
 - A READ or atomic whose answer is missing when a later response or ACK arrives has lost it:
   the request is sent again from the first missing response PSN (READ: VA and length of the
   rest), once per gap.
+XRC (the INI QP) is RC with the XRC opcodes and an XRCETH on every request (``xrc_srq``).
 UC and UD send each packet once and complete a request when its last packet is sent.
 
 The requester keeps no clock: every call that can start or fire a timer takes ``now_ns``;
@@ -38,9 +39,9 @@ from ibwire.transport.events import (
 )
 from ibwire.transport.packets import Packet
 from ibwire.transport.psn import PSN_MASK, check_psn, psn_diff
-from ibwire.transport.segment import ACKNOWLEDGE, ATOMIC_ACKNOWLEDGE, READ_RESPONSE, Segmenter
+from ibwire.transport.segment import Segmenter
 from ibwire.transport.timers import local_ack_timeout_ns, rnr_timer_ns
-from ibwire.transport.verbs import TRANSPORTS, TransportError, WorkRequest
+from ibwire.transport.verbs import RELIABLE, TRANSPORTS, TransportError, WorkRequest
 
 #: rnr_retry 7 means "retry for ever" (IBA 9.7.5.2.8; ibv_modify_qp(3)).
 RNR_RETRY_INFINITE = 7
@@ -52,7 +53,8 @@ class RequesterConfig:
 
     ``timeout`` is the local ACK timeout exponent t (0: no timer); ``window`` caps the PSNs
     in flight (None: no cap; the packet that fills it asks for an ACK); ``max_rd_atomic``
-    the READs and atomics in flight."""
+    the READs and atomics in flight; ``xrc_srq`` the XRC SRQ number an XRC requester's
+    XRCETH names at the target."""
 
     transport: str = "RC"
     pmtu: int = 1024
@@ -66,11 +68,14 @@ class RequesterConfig:
     rnr_retry: int = 7
     window: int | None = None
     max_rd_atomic: int = 16
+    xrc_srq: int = 0
 
     def __post_init__(self) -> None:
         if self.transport not in TRANSPORTS:
-            raise TransportError(f"transport {self.transport!r} is not one of RC, UC, UD")
+            raise TransportError(f"transport {self.transport!r} is not one of "
+                                 f"{', '.join(TRANSPORTS)}")
         check_psn(self.start_psn, "start PSN")
+        check_psn(self.xrc_srq, "XRC SRQ number")
         local_ack_timeout_ns(self.timeout)
         for name in ("retry_cnt", "rnr_retry"):
             if not 0 <= getattr(self, name) <= 7:
@@ -95,13 +100,15 @@ class _Wqe:
 
 
 class Requester:
-    """The sending half of an RC, UC or UD queue pair."""
+    """The sending half of an RC, UC, UD or XRC (INI) queue pair."""
 
     def __init__(self, config: RequesterConfig) -> None:
         self.config = config
         self.segmenter = Segmenter(config.transport, config.pmtu, config.dest_qp,
-                                   config.src_qp, config.q_key, config.ack_every)
-        self._reliable = config.transport == "RC"
+                                   config.src_qp, config.q_key, config.ack_every,
+                                   config.xrc_srq)
+        self._responses = self.segmenter.responses
+        self._reliable = config.transport in RELIABLE
         self._timeout_ns = local_ack_timeout_ns(config.timeout)
         self._wqes: deque[_Wqe] = deque()
         # PSN indices counted from start_psn, unbounded (PSN = (start + index) & PSN_MASK).
@@ -227,11 +234,11 @@ class Requester:
             events.append(Discarded(packet.psn, "error_state", now_ns))
         elif not self._reliable:
             events.append(Discarded(packet.psn, "unexpected", now_ns))
-        elif packet.opcode == ACKNOWLEDGE and packet.aeth is not None:
+        elif packet.opcode == self._responses.ack and packet.aeth is not None:
             self._on_acknowledge(packet, now_ns, events)
-        elif packet.opcode in READ_RESPONSE:
+        elif packet.opcode in self._responses.read:
             self._on_answer(packet, now_ns, events, read=True)
-        elif packet.opcode == ATOMIC_ACKNOWLEDGE:
+        elif packet.opcode == self._responses.atomic_ack:
             self._on_answer(packet, now_ns, events, read=False)
         else:
             events.append(Discarded(packet.psn, "unexpected", now_ns))

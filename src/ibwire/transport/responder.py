@@ -16,6 +16,7 @@ RC (IBA Vol. 1 9.7.5; the behaviour of Linux ``rxe_resp.c``):
   behind it, and the requester would take them for lost.)
 - A packet with a bad ICRC is dropped silently, never NAKed (rxe drops it in ``rxe_rcv()``
   when ``rxe_icrc_check()`` fails, before the responder sees it).
+XRC (the TGT QP) answers as RC does, with the XRC answer opcodes.
 UC: no answers at all; a lost packet loses the rest of its message, and the responder takes
 the next FIRST or ONLY at whatever PSN it has (9.7.5.2). UD: each packet is a message; the
 PSN is not checked, a wrong Q_Key drops it (10.2.5).
@@ -37,12 +38,7 @@ from ibwire.transport.events import (
 )
 from ibwire.transport.packets import Packet
 from ibwire.transport.psn import check_psn, msn_add, psn_add, psn_diff, psn_in_range
-from ibwire.transport.segment import (
-    ACKNOWLEDGE,
-    NAK_INVALID_REQUEST,
-    Segmenter,
-    packets_for,
-)
+from ibwire.transport.segment import NAK_INVALID_REQUEST, Segmenter, packets_for
 from ibwire.transport.verbs import TRANSPORTS, RequestKind, TransportError, request_kinds
 
 _U64 = (1 << 64) - 1
@@ -66,7 +62,8 @@ class ResponderConfig:
 
     def __post_init__(self) -> None:
         if self.transport not in TRANSPORTS:
-            raise TransportError(f"transport {self.transport!r} is not one of RC, UC, UD")
+            raise TransportError(f"transport {self.transport!r} is not one of "
+                                 f"{', '.join(TRANSPORTS)}")
         check_psn(self.start_psn, "start PSN")
 
 
@@ -87,7 +84,7 @@ class _Message:
 
 
 class Responder:
-    """The receiving half of an RC, UC or UD queue pair."""
+    """The receiving half of an RC, UC, UD or XRC (TGT) queue pair."""
 
     def __init__(self, config: ResponderConfig) -> None:
         self.config = config
@@ -135,7 +132,7 @@ class Responder:
     def _queue_ack(self, packet: Packet) -> None:
         out = self._out
         if (self.config.coalesce_acks and out and isinstance(out[-1], Packet)
-                and out[-1].opcode == ACKNOWLEDGE and out[-1].aeth is not None
+                and out[-1].opcode == self.segmenter.responses.ack and out[-1].aeth is not None
                 and out[-1].aeth.syndrome >> 5 == 0):
             out[-1] = packet
         else:

@@ -2,7 +2,9 @@
 
 The opcode names come from specs/opcodes.tsv (IBA Vol. 1 Table 35): a verb on a transport is
 the rows ``<transport>_<FIRST, MIDDLE, LAST, ONLY>`` below; a verb a transport lacks (READ on
-UC, SEND with invalidate on UC, anything but SEND on UD) has no rows and is refused.
+UC, SEND with invalidate on UC, anything but SEND on UD) has no rows and is refused. XRC
+(IBA Vol. 1 9.8 / Annex A14: an XRC INI QP sends the RC verbs with the XRC opcodes 0xA0-0xB7
+and an XRCETH naming the destination SRQ) is reliable as RC is.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from typing import NamedTuple
 from ibwire.errors import IbwireError
 from ibwire.tables import opcodes_by_name
 
-TRANSPORTS = ("RC", "UC", "UD")
+TRANSPORTS = ("RC", "UC", "UD", "XRC")
+#: Transports whose requests are acknowledged: ACK/NAK, retries, READ and atomics.
+RELIABLE = ("RC", "XRC")
 VERBS = ("send", "send_imm", "send_inv", "write", "write_imm", "read", "fetch_add", "cmp_swap")
 #: Path MTUs a QP may use (IBA 9.7.5.1.6 / ibv_mtu: 256 .. 4096).
 PMTUS = (256, 512, 1024, 2048, 4096)
@@ -152,6 +156,6 @@ def _kind_of(name: str) -> RequestKind | None:
 
 @cache
 def request_kinds() -> dict[int, RequestKind]:
-    """Request opcodes of RC, UC and UD, by value (responses, ACKs, CNPs are not requests)."""
+    """Request opcodes of RC, UC, UD and XRC, by value (responses, ACKs, CNPs are not requests)."""
     return {op.value: kind for op in opcodes_by_name().values()
             if op.transport in TRANSPORTS and (kind := _kind_of(op.name)) is not None}

@@ -14,7 +14,7 @@ from ibwire.gen import QpSpec, Scenario, generate
 from tests.analysis.conftest import write_frames
 from tests.analysis.test_generated import COMPARED, by_responder
 from tests.conftest import CAPTURES
-from tests.gen.test_gen import ENCAPS, mixed
+from tests.gen.test_gen import ENCAPS, RELIABLE, mixed
 
 L = "linlinw5-rdma_ib_tutorial_"
 A, B = "10.1.16.61", "10.1.16.62"
@@ -34,10 +34,11 @@ def check_with_cm(path, manifest):
     return results
 
 
+@RELIABLE
 @pytest.mark.parametrize("tap", ["requester", "responder", "switch"])
 @pytest.mark.parametrize("encapsulation", ENCAPS)
-def test_counts_with_cm_equal_the_manifest(generated, encapsulation, tap):
-    path, manifest = generated(mixed(encapsulation, tap, cm=True))
+def test_counts_with_cm_equal_the_manifest(generated, encapsulation, tap, reliable):
+    path, manifest = generated(mixed(encapsulation, tap, cm=True, reliable=reliable))
     results = check_with_cm(path, manifest)
     counts = sorted(r["cm_packets"] for r in results.values())
     assert counts == [0, 5, 5, 5, 5]                       # UD has none
@@ -46,11 +47,14 @@ def test_counts_with_cm_equal_the_manifest(generated, encapsulation, tap):
     assert all(r["first_ns"] > 0 for r in results.values())
 
 
+@RELIABLE
 @pytest.mark.parametrize("encapsulation", ["rocev1", "ib_local"])
-def test_the_cm_tells_apart_qps_the_traffic_cannot(generated, encapsulation):
+def test_the_cm_tells_apart_qps_the_traffic_cannot(generated, encapsulation, reliable):
     """Three WRITE QPs on one address pair with the same starting PSNs and no UDP: their
-    ACKs echo the same PSNs, so the traffic alone cannot say which requester each goes to."""
-    scenario = Scenario(qps=(QpSpec(iters=3, size=3000, start_psn=0xFFFFFE),) * 3,
+    ACKs echo the same PSNs, so the traffic alone cannot say which requester each goes to.
+    (XRC: the REP names the TGT QPN in its Local EE Context Number.)"""
+    scenario = Scenario(qps=(QpSpec(iters=3, size=3000, start_psn=0xFFFFFE,
+                                    transport=reliable),) * 3,
                         encapsulation=encapsulation)
     path, manifest = generated(replace(scenario, cm=True))
     check_with_cm(path, manifest)
@@ -168,6 +172,8 @@ def _by_parse(batch) -> list[tuple[int, int, dict]]:
         if names is None or names[1] not in fields:
             continue
         keep = wanted | {names[1], names[2]}
+        if fields["mad.attributeid"] == 0x13 and fields.get("cm.rep.localqpn") == 0:
+            keep.add("cm.rep.localeecn")   # an XRC TGT's QPN: dissected by cm_records too
         out.append((int(batch.columns["record"][row]), fields["mad.attributeid"],
                     {k: v for k, v in fields.items() if k in keep}))
     return out
@@ -175,16 +181,17 @@ def _by_parse(batch) -> list[tuple[int, int, dict]]:
 
 def test_cm_records_from_the_view_columns_equal_the_dissector(tmp_path):
     """The CM reading of the analysis takes the scanner's view columns (and dissects only
-    a REJ): the same messages and values as ``parse`` on every CM MAD of the shared
+    a REJ and an XRC REP): the same messages and values as ``parse`` on every CM MAD of the shared
     captures, of generated setups in every encapsulation, and of a rejected setup."""
     from ibwire.analysis import batches
     from ibwire.analysis.cm import cm_records
 
     paths = sorted(CAPTURES.glob("*.pcap*"))
     for encapsulation in ENCAPS:
-        records, _ = generate(Scenario(qps=(QpSpec(iters=2, size=100),), cm=True,
-                                       encapsulation=encapsulation))
-        paths.append(write_frames(tmp_path / f"{encapsulation}.pcap", records))
+        for transport in ("RC", "XRC"):
+            records, _ = generate(Scenario(qps=(QpSpec(iters=2, size=100, transport=transport),),
+                                           cm=True, encapsulation=encapsulation))
+            paths.append(write_frames(tmp_path / f"{encapsulation}-{transport}.pcap", records))
     a, b = "192.0.2.1", "192.0.2.2"
     paths.append(write_frames(tmp_path / "rej.pcap", [
         (1000, _mad({"cm.req": 0x11, "cm.req.localqpn": 0x20, "cm.req.serviceid": SID}, a, b)),

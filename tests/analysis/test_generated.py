@@ -11,7 +11,7 @@ import ibwire
 from ibwire.analysis import KEYS, analyse
 from ibwire.gen import Fault, Link, QpSpec, Scenario, generate, write_pcap
 from ibwire.transport.observed import COUNTERS
-from tests.gen.test_gen import ENCAPS, mixed
+from tests.gen.test_gen import ENCAPS, RELIABLE, mixed
 
 RATES = (Fault("drop", rate=0.05), Fault("lose_ack", rate=0.1), Fault("corrupt", rate=0.03))
 COMPARED = [k for k in KEYS if k not in ("requester", "responder", "pmtu")]
@@ -35,29 +35,35 @@ def check_against_manifest(path, manifest, **kw):
     return results
 
 
+@RELIABLE
 @pytest.mark.parametrize("tap", ["requester", "responder", "switch"])
 @pytest.mark.parametrize("encapsulation", ENCAPS)
-def test_counts_equal_the_manifest(generated, encapsulation, tap):
-    path, manifest = generated(mixed(encapsulation, tap))
+def test_counts_equal_the_manifest(generated, encapsulation, tap, reliable):
+    path, manifest = generated(mixed(encapsulation, tap, reliable=reliable))
     results = check_against_manifest(path, manifest)
+    assert [results[q["responder"]["qpn"]]["transport"] for q in manifest["qps"]] == [
+        reliable] * 3 + ["UC", "UD"]
     write = results[manifest["qps"][0]["responder"]["qpn"]]
     assert write["retransmitted_packets"] > 0 and write["naks_psn_seq_error"] == 1
     assert results[manifest["qps"][1]["responder"]["qpn"]]["rnr_naks"] == 1
 
 
+@RELIABLE
 @pytest.mark.parametrize("tap", ["requester", "responder", "switch"])
 @pytest.mark.parametrize("seed", [1, 2])
-def test_counts_equal_the_manifest_with_random_faults(generated, tap, seed):
+def test_counts_equal_the_manifest_with_random_faults(generated, tap, seed, reliable):
     faults = (*RATES, Fault("ecn", rate=0.2), Fault("rnr", 1, 5, timer=3))  # 2nd READ
-    path, manifest = generated(Scenario(**{**mixed(tap=tap).__dict__, "faults": faults,
-                                           "seed": seed}))
+    path, manifest = generated(Scenario(**{**mixed(tap=tap, reliable=reliable).__dict__,
+                                           "faults": faults, "seed": seed}))
     check_against_manifest(path, manifest)
     assert sum(q["retransmitted_packets"] for q in manifest["qps"]) > 0
 
 
+@RELIABLE
 @pytest.mark.parametrize("scope", ["qp", "ip-pair", "dest-ip", "port"])
-def test_congestion_counts_and_cnp_pacing_agree(generated, scope):
-    scenario = Scenario(qps=(QpSpec("write", 40 * 1024), QpSpec("send", 30 * 1024, mtu=4096)),
+def test_congestion_counts_and_cnp_pacing_agree(generated, scope, reliable):
+    scenario = Scenario(qps=(QpSpec("write", 40 * 1024, transport=reliable),
+                             QpSpec("send", 30 * 1024, mtu=4096, transport=reliable)),
                         faults=(Fault("ecn", rate=0.7),), tap="responder", cnp_scope=scope,
                         cnp_interval_us=3, link=Link(gbps=25), seed=4)
     path, manifest = generated(scenario)
@@ -66,13 +72,29 @@ def test_congestion_counts_and_cnp_pacing_agree(generated, scope):
     assert sum(q["cnps"] for q in manifest["qps"]) > 3
 
 
+@RELIABLE
+@pytest.mark.parametrize("tap", ["requester", "switch"])
+def test_marked_read_responses_and_their_cnps_agree(generated, tap, reliable):
+    """CE-marked READ responses: the requester is the notification point, its CNPs go to
+    the responder's QP."""
+    scenario = Scenario(qps=(QpSpec("read", 20 * 1024, iters=4, mtu=2048, transport=reliable),),
+                        faults=(Fault("ecn_resp", rate=0.5), Fault("lose_ack", 0, 3)),
+                        tap=tap, cnp_interval_us=2, seed=5)
+    path, manifest = generated(scenario)
+    check_against_manifest(path, manifest, cnp_interval_us=2)
+    (q,) = manifest["qps"]
+    assert q["ecn_ce_packets"] > 5 and q["cnps"] > 1 and q["retransmitted_packets"] >= 1
+
+
+@RELIABLE
 @pytest.mark.parametrize("faults", [RATES, (Fault("ecn", rate=0.3), *RATES)])
 @pytest.mark.parametrize("tap", ["requester", "responder", "switch"])
-def test_numpy_runs_equal_the_per_row_rules(generated, tap, faults):
-    qps = (QpSpec("write", 5000, iters=30, mtu=1024, start_psn=0xFFFF00, timeout=6),
-           QpSpec("read", 9000, iters=12, mtu=2048, timeout=6),
-           QpSpec("cmp_swap", iters=20, timeout=6), QpSpec("send", 3000, iters=20, mtu=512,
-                                                           transport="UC"))
+def test_numpy_runs_equal_the_per_row_rules(generated, tap, faults, reliable):
+    qps = (QpSpec("write", 5000, iters=30, mtu=1024, start_psn=0xFFFF00, timeout=6,
+                  transport=reliable),
+           QpSpec("read", 9000, iters=12, mtu=2048, timeout=6, transport=reliable),
+           QpSpec("cmp_swap", iters=20, timeout=6, transport=reliable),
+           QpSpec("send", 3000, iters=20, mtu=512, transport="UC"))
     path, _ = generated(Scenario(qps=qps, faults=faults, tap=tap, seed=9))
     fast = analyse(path).as_dicts()
     slow = analyse(path, vectorise=False).as_dicts()
@@ -126,16 +148,18 @@ def test_ack_round_trips_are_what_the_timestamps_say(generated):
                                "max": max(rtts)}
 
 
+@RELIABLE
 @pytest.mark.parametrize("t", [5, 8])
-def test_timeout_and_rnr_latencies(generated, t):
-    path, _ = generated(Scenario(qps=(QpSpec("send", 100, iters=1, timeout=t),),
+def test_timeout_and_rnr_latencies(generated, t, reliable):
+    path, _ = generated(Scenario(qps=(QpSpec("send", 100, iters=1, timeout=t,
+                                             transport=reliable),),
                                  faults=(Fault("corrupt", 0, 0),)))
     (r,) = analyse(path).as_dicts()
     assert r["retransmission_ns"] == [4096 * 2 ** t]
     assert r["timeout_retransmissions"] == 1 and r["nak_retransmissions"] == 0
     assert r["findings"] == [{"kind": "bad_icrc", "records": [0],
                               "detail": "1 packets with a bad ICRC"}]
-    path, _ = generated(Scenario(qps=(QpSpec("send", 100, iters=3),),
+    path, _ = generated(Scenario(qps=(QpSpec("send", 100, iters=3, transport=reliable),),
                                  faults=(Fault("rnr", 0, 1, timer=t),)))
     (r,) = analyse(path).as_dicts()
     wait = {5: 60_000, 8: 160_000}[t]   # IBA Table 45: code 5 0.06 ms, code 8 0.16 ms
@@ -144,9 +168,10 @@ def test_timeout_and_rnr_latencies(generated, t):
     assert r["rnr_retransmissions"] == r["retransmitted_packets"] >= 1
 
 
-def test_psn_wrap_reads_and_atomics(generated):
-    qps = (QpSpec("read", 5 * 512, iters=4, mtu=512, start_psn=0xFFFFFA),
-           QpSpec("fetch_add", iters=5, start_psn=0xFFFFFE))
+@RELIABLE
+def test_psn_wrap_reads_and_atomics(generated, reliable):
+    qps = (QpSpec("read", 5 * 512, iters=4, mtu=512, start_psn=0xFFFFFA, transport=reliable),
+           QpSpec("fetch_add", iters=5, start_psn=0xFFFFFE, transport=reliable))
     path, manifest = generated(Scenario(qps=qps, faults=(Fault("lose_ack", 0, 6),
                                                          Fault("drop", 1, 3))))
     results = check_against_manifest(path, manifest)

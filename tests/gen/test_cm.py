@@ -1,4 +1,4 @@
-"""The CM exchange of generated RC/UC connections: REQ, REP, RTU on QP1 before the data with
+"""The CM exchange of generated RC/UC/XRC connections: REQ, REP, RTU on QP1 before the data with
 the QPNs and starting PSNs the data then uses, DREQ/DREP after it, decoded by ibwire and by
 tshark; timestamps in order; --no-cm; determinism; the fast path equal to the simulation."""
 
@@ -15,10 +15,10 @@ import pytest
 from ibwire.cli.main import main
 from ibwire.gen import Fault, Generation, QpSpec, Scenario, generate, write_pcap
 from ibwire.transport.cm import MTU_CODES, SERVICE_TYPES
-from tests.gen.test_gen import ENCAPS, mixed, parsed
+from tests.gen.test_gen import ENCAPS, RELIABLE, mixed, parsed
 
 REQ, REP, RTU, DREQ, DREP = 0x10, 0x13, 0x14, 0x15, 0x16
-CONNECTED = ("RC", "UC")
+CONNECTED = ("RC", "UC", "XRC")
 
 
 def exchange(records, encapsulation):
@@ -30,10 +30,12 @@ def exchange(records, encapsulation):
     return cm, data
 
 
+@RELIABLE
 @pytest.mark.parametrize("tap", ["requester", "responder", "switch"])
 @pytest.mark.parametrize("encapsulation", ENCAPS)
-def test_each_connection_is_set_up_before_its_data_and_torn_down_after(encapsulation, tap):
-    scenario = mixed(encapsulation, tap, cm=True)
+def test_each_connection_is_set_up_before_its_data_and_torn_down_after(encapsulation, tap,
+                                                                       reliable):
+    scenario = mixed(encapsulation, tap, cm=True, reliable=reliable)
     records, manifest = generate(scenario)
     cm, data = exchange(records, encapsulation)
     times = [t for t, _ in records]
@@ -54,10 +56,18 @@ def test_each_connection_is_set_up_before_its_data_and_torn_down_after(encapsula
         assert [m[2] for m in msgs] == [REQ, REP, RTU, DREQ, DREP]
         req, rep, rtu, dreq, drep = (m[3] for m in msgs)
         assert req["cm.req.localqpn"] == entry["requester"]["qpn"]
-        assert rep["cm.rep.localqpn"] == entry["responder"]["qpn"]
         assert rep["cm.rep.startpsn"] == entry["start_psn"]
         assert req["cm.req.pppmtu"] == MTU_CODES[spec.mtu]
         assert req["cm.req.transpsvctype"] == SERVICE_TYPES[spec.transport]
+        xrc = spec.transport == "XRC"
+        # XRC (Linux cm.c): Transport Service Type 3, Extended Transport Type 1, no responder
+        # resources or retry counts in the REQ; the TGT QPN in the REP's Local EE Context
+        # Number (Local QPN 0) with SRQ 1
+        assert req["cm.req.ext_transport"] == int(xrc)
+        assert (req["cm.req.responderres"], req["cm.req.retrcount"],
+                req["cm.req.rnrretrcount"]) == ((0, 0, 0) if xrc else (16, 7, 7))
+        assert (rep["cm.rep.localqpn"], rep["cm.rep.localeecn"], rep["cm.rep.srq"]) == (
+            (0, entry["responder"]["qpn"], 1) if xrc else (entry["responder"]["qpn"], 0, 0))
         assert req["cm.req.serviceid.dport"] == 18515 and req["cm.req.serviceid.protocol"] == 6
         assert (req["cm.req.ip_cm.ipv"] == 6) == (encapsulation == "rocev2_ipv6")
         ends = (("cm.req.ip_cm.sip6", "cm.req.ip_cm.dip6") if encapsulation == "rocev2_ipv6"
@@ -104,10 +114,12 @@ def test_check_fails_only_the_corrupted_frames_with_cm(tmp_path, capsys, encapsu
     assert f"{manifest['records']} records" in out
 
 
-def test_faults_and_data_are_those_of_a_run_without_cm():
+@RELIABLE
+def test_faults_and_data_are_those_of_a_run_without_cm(reliable):
     """The CM does not draw from the faults' generator: the same faults hit the same PSNs,
     and every data frame is the same bytes, only later."""
-    scenario = mixed(faults=(Fault("drop", rate=0.1), Fault("ecn", rate=0.2)))
+    scenario = mixed(faults=(Fault("drop", rate=0.1), Fault("ecn", rate=0.2)),
+                     reliable=reliable)
     plain, m0 = generate(scenario)
     with_cm, m1 = generate(replace(scenario, cm=True))
     setup = sum(1 for q in scenario.qps if q.transport in CONNECTED) * 3
@@ -127,10 +139,11 @@ def test_same_seed_same_bytes_other_seed_other_ids():
     assert a[0] != c[0] and a[3:-2] == c[3:-2]     # comm IDs differ, the data does not
 
 
+@RELIABLE
 @pytest.mark.parametrize("tap", ["requester", "responder", "switch"])
-def test_the_fast_path_equals_the_simulation_with_cm(tap):
-    scenario = Scenario(qps=(QpSpec(iters=20, size=3000), QpSpec("send", 500, iters=5,
-                                                                 transport="UC")),
+def test_the_fast_path_equals_the_simulation_with_cm(tap, reliable):
+    scenario = Scenario(qps=(QpSpec(iters=20, size=3000, transport=reliable),
+                             QpSpec("send", 500, iters=5, transport="UC")),
                         cm=True, tap=tap)
     fast, slow = Generation(scenario), Generation(scenario, fast=False)
     assert fast.plan() is not None
@@ -153,19 +166,22 @@ def test_cli_sets_up_by_cm_unless_no_cm(tmp_path, capsys):
 
 
 @pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark not installed")
+@RELIABLE
 @pytest.mark.parametrize("encapsulation", ["rocev2_ipv4", "rocev2_ipv6", "rocev1"])
 def test_tshark_decodes_the_cm_mads_with_the_qpns_and_psns_of_the_data(tmp_path,
-                                                                       encapsulation):
+                                                                       encapsulation, reliable):
     """(tshark 4.0 cannot open link type 247: native IB is checked by ibwire above.)"""
     path = tmp_path / "cm.pcap"
-    scenario = Scenario(qps=(QpSpec(iters=2, size=3000, start_psn=0xFFFFFF),
-                             QpSpec("read", 2000, iters=2, mtu=512)),
+    scenario = Scenario(qps=(QpSpec(iters=2, size=3000, start_psn=0xFFFFFF, transport=reliable),
+                             QpSpec("read", 2000, iters=2, mtu=512, transport=reliable)),
                         encapsulation=encapsulation, cm=True)
     manifest = write_pcap(str(path), scenario)
     names = ["frame.protocols", "infiniband.mad.attributeid", "infiniband.cm.req.localqpn",
              "infiniband.cm.req.pppmtu", "infiniband.cm.rep.localqpn",
              "infiniband.cm.rep.startpsn", "infiniband.cm.req.serviceid.dport",
-             "infiniband.bth.destqp", "infiniband.bth.psn", "infiniband.bth.opcode"]
+             "infiniband.bth.destqp", "infiniband.bth.psn", "infiniband.bth.opcode",
+             "infiniband.cm.req.transpsvctype", "infiniband.cm.req.ext_transport",
+             "infiniband.cm.rep.localeecn", "infiniband.cm.rep.srq"]
     out = subprocess.run(["tshark", "-r", str(path), "-T", "fields",
                           *(x for n in names for x in ("-e", n))],
                          capture_output=True, text=True, check=True)
@@ -181,8 +197,14 @@ def test_tshark_decodes_the_cm_mads_with_the_qpns_and_psns_of_the_data(tmp_path,
         assert int(req["infiniband.cm.req.localqpn"], 16) == q["requester"]["qpn"]
         assert int(req["infiniband.cm.req.pppmtu"], 16) == MTU_CODES[q["mtu"]]
         assert int(req["infiniband.cm.req.serviceid.dport"], 16) == 18515
-        responder = int(rep["infiniband.cm.rep.localqpn"], 16)
+        xrc = reliable == "XRC"
+        assert int(req["infiniband.cm.req.transpsvctype"], 16) == (3 if xrc else 0)
+        assert int(req["infiniband.cm.req.ext_transport"], 16) == int(xrc)
+        assert int(rep["infiniband.cm.rep.srq"], 16) == int(xrc)
+        responder = int(rep["infiniband.cm.rep.localeecn" if xrc else "infiniband.cm.rep.localqpn"],
+                        16)
         assert responder == q["responder"]["qpn"]
+        assert q["transport"] == reliable
         first = next(r for r in rows if r["infiniband.bth.destqp"]
                      and int(r["infiniband.bth.destqp"], 16) == responder)
         assert int(first["infiniband.bth.psn"]) == int(rep["infiniband.cm.rep.startpsn"], 16)

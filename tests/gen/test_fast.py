@@ -18,7 +18,9 @@ def lossless(encapsulation: str = "rocev2_ipv4", tap: str = "requester", **kw) -
            QpSpec("write_imm", 2048, iters=5, ack_every=3, mtu=512),
            QpSpec("send", 200, iters=4, transport="UD"),
            QpSpec("send_inv", 3000, iters=3),
-           QpSpec("write", 3001, iters=3, transport="UC", mtu=1024))
+           QpSpec("write", 3001, iters=3, transport="UC", mtu=1024),
+           QpSpec("write_imm", 4000, iters=4, transport="XRC", ack_every=2),   # XRC: fast too
+           QpSpec("send", 700, iters=5, transport="XRC", mtu=256, xrc_srq=0xABCDE))
     vlans = ((5, 1), (300, 0)) if not encapsulation.startswith("ib_") else ()
     return Scenario(qps=qps, encapsulation=encapsulation, tap=tap, vlans=vlans, **kw)
 
@@ -35,6 +37,7 @@ def both(scenario: Scenario) -> tuple[tuple[list, dict], tuple[list, dict]]:
 def test_fast_frames_are_the_simulated_ones(encapsulation, tap):
     (slow, slow_manifest), (quick, quick_manifest) = both(lossless(encapsulation, tap))
     assert len(slow) > 100
+    assert {q["transport"] for q in quick_manifest["qps"]} == {"RC", "UC", "UD", "XRC"}
     assert quick == slow
     assert quick_manifest == slow_manifest
 
@@ -58,6 +61,8 @@ def test_written_capture_is_the_same_file(tmp_path):
     Scenario(qps=(QpSpec("write", 1024, iters=3),), faults=(Fault("drop", 0, 1),)),
     Scenario(qps=(QpSpec("read", 1024, iters=3),)),
     Scenario(qps=(QpSpec("fetch_add", iters=3),)),
+    Scenario(qps=(QpSpec("read", 1024, iters=3, transport="XRC"),)),
+    Scenario(qps=(QpSpec("send", 100, iters=3, transport="XRC"),), faults=(Fault("rnr", 0, 1),)),
     Scenario(qps=(QpSpec("send", 0, iters=3),), link=Link(gbps=1)),   # shorter than an ACK
     Scenario(qps=(QpSpec("write", 1 << 20, iters=2, timeout=1),)),    # the timer would fire
     Scenario(qps=(QpSpec("write", 1024, iters=3, window=2),)),

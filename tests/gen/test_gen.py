@@ -24,10 +24,11 @@ def parsed(records, encapsulation):
     return [(t, ibwire.parse(f, link=link)) for t, f in records]
 
 
-def mixed(encapsulation="rocev2_ipv4", tap="requester", faults=None, **kw):
-    qps = (QpSpec("write", 3000, iters=4, mtu=1024, start_psn=W, timeout=8),
-           QpSpec("read", 2500, iters=3, mtu=512, timeout=8),
-           QpSpec("fetch_add", iters=3, timeout=8),
+def mixed(encapsulation="rocev2_ipv4", tap="requester", faults=None, reliable="RC", **kw):
+    """WRITE, READ and FETCH_ADD on ``reliable`` (RC or XRC), SEND on UC and UD."""
+    qps = (QpSpec("write", 3000, iters=4, mtu=1024, start_psn=W, timeout=8, transport=reliable),
+           QpSpec("read", 2500, iters=3, mtu=512, timeout=8, transport=reliable),
+           QpSpec("fetch_add", iters=3, timeout=8, transport=reliable),
            QpSpec("send_imm", 700, iters=3, mtu=256, transport="UC"),
            QpSpec("send", 200, iters=2, transport="UD"))
     if faults is None:
@@ -40,12 +41,15 @@ def mixed(encapsulation="rocev2_ipv4", tap="requester", faults=None, **kw):
 
 
 ENCAPS = ["rocev2_ipv4", "rocev2_ipv6", "rocev1", "ib_local", "ib_global"]
+#: The reliable transports: every fault and congestion option of RC works on XRC too.
+RELIABLE = pytest.mark.parametrize("reliable", ["RC", "XRC"])
 
 
+@RELIABLE
 @pytest.mark.parametrize("tap", ["requester", "responder", "switch"])
 @pytest.mark.parametrize("encapsulation", ENCAPS)
-def test_every_frame_verifies_except_the_corrupted(encapsulation, tap):
-    records, manifest = generate(mixed(encapsulation, tap))
+def test_every_frame_verifies_except_the_corrupted(encapsulation, tap, reliable):
+    records, manifest = generate(mixed(encapsulation, tap, reliable=reliable))
     assert manifest["records"] == len(records) > 50
     times = [t for t, _ in records]
     assert times == sorted(times)
@@ -58,6 +62,22 @@ def test_every_frame_verifies_except_the_corrupted(encapsulation, tap):
             assert verdict.vcrc_ok, i   # a bad ICRC alone: the VCRC covers the frame as sent
     for q in manifest["qps"]:
         assert q["completed"] == q["posted"] and q["error"] is None
+    assert [q["transport"] for q in manifest["qps"]] == [reliable] * 3 + ["UC", "UD"]
+    srqs = [None, None, None]   # the XRCETH of every XRC request, and nowhere else
+    for _, packet in parsed(records, encapsulation):
+        f = packet.fields()
+        if packet.opcode is None or f["bth.destqp"] == 1:
+            continue
+        name = packet.opcode.name
+        k = next((k for k, q in enumerate(manifest["qps"][:3])
+                  if f["bth.destqp"] == q["responder"]["qpn"]), None)
+        has_xrceth = "xrceth.xrcsrq" in f
+        assert has_xrceth == (k is not None and reliable == "XRC" and name != "CNP"), name
+        assert name.startswith(reliable) or name == "CNP" or name[:2] in ("UC", "UD")
+        if has_xrceth:
+            srqs[k] = f["xrceth.xrcsrq"] if srqs[k] is None else srqs[k]
+            assert f["xrceth.xrcsrq"] == srqs[k]
+    assert srqs == ([0x200, 0x201, 0x202] if reliable == "XRC" else [None] * 3)
 
 
 def recount(records, manifest, encapsulation):
@@ -111,10 +131,11 @@ COUNTED = ["data_packets", "retransmitted_packets", "messages", "data_bytes", "a
            "cnps", "ecn_ce_packets"]
 
 
+@RELIABLE
 @pytest.mark.parametrize("tap", ["requester", "responder", "switch"])
 @pytest.mark.parametrize("encapsulation", ["rocev2_ipv4", "rocev2_ipv6", "ib_global"])
-def test_manifest_counts_equal_the_capture(encapsulation, tap):
-    records, manifest = generate(mixed(encapsulation, tap))
+def test_manifest_counts_equal_the_capture(encapsulation, tap, reliable):
+    records, manifest = generate(mixed(encapsulation, tap, reliable=reliable))
     for k, (q, c) in enumerate(zip(manifest["qps"], recount(records, manifest, encapsulation),
                                    strict=True)):
         assert {key: q[key] for key in COUNTED} == {key: c[key] for key in COUNTED}, k
@@ -124,13 +145,14 @@ def test_manifest_counts_equal_the_capture(encapsulation, tap):
     assert rnr["record"] is not None
 
 
-def test_go_back_n_after_each_nak_at_the_requester_tap():
-    records, manifest = generate(mixed())
+@RELIABLE
+def test_go_back_n_after_each_nak_at_the_requester_tap(reliable):
+    records, manifest = generate(mixed(reliable=reliable))
     packets = [p for _, p in parsed(records, "rocev2_ipv4")]
     naks = 0
     for i, p in enumerate(packets):
         f = p.fields()
-        if p.opcode.name == "RC_ACKNOWLEDGE" and f["aeth.syndrome"] == 0x60:
+        if p.opcode.name == f"{reliable}_ACKNOWLEDGE" and f["aeth.syndrome"] == 0x60:
             naks += 1
             qpn = {q["requester"]["qpn"]: q["responder"]["qpn"] for q in manifest["qps"]}
             following = next(q for q in packets[i + 1:]
@@ -139,8 +161,10 @@ def test_go_back_n_after_each_nak_at_the_requester_tap():
     assert naks >= 2
 
 
-def test_drop_is_in_the_requester_tap_only():
-    scenario = Scenario(qps=(QpSpec("send", 100, iters=3),), faults=(Fault("drop", 0, 1),))
+@RELIABLE
+def test_drop_is_in_the_requester_tap_only(reliable):
+    scenario = Scenario(qps=(QpSpec("send", 100, iters=3, transport=reliable),),
+                        faults=(Fault("drop", 0, 1),))
     for tap, seen in (("requester", True), ("switch", True), ("responder", False)):
         _, manifest = generate(Scenario(**{**scenario.__dict__, "tap": tap}))
         (fault,) = manifest["faults"]
@@ -151,9 +175,10 @@ def test_drop_is_in_the_requester_tap_only():
         assert manifest["qps"][0]["retransmitted_packets"] == (2 if seen else 1)
 
 
+@RELIABLE
 @pytest.mark.parametrize("t", [4, 9])
-def test_corrupt_is_resent_after_the_local_ack_timeout(t):
-    scenario = Scenario(qps=(QpSpec("send", 100, iters=1, timeout=t),),
+def test_corrupt_is_resent_after_the_local_ack_timeout(t, reliable):
+    scenario = Scenario(qps=(QpSpec("send", 100, iters=1, timeout=t, transport=reliable),),
                         faults=(Fault("corrupt", 0, 0),))
     records, manifest = generate(scenario)
     (first, again, ack) = parsed(records, "rocev2_ipv4")
@@ -163,17 +188,20 @@ def test_corrupt_is_resent_after_the_local_ack_timeout(t):
     assert manifest["faults"][0]["record"] == 0
 
 
-def test_psns_continue_across_the_wrap():
+@RELIABLE
+def test_psns_continue_across_the_wrap(reliable):
     records, _ = generate(Scenario(qps=(QpSpec("write", 5 * 256, iters=2, mtu=256,
-                                               start_psn=0xFFFFFB),)))
+                                               start_psn=0xFFFFFB, transport=reliable),)))
     psns = [p.fields()["bth.psn"] for _, p in parsed(records, "rocev2_ipv4")
-            if p.opcode.name.startswith("RC_RDMA_WRITE")]
+            if p.opcode.name.startswith(f"{reliable}_RDMA_WRITE")]
     assert psns == [(0xFFFFFB + i) % (1 << 24) for i in range(10)]
 
 
+@RELIABLE
 @pytest.mark.parametrize("scope", ["qp", "port"])
-def test_cnps_keep_their_interval(scope):
-    scenario = Scenario(qps=(QpSpec("write", 60 * 1024, mtu=1024), QpSpec("write", 60 * 1024)),
+def test_cnps_keep_their_interval(scope, reliable):
+    scenario = Scenario(qps=(QpSpec("write", 60 * 1024, mtu=1024, transport=reliable),
+                             QpSpec("write", 60 * 1024, transport=reliable)),
                         faults=(Fault("ecn", rate=1.0),), tap="responder", cnp_interval_us=4,
                         cnp_scope=scope, link=Link(gbps=25))
     records, manifest = generate(scenario)
@@ -199,9 +227,10 @@ def test_cnps_keep_their_interval(scope):
         assert all(b - a >= 4000 for a, b in zip(times, times[1:], strict=False))
 
 
-def test_same_seed_same_bytes():
+@RELIABLE
+def test_same_seed_same_bytes(reliable):
     scenario = mixed(faults=(Fault("drop", rate=0.05), Fault("lose_ack", rate=0.1),
-                             Fault("ecn", rate=0.2)))
+                             Fault("ecn", rate=0.2)), reliable=reliable, cm=True)
     assert generate(scenario) == generate(scenario)
     other, _ = generate(Scenario(**{**scenario.__dict__, "seed": 4}))
     assert other != generate(scenario)[0]
@@ -215,6 +244,10 @@ def test_same_seed_same_bytes():
     (Scenario(qps=(QpSpec(),), faults=(Fault("drop", 1, 0),)), ScenarioError),
     (Scenario(tap="nic"), ScenarioError),
     (Scenario(encapsulation="rocev3"), ScenarioError),
+    (Scenario(qps=(QpSpec(xrc_srq=5),)), ScenarioError),              # an SRQ on RC
+    (Scenario(qps=(QpSpec(transport="XRC", xrc_srq=1 << 24),)), ScenarioError),
+    (Scenario(qps=(QpSpec("send", transport="UC"),), faults=(Fault("rnr", 0, 0),)),
+     ScenarioError),
 ])
 def test_impossible_settings_are_refused(scenario, error):
     with pytest.raises(error):
@@ -222,16 +255,25 @@ def test_impossible_settings_are_refused(scenario, error):
 
 
 @pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark not installed")
+@RELIABLE
 @pytest.mark.parametrize("encapsulation", ["rocev2_ipv4", "rocev2_ipv6", "rocev1"])
-def test_tshark_decodes_every_frame_as_infiniband(tmp_path, encapsulation):
-    """(tshark 4.0 cannot open link type 247, so the native IB encapsulations are left out.)"""
+def test_tshark_decodes_every_frame_as_infiniband(tmp_path, encapsulation, reliable):
+    """(tshark 4.0 cannot open link type 247, so the native IB encapsulations are left out.)
+    Wireshark (4.0 to 4.7-dev) never parses an XRCETH: it shows the BTH of an XRC request and
+    everything after it as ``infiniband.vendor``, whose first 4 bytes are then the XRCETH."""
     path = tmp_path / "gen.pcap"
-    manifest = write_pcap(str(path), mixed(encapsulation))
-    out = subprocess.run(["tshark", "-r", str(path), "-T", "fields", "-e", "frame.protocols",
-                          "-e", "infiniband.bth.psn"], capture_output=True, text=True, check=True)
+    manifest = write_pcap(str(path), mixed(encapsulation, reliable=reliable))
+    out = subprocess.run(["tshark", "-r", str(path), "-T", "fields", "-E", "occurrence=f",
+                          "-e", "frame.protocols", "-e", "infiniband.bth.psn",
+                          "-e", "infiniband.bth.opcode", "-e", "infiniband.vendor"],
+                         capture_output=True, text=True, check=True)
     lines = [line.split("\t") for line in out.stdout.splitlines()]
     assert len(lines) == manifest["records"]
-    assert all("infiniband" in protocols for protocols, _ in lines)
-    records, _ = generate(mixed(encapsulation))
-    assert [int(psn) for _, psn in lines] == [
-        p.fields()["bth.psn"] for _, p in parsed(records, encapsulation)]
+    assert all("infiniband" in protocols for protocols, *_ in lines)
+    records, _ = generate(mixed(encapsulation, reliable=reliable))
+    packets = [p.fields() for _, p in parsed(records, encapsulation)]
+    assert [(int(psn), int(op)) for _, psn, op, _ in lines] == [
+        (f["bth.psn"], f["bth.opcode"]) for f in packets]
+    xrceths = [(vendor[:8], f"{f['xrceth.reserved']:02x}{f['xrceth.xrcsrq']:06x}")
+               for (*_, vendor), f in zip(lines, packets, strict=True) if "xrceth.xrcsrq" in f]
+    assert len(xrceths) > (30 if reliable == "XRC" else -1) and all(a == b for a, b in xrceths)

@@ -6,8 +6,8 @@ side's (:mod:`ibwire.transport.cm`): request packets from A to B for QP Y then b
 connection whose requester is the QP at A that Y was connected to, whatever the traffic
 alone would suggest. :func:`cm_records` reads the messages from the scanner's CM view
 columns (``cm.localcommid``, ``cm.req.localqpn`` ...: set only where the whole attribute was
-captured, as :func:`ibwire.parse` needs it); only a REJ, whose reason no view holds, is
-dissected.
+captured, as :func:`ibwire.parse` needs it); only a REJ, whose reason no view holds, and a
+REP with Local QPN 0 (an XRC TGT's, whose QPN is its Local EE Context Number) are dissected.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np
 from ibwire.analysis.addresses import row_addresses
 from ibwire.errors import IbwireError
 from ibwire.scan.program import slot_bit
-from ibwire.transport.cm import CM_CLASS, COMM_IDS, REJ, CmSession, CmSessions
+from ibwire.transport.cm import CM_CLASS, COMM_IDS, REJ, REP, CmSession, CmSessions
 
 #: Scanner columns the CM reading needs (besides the addresses): the MAD header and the CM
 #: views (a view's name selects all its columns).
@@ -62,7 +62,9 @@ def cm_records(batch: Any) -> Iterator[tuple[int, Address, Address, int, dict[st
             continue
         fields = _view_fields(cols, row, names)
         if attribute == REJ:
-            fields.update(_reject_fields(batch, row))
+            fields.update(_dissected(batch, row, "cm.rej.reason"))
+        elif attribute == REP and fields.get("cm.rep.localqpn") == 0:
+            fields.update(_dissected(batch, row, "cm.rep.localeecn"))
         yield (int(cols["record"][row]), (int(sh[i]), int(sl[i])), (int(dh[i]), int(dl[i])),
                attribute, fields)
 
@@ -80,15 +82,16 @@ def _view_fields(cols: dict[str, np.ndarray], row: int, names: tuple[str, str, s
     return fields
 
 
-def _reject_fields(batch: Any, row: int) -> dict[str, Any]:
-    """A REJ's reason, dissected (no view holds it); none where it does not parse."""
+def _dissected(batch: Any, row: int, key: str) -> dict[str, Any]:
+    """Field ``key`` of a message no view holds (a REJ's reason, an XRC REP's EE context
+    number), dissected; none where it does not parse."""
     from ibwire.dissect import parse
 
     try:
         fields = parse(bytes(batch.frame(row)), batch.link(row)).fields()
     except IbwireError:
         return {}
-    return {"cm.rej.reason": fields["cm.rej.reason"]} if "cm.rej.reason" in fields else {}
+    return {key: fields[key]} if key in fields else {}
 
 
 class CmIndex:

@@ -31,8 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seed of the rate faults (default 0); same seed, same bytes")
     parser.add_argument("--verb", dest="op", choices=VERBS, default=None,
                         help="the operation every message is (default write)")
-    parser.add_argument("--transport", type=str.lower, choices=("rc", "uc", "ud"), default=None,
-                        help="default rc")
+    parser.add_argument("--transport", type=str.lower, choices=("rc", "uc", "ud", "xrc"),
+                        default=None, help="default rc")
+    parser.add_argument("--xrc-srq", type=_number, default=None, metavar="N",
+                        help="XRC SRQ number every XRC request names (XRCETH; default "
+                        "0x200 + K for queue pair K)")
     parser.add_argument("--size", type=int, default=None, metavar="BYTES",
                         help="message size (default 1024; atomics are 8 bytes)")
     parser.add_argument("--iters", type=int, default=None, metavar="N",
@@ -46,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--start-psn", type=_number, default=None, metavar="N",
                         help="starting PSN of every QP (default 0x1000 x (K+1))")
     parser.add_argument("--no-cm", action="store_true",
-                        help="RC/UC connections set up out of band: no CM REQ/REP/RTU before "
+                        help="RC/UC/XRC connections set up out of band: no CM REQ/REP/RTU before "
                         "the data nor DREQ/DREP after it")
     parser.add_argument("--ack-every", type=int, default=None, metavar="N",
                         help="AckReq every N packets (and on the last of each message)")
@@ -118,7 +121,7 @@ def scenario_of(args: argparse.Namespace) -> Any:
 
         base = load_scenario(args.scenario)
         for option in ("op", "transport", "size", "iters", "qps", "mtu", "start_psn",
-                       "ack_every"):
+                       "ack_every", "xrc_srq"):
             if getattr(args, option) is not None:
                 flag = "--verb" if option == "op" else "--" + option.replace("_", "-")
                 raise ScenarioError(f"{flag} sets the queue pairs, which {args.scenario} "
@@ -128,7 +131,7 @@ def scenario_of(args: argparse.Namespace) -> Any:
         spec = QpSpec(verb=args.op or "write", size=1024 if args.size is None else args.size,
                       iters=1 if args.iters is None else args.iters, transport=transport,
                       mtu=1024 if args.mtu is None else args.mtu, start_psn=args.start_psn,
-                      ack_every=args.ack_every)
+                      ack_every=args.ack_every, xrc_srq=args.xrc_srq)
         qps = 1 if args.qps is None else args.qps
         if qps < 1:
             raise ScenarioError(f"--qps must be at least 1, not {qps}")

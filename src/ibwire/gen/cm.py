@@ -1,4 +1,4 @@
-"""The CM exchange of a scenario's RC/UC connections: REQ, REP, RTU before the data, DREQ,
+"""The CM exchange of a scenario's RC/UC/XRC connections: REQ, REP, RTU before the data, DREQ,
 DREP after it, as frames with the times the tap sees them.
 
 Connections are set up one after the other (as perftest's RDMA CM mode does), each message
@@ -18,7 +18,15 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from ibwire.builder import build
-from ibwire.transport.cm import MTU_CODES, CmEnd, CmSession, CmSetup, ca_guid, report
+from ibwire.transport.cm import (
+    MTU_CODES,
+    SERVICE_TYPES,
+    CmEnd,
+    CmSession,
+    CmSetup,
+    ca_guid,
+    report,
+)
 
 if TYPE_CHECKING:
     from ibwire.gen.run import Generation
@@ -45,7 +53,7 @@ class CmExchange:
         ipv = 6 if encap == "rocev2_ipv6" else 4
         ib = encap.startswith("ib_")
         for k, spec in enumerate(s.qps):
-            if spec.transport not in ("RC", "UC"):
+            if spec.transport not in SERVICE_TYPES:
                 continue
             requester_qpn, responder_qpn = s.qpns(k)
             ends = []

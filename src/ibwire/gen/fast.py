@@ -32,8 +32,9 @@ import numpy as np
 from ibwire import crc
 from ibwire.transport import PSN_MASK, Packet
 from ibwire.transport.observed import ROW_FIELDS, Observed
-from ibwire.transport.segment import ACK_SYNDROME, ACKNOWLEDGE
+from ibwire.transport.segment import ACK_SYNDROME
 from ibwire.transport.timers import local_ack_timeout_ns
+from ibwire.transport.verbs import RELIABLE
 
 if TYPE_CHECKING:
     from ibwire.gen.run import Generation
@@ -159,6 +160,7 @@ class _Qp:
     opcodes: list[int]                  # by class index
     payloads: list[int]
     dmalen: int                         # RETH DMA length of the packets that carry one
+    ack_opcode: int                     # ACKNOWLEDGE of the transport (RC 0x11, XRC 0xB1)
 
 
 def plan(generation: Generation) -> _Plan | None:
@@ -192,14 +194,15 @@ def plan(generation: Generation) -> _Plan | None:
             if packet.reth is not None:
                 dmalen = packet.reth.dmalen
         ack = None
-        if spec.transport == "RC":
-            ack_packet = segmenter.ack(s.start_psn(k), 1)._replace(dest_qp=requester_qpn)
+        ack_packet = segmenter.ack(s.start_psn(k), 1)._replace(dest_qp=requester_qpn)
+        if spec.transport in RELIABLE:
             ack = _template(framer, ack_packet, udp, tail, "rev")
             if ack is None:
                 return None
         qps.append(_Qp(k, n, n * spec.iters, s.start_psn(k), spec.ack_every,
-                       spec.transport == "RC", max(wr.length, 8), templates, wire, ack,
-                       requester_qpn, responder_qpn, ops, payloads, dmalen))
+                       spec.transport in RELIABLE, max(wr.length, 8), templates, wire, ack,
+                       requester_qpn, responder_qpn, ops, payloads, dmalen,
+                       ack_packet.opcode))
     smallest = min(w for q in qps for w in q.wire)
     ack_wire = max((generation._wire_ns(bytes(q.ack.frame)) for q in qps if q.ack), default=0)
     if smallest < ack_wire or smallest <= 0:
@@ -231,7 +234,7 @@ def generation_segmenter(s: Any, k: int) -> Any:
     from ibwire.transport.segment import Segmenter
 
     c = s.requester_config(k)
-    return Segmenter(c.transport, c.pmtu, c.dest_qp, c.src_qp, c.q_key, c.ack_every)
+    return Segmenter(c.transport, c.pmtu, c.dest_qp, c.src_qp, c.q_key, c.ack_every, c.xrc_srq)
 
 
 def _template(framer: Any, packet: Packet, udp: int, tail: int,
@@ -392,7 +395,7 @@ class _Plan:
                             "switch": s_ack + delay // 2, "responder": s_ack}[tap]
                     count = len(s_ack)
                     meta = np.column_stack((
-                        np.full(count, q.k), np.full(count, ACKNOWLEDGE), psn[ackreq],
+                        np.full(count, q.k), np.full(count, q.ack_opcode), psn[ackreq],
                         np.zeros(count, np.int64), np.full(count, ACK_SYNDROME),
                         np.zeros(count, np.int64), np.zeros(count, np.int64))).astype(np.int64)
                     made.append((q.ack.rows(values, 16), _tie(when, s_ack, 1), when, meta))

@@ -41,7 +41,6 @@ from ibwire.transport import (
 )
 from ibwire.transport.cnp import CNP_OPCODE
 from ibwire.transport.observed import ROW_FIELDS, Observed
-from ibwire.transport.segment import READ_RESPONSE
 
 MANIFEST_VERSION = 1
 #: Work requests each requester holds posted at most (``ibv_qp_cap.max_send_wr``): the rest
@@ -297,7 +296,8 @@ class Generation:
             if packet is None:
                 continue
             turn["rev"] = c.k + 1
-            kinds = ("lose_ack", "ecn_resp") if packet.opcode in READ_RESPONSE else ("lose_ack",)
+            read = packet.opcode in c.resp.segmenter.responses.read
+            kinds = ("lose_ack", "ecn_resp") if read else ("lose_ack",)
             hits = list(self._hits(kinds, c, packet, True, targeted, rates, rng,
                                    faults).values())
             if packet.aeth is not None and packet.aeth.syndrome >> 5 == 1:

@@ -14,7 +14,7 @@ from ibwire.errors import IbwireError
 from ibwire.transport import PSN_MASK, RequesterConfig, WorkRequest, psn_add
 from ibwire.transport.cnp import SCOPES
 from ibwire.transport.segment import Segmenter
-from ibwire.transport.verbs import check_pmtu
+from ibwire.transport.verbs import RELIABLE, check_pmtu
 
 ENCAPSULATIONS = ("rocev2_ipv4", "rocev2_ipv6", "rocev1", "ib_local", "ib_global")
 TAPS = ("requester", "responder", "switch")
@@ -46,7 +46,8 @@ RESPONDER = Endpoint("02:00:00:00:00:02", "192.0.2.2", "fe80::2", 2)
 @dataclass(frozen=True)
 class QpSpec:
     """One connection: ``iters`` messages of ``verb`` and ``size`` bytes, requester to
-    responder. QPNs and the starting PSN default from the QP's position when None."""
+    responder. QPNs, the starting PSN and (XRC) the XRC SRQ number the requests name
+    default from the QP's position when None."""
 
     verb: str = "write"
     size: int = 1024
@@ -62,6 +63,7 @@ class QpSpec:
     rnr_retry: int = 7
     window: int | None = None
     q_key: int = 0x11111111
+    xrc_srq: int | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,11 @@ class Scenario:
         return (spec.requester_qpn if spec.requester_qpn is not None else 0x100 + 2 * k,
                 spec.responder_qpn if spec.responder_qpn is not None else 0x101 + 2 * k)
 
+    def xrc_srq(self, k: int) -> int:
+        """The XRC SRQ number QP ``k``'s XRC requests name (XRCETH): 0x200 + k by default."""
+        spec = self.qps[k]
+        return spec.xrc_srq if spec.xrc_srq is not None else (0x200 + k) & PSN_MASK
+
     def work(self, k: int) -> Iterator[WorkRequest]:
         """QP ``k``'s work requests, made one at a time (a long run holds only those posted)."""
         spec = self.qps[k]
@@ -144,7 +151,7 @@ class Scenario:
             transport=spec.transport, pmtu=spec.mtu, start_psn=self.start_psn(k),
             dest_qp=responder_qpn, src_qp=requester_qpn, q_key=spec.q_key,
             ack_every=spec.ack_every, timeout=spec.timeout, retry_cnt=spec.retry_cnt,
-            rnr_retry=spec.rnr_retry, window=spec.window)
+            rnr_retry=spec.rnr_retry, window=spec.window, xrc_srq=self.xrc_srq(k))
 
     def check(self) -> Scenario:
         """This scenario, or ScenarioError/TransportError saying what cannot be generated."""
@@ -173,6 +180,12 @@ class Scenario:
         psn_counts = []
         for k, spec in enumerate(self.qps):
             check_pmtu(spec.mtu)
+            if spec.xrc_srq is not None and spec.transport != "XRC":
+                raise ScenarioError(f"QP {k}: an XRC SRQ number is for XRC requests, not "
+                                    f"{spec.transport}'s")
+            if spec.xrc_srq is not None and not 0 <= spec.xrc_srq <= PSN_MASK:
+                raise ScenarioError(f"QP {k}: XRC SRQ number {spec.xrc_srq} is not 24 bits "
+                                    f"(0..0xFFFFFF)")
             if spec.iters < 0:
                 raise ScenarioError(f"QP {k}: iters must not be negative")
             config = self.requester_config(k)
@@ -197,8 +210,8 @@ class Scenario:
             if not 0 <= fault.psn < psn_counts[fault.qp]:
                 raise ScenarioError(f"{fault.kind}: psn offset {fault.psn} is past QP "
                                     f"{fault.qp}'s last PSN (it uses {psn_counts[fault.qp]})")
-            if fault.kind == "rnr" and self.qps[fault.qp].transport != "RC":
-                raise ScenarioError("RNR NAKs exist only on RC")
+            if fault.kind == "rnr" and self.qps[fault.qp].transport not in RELIABLE:
+                raise ScenarioError("RNR NAKs exist only on RC and XRC")
             if fault.kind == "lose_ack":
                 self._check_answered(fault.qp, fault.psn)
             if fault.kind == "ecn_resp" and self.qps[fault.qp].verb != "read":
@@ -219,7 +232,7 @@ class Scenario:
         ACK of a later packet covers it: ``--ack-every`` coalescing). Unless another fault on
         the QP could make a NAK or RNR NAK name it, or a window sets AckReq as it fills."""
         spec = self.qps[k]
-        if spec.transport != "RC":
+        if spec.transport not in RELIABLE:
             raise ScenarioError(f"lose_ack: QP {k} is {spec.transport}, which is never "
                                 "acknowledged: there is no answer to lose")
         if spec.verb not in ("send", "send_imm", "send_inv", "write", "write_imm") or (

@@ -20,6 +20,7 @@ a checked :class:`ibwire.gen.Scenario` out. Every error names the file and the k
       - {name: bulk, verb: write, size: 65536, iters: 100, qps: 2, mtu: 4096}
       - {verb: read, size: 3000, iters: 10, transport: rc, start_psn: 0xFFFFF0}
       - {verb: send, size: 256, iters: 50, transport: ud}
+      - {verb: write, size: 8192, iters: 20, transport: xrc, xrc_srq: 0x40}
     faults:                        # qp counts queue pairs from 0 across the flows
       - {kind: drop, qp: 0, psn: 3}    # drop, corrupt, lose_ack, rnr, ecn, ecn_resp
       - {kind: ecn, rate: 0.05}
@@ -41,7 +42,7 @@ TOP = ("version", "seed", "encapsulation", "tap", "link", "dscp", "ecn", "vlans"
        "endpoints", "flows", "faults", "pkey", "cm")
 FLOW = ("name", "verb", "size", "iters", "qps", "transport", "mtu", "start_psn", "ack_every",
         "timeout", "retry_cnt", "rnr_retry", "window", "q_key", "requester_qpn",
-        "responder_qpn")
+        "responder_qpn", "xrc_srq")
 FAULT = ("kind", "qp", "psn", "rate", "timer")
 
 

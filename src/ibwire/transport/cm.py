@@ -1,4 +1,4 @@
-"""Connection setup and teardown of RC/UC queue pairs as the (RDMA) CM does it, as data.
+"""Connection setup and teardown of RC/UC/XRC queue pairs as the (RDMA) CM does it, as data.
 
 The active side sends a ConnectRequest (REQ), the passive side a ConnectReply (REP), the
 active side ReadyToUse (RTU); teardown is a DisconnectRequest (DREQ) answered by a
@@ -12,6 +12,13 @@ version, source port, source and destination IP) in the REQ's private data.
 Each side's Starting PSN is the PSN its queue pair expects to receive first (Linux
 ``ib_send_cm_req`` keeps the REQ's as the active side's ``rq_psn``, ``cm_rep_handler`` the
 REP's as its ``sq_psn``): the requester's data starts at the REP's Starting PSN.
+
+XRC (an XRC INI QP connecting to an XRC TGT QP) is Transport Service Type 3 with Extended
+Transport Type 1 in the REQ; the REQ leaves Responder Resources, Retry Count, RNR Retry Count
+and SRQ at 0, and the REP carries the TGT QPN in its Local EE Context Number (Local QPN 0),
+SRQ 1, no Initiator Depth nor End-to-End Flow Control (Linux drivers/infiniband/core/cm.c
+``cm_format_req``/``cm_format_rep``, cm_msgs.h ``cm_req_set_qp_type``; IBA Vol. 1 12.6.5,
+12.6.8 as amended for XRC).
 
 :class:`CmSetup` gives the messages of one connection (the generator builds them); a
 :class:`CmSessions` reads CM messages back into sessions (the QP analysis pairs directions
@@ -46,8 +53,10 @@ DEFAULT_PORT = 18515
 #: Path MTU codes of the REQ's PathPacketPayloadMTU (IBA Vol. 1 12.6.5; ib_verbs.h enum
 #: ib_mtu).
 MTU_CODES = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}
-#: REQ Transport Service Type (IBA 12.6.5 table 106; ib_cm.h via IB_QPT_*): RC 0, UC 1.
-SERVICE_TYPES = {"RC": 0, "UC": 1}
+#: REQ Transport Service Type (IBA 12.6.5 table 106; cm_msgs.h cm_req_set_qp_type): RC 0,
+#: UC 1, XRC 3 (with Extended Transport Type 1: EXTENDED_TRANSPORT_TYPES).
+SERVICE_TYPES = {"RC": 0, "UC": 1, "XRC": 3}
+EXTENDED_TRANSPORT_TYPES = {"XRC": 1}
 #: CM response timeout Linux's RDMA CM asks for (cma.c CMA_CM_RESPONSE_TIMEOUT) and its
 #: max retries (CMA_MAX_CM_RETRIES).
 CM_RESPONSE_TIMEOUT, CM_MAX_RETRIES = 20, 15
@@ -81,7 +90,7 @@ class CmEnd:
 
 @dataclass(frozen=True)
 class CmSetup:
-    """What the CM exchange of one RC/UC connection carries; :meth:`messages` in order."""
+    """What the CM exchange of one RC/UC/XRC connection carries; :meth:`messages` in order."""
 
     active: CmEnd
     passive: CmEnd
@@ -136,6 +145,14 @@ class CmSetup:
             "cm.rep.initdepth": self.resources, "cm.rep.e2eflowctrl": 1,
             "cm.rep.rnrretrcount": self.rnr_retry, "cm.rep.localcaguid": p.guid,
         }
+        if self.transport == "XRC":
+            # cm.c: an XRC INI sends no responder resources, retry counts or SRQ; an XRC TGT
+            # answers with its QPN as the EE context, SRQ 1, no initiator depth or flow control
+            req.update({"cm.req.ext_transport": EXTENDED_TRANSPORT_TYPES["XRC"],
+                        "cm.req.responderres": 0, "cm.req.retrcount": 0,
+                        "cm.req.rnrretrcount": 0})
+            rep.update({"cm.rep.localqpn": 0, "cm.rep.localeecn": p.qpn, "cm.rep.srq": 1,
+                        "cm.rep.initdepth": 0, "cm.rep.e2eflowctrl": 0})
         rtu = {"mad.transactionid": self.setup_tid, "cm.rtu.localcommid": a.comm_id,
                "cm.rtu.remotecommid": p.comm_id}
         dreq = {"mad.transactionid": self.teardown_tid, "cm.dreq.localcommid": a.comm_id,
@@ -220,8 +237,10 @@ class CmSessions:
         if remote:
             self._by_end[(dst, remote)] = session
         if attribute == REP:
+            # an XRC TGT's QPN is in the Local EE Context Number (cm.c cm_format_rep_event)
+            qpn_key = "cm.rep.localeecn" if session.transport == "XRC" else "cm.rep.localqpn"
             session.passive.update({"address": src, "comm_id": local,
-                                    "qpn": fields.get("cm.rep.localqpn"),
+                                    "qpn": fields.get(qpn_key),
                                     "start_psn": fields.get("cm.rep.startpsn")})
         elif attribute == REJ:
             code = fields.get("cm.rej.reason")

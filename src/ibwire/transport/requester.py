@@ -75,7 +75,8 @@ class RequesterConfig:
             raise TransportError(f"transport {self.transport!r} is not one of "
                                  f"{', '.join(TRANSPORTS)}")
         check_psn(self.start_psn, "start PSN")
-        check_psn(self.xrc_srq, "XRC SRQ number")
+        if not 0 <= self.xrc_srq <= PSN_MASK:
+            raise TransportError(f"XRC SRQ number {self.xrc_srq} is not 24 bits (0..0xFFFFFF)")
         local_ack_timeout_ns(self.timeout)
         for name in ("retry_cnt", "rnr_retry"):
             if not 0 <= getattr(self, name) <= 7:

@@ -34,10 +34,11 @@ def frames(path: Path) -> list[tuple[int, bytes]]:
         return [(r.timestamp_ns, bytes(r.frame)) for r in capture]
 
 
+@pytest.mark.parametrize("transport", ["rc", "xrc"])
 @pytest.mark.parametrize("encap", ["rocev2_ipv4", "rocev2_ipv6", "ib_global"])
-def test_check_fails_exactly_the_corrupted_frames(tmp_path, capsys, encap):
+def test_check_fails_exactly_the_corrupted_frames(tmp_path, capsys, encap, transport):
     out, manifest = gen(tmp_path, "--iters", "12", "--qps", "3", "--size", "3000",
-                        "--encap", encap, "--seed", "9", *FAULTS)
+                        "--encap", encap, "--seed", "9", "--transport", transport, *FAULTS)
     corrupted = {f["record"] for f in manifest["faults"] if f["kind"] == "corrupt"}
     assert corrupted and None not in corrupted
     capsys.readouterr()
@@ -52,9 +53,11 @@ def test_check_fails_exactly_the_corrupted_frames(tmp_path, capsys, encap):
     assert manifest["records"] == len(verdicts)
 
 
-def test_manifest_counts_are_what_the_capture_shows(tmp_path):
+@pytest.mark.parametrize("transport", ["rc", "xrc"])
+def test_manifest_counts_are_what_the_capture_shows(tmp_path, transport):
     out, manifest = gen(tmp_path, "--iters", "20", "--qps", "2", "--size", "2500",
-                        "--ack-every", "2", "--tap", "switch", *FAULTS)
+                        "--ack-every", "2", "--tap", "switch", "--transport", transport,
+                        *FAULTS)
     records = frames(out)
     assert manifest["version"] == 1 and manifest["records"] == len(records)
     for q, c in zip(manifest["qps"], recount(records, manifest, "rocev2_ipv4"), strict=True):
@@ -66,8 +69,10 @@ def test_manifest_counts_are_what_the_capture_shows(tmp_path):
     assert sum(q["ecn_ce_packets"] for q in manifest["qps"]) > 0
 
 
-def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
-    args = ("--iters", "30", "--drop", "rate=0.1", "--ecn-mark", "rate=0.3")
+@pytest.mark.parametrize("transport", ["rc", "xrc"])
+def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path, transport):
+    args = ("--iters", "30", "--drop", "rate=0.1", "--ecn-mark", "rate=0.3", "--transport",
+            transport)
     a, ma = gen(tmp_path, *args, "--seed", "1", name="a.pcap")
     b, mb = gen(tmp_path, *args, "--seed", "1", name="b.pcap")
     c, _ = gen(tmp_path, *args, "--seed", "2", name="c.pcap")
@@ -96,6 +101,44 @@ def test_vlan_dscp_ecn_settings_reach_the_frames(tmp_path):
     assert [f["ip.dsfield.dscp"] for f in cnps] == [40]
 
 
+@pytest.mark.parametrize("srq", [None, "0x4242"])
+def test_xrc_requests_name_the_srq_and_qp_reports_xrc(tmp_path, capsys, srq):
+    """``--transport xrc``: XRC opcodes, an XRCETH with the SRQ (``--xrc-srq``, else 0x200 +
+    the QP's position) on every request and on nothing else; the CM REQ says XRC (type 3,
+    extended type 1); ``ibwire qp`` reports XRC with the manifest's counts."""
+    out, manifest = tmp_path / "x.pcap", tmp_path / "x.json"
+    extra = ["--xrc-srq", srq] if srq else []
+    assert main(["gen", "-o", str(out), "--manifest", str(manifest), "--no-progress",
+                 "--transport", "xrc", "--qps", "2", "--iters", "3", "--size", "2500",
+                 "--drop", "qp=1,psn=2", *extra]) == 0
+    m = json.loads(manifest.read_text())
+    requesters = {q["responder"]["qpn"]: k for k, q in enumerate(m["qps"])}
+    seen = [ibwire.parse(f).fields() for _, f in frames(out)]
+    data = [f for f in seen if f["bth.destqp"] != 1]
+    cm = [f for f in seen if f["bth.destqp"] == 1]
+    assert {f["bth.opcode"] >> 5 for f in data} == {5}            # 0xA0-0xBF: XRC
+    for f in data:
+        k = requesters.get(f["bth.destqp"])
+        if k is None:
+            assert "xrceth.xrcsrq" not in f                         # answers carry none
+        else:
+            assert f["xrceth.xrcsrq"] == (int(srq, 0) if srq else 0x200 + k)
+    reqs = [f for f in cm if "cm.req.transpsvctype" in f]
+    assert [(f["cm.req.transpsvctype"], f["cm.req.ext_transport"]) for f in reqs] == [(3, 1)] * 2
+    capsys.readouterr()
+    assert main(["check", str(out)]) == 0
+    capsys.readouterr()
+    main(["qp", "--json", str(out)])
+    lines = capsys.readouterr().out.splitlines()
+    got = {d["responder"]["qpn"]: d for d in map(json.loads, lines)}
+    for q in m["qps"]:
+        r = got[q["responder"]["qpn"]]
+        assert r["transport"] == q["transport"] == "XRC"
+        assert r["requester"] == q["requester"] and r["cm_packets"] == q["cm_packets"] == 5
+        assert {k: r[k] for k in COUNTED} == {k: q[k] for k in COUNTED}
+    assert m["qps"][1]["naks_psn_seq_error"] == 1
+
+
 @pytest.mark.parametrize("args,message", [
     (["--mtu", "3000"], "path MTU 3000"),
     (["--verb", "read", "--transport", "ud"], "READ"),
@@ -114,6 +157,10 @@ def test_vlan_dscp_ecn_settings_reach_the_frames(tmp_path):
     (["--size", "3000", "--iters", "2", "--ack-every", "2", "--lose-ack", "qp=0,psn=4"],
      "once every 2 packets (--ack-every), so the ACK of offset 5"),
     (["--transport", "uc", "--lose-ack", "qp=0,psn=0"], "never acknowledged"),
+    (["--xrc-srq", "5"], "an XRC SRQ number is for XRC requests, not RC's"),
+    (["--transport", "xrc", "--xrc-srq", "0x1000000"], "is not 24 bits"),
+    (["--transport", "xrc", "--verb", "read", "--size", "3000", "--drop", "qp=0,psn=1"],
+     "reserved by a READ"),
 ])
 def test_impossible_settings_are_one_line_errors(tmp_path, capsys, args, message):
     out = tmp_path / "x.pcap"

@@ -99,10 +99,11 @@ def test_each_connection_is_set_up_before_its_data_and_torn_down_after(encapsula
             assert manifest["qps"][k]["cm_packets"] == 0 and manifest["qps"][k]["cm"] is None
 
 
+@RELIABLE
 @pytest.mark.parametrize("encapsulation", ENCAPS)
-def test_check_fails_only_the_corrupted_frames_with_cm(tmp_path, capsys, encapsulation):
+def test_check_fails_only_the_corrupted_frames_with_cm(tmp_path, capsys, encapsulation, reliable):
     path = tmp_path / "cm.pcap"
-    manifest = write_pcap(str(path), mixed(encapsulation, cm=True))
+    manifest = write_pcap(str(path), mixed(encapsulation, cm=True, reliable=reliable))
     corrupted = {f["record"] for f in manifest["faults"] if f["kind"] == "corrupt"}
     assert len(corrupted) == 1 and None not in corrupted
     capsys.readouterr()

@@ -29,6 +29,7 @@ flows:
   - {name: bulk, verb: write, size: 8192, iters: 5, qps: 2, mtu: 4096}
   - {verb: read, size: 3000, iters: 4, transport: rc, start_psn: 0xFFFFF0}
   - {verb: send, size: 256, iters: 5, transport: ud}
+  - {verb: write, size: 2000, iters: 3, transport: xrc, xrc_srq: 0x40}
 faults:
   - {kind: drop, qp: 0, psn: 3}
   - {kind: ecn, rate: 0.05}
@@ -46,7 +47,8 @@ def test_the_file_is_the_scenario(tmp_path):
     scenario = load_scenario(write(tmp_path, GOOD))
     bulk = QpSpec("write", 8192, iters=5, mtu=4096)
     assert scenario.qps == (bulk, bulk, QpSpec("read", 3000, iters=4, start_psn=0xFFFFF0),
-                            QpSpec("send", 256, iters=5, transport="UD"))
+                            QpSpec("send", 256, iters=5, transport="UD"),
+                            QpSpec("write", 2000, iters=3, transport="XRC", xrc_srq=0x40))
     assert scenario.faults == (Fault("drop", 0, 3), Fault("ecn", rate=0.05),
                                Fault("rnr", 2, 3, timer=3))
     assert (scenario.seed, scenario.encapsulation, scenario.tap, scenario.dscp) == (
@@ -61,7 +63,8 @@ def test_cli_generates_the_file(tmp_path, capsys):
     assert main(["gen", str(write(tmp_path, GOOD)), "-o", str(out), "--manifest",
                  str(manifest), "--no-progress", "--no-cm"]) == 0
     m = json.loads(manifest.read_text())
-    assert [q["verb"] for q in m["qps"]] == ["write", "write", "read", "send"]
+    assert [q["verb"] for q in m["qps"]] == ["write", "write", "read", "send", "write"]
+    assert [q["transport"] for q in m["qps"]] == ["RC", "RC", "RC", "UD", "XRC"]
     assert m["qps"][2]["rnr_naks"] == 1 and m["seed"] == 7
     capsys.readouterr()
     assert main(["check", str(out)]) == 0
@@ -80,6 +83,8 @@ def test_cli_generates_the_file(tmp_path, capsys):
     (("vlans: [{id: 100, priority: 3}]", "vlans: [{priority: 3}]"), "vlans[0].id: missing"),
     (("seed: 7", "seed: 7\ncolour: red"), "colour: unknown key"),
     (("flows:", "flowz:"), "flowz: unknown key"),
+    (("xrc_srq: 0x40", "xrc_srq: 0x1000000"), "flows[3]: QP 0: XRC SRQ number 16777216"),
+    (("transport: ud}", "transport: ud, xrc_srq: 1}"), "flows[2]: QP 0: an XRC SRQ number"),
 ])
 def test_errors_name_the_key(tmp_path, capsys, change, message):
     path = write(tmp_path, GOOD.replace(*change))
@@ -89,10 +94,10 @@ def test_errors_name_the_key(tmp_path, capsys, change, message):
     assert not (tmp_path / "x.pcap").exists()
 
 
-def test_queue_pair_flags_are_refused_with_a_file(tmp_path, capsys):
-    assert main(["gen", str(write(tmp_path, GOOD)), "-o", str(tmp_path / "x.pcap"),
-                 "--size", "10"]) == 2
-    assert "--size sets the queue pairs" in capsys.readouterr().err
+@pytest.mark.parametrize("flag", [["--size", "10"], ["--xrc-srq", "3"]])
+def test_queue_pair_flags_are_refused_with_a_file(tmp_path, capsys, flag):
+    assert main(["gen", str(write(tmp_path, GOOD)), "-o", str(tmp_path / "x.pcap"), *flag]) == 2
+    assert f"{flag[0]} sets the queue pairs" in capsys.readouterr().err
 
 
 def test_not_yaml(tmp_path, capsys):

@@ -207,3 +207,18 @@ def test_gaps_the_tap_never_fills_keep_the_numpy_path(tmp_path, monkeypatch):
     assert sum(r["psn_gaps"] for r in fast) == missed_requests > 5
     assert sum(r["data_packets"] for r in fast) == 150 * 4 + 300 - missed_requests
     assert in_bulk > 0.8 * len(kept), (in_bulk, len(kept))
+
+
+@RELIABLE
+def test_answers_without_their_requests_keep_their_transport(tmp_path, reliable):
+    """A tap that missed every request of a QP still tells RC answers from XRC ones (the
+    opcode's transport bits, IBA Table 38)."""
+    from tests.analysis.conftest import write_frames
+
+    records, manifest = generate(Scenario(qps=(QpSpec("write", 2048, iters=3,
+                                                      transport=reliable),)))
+    answers = [(t, f) for t, f in records
+               if ibwire.parse(f).fields()["bth.destqp"] == manifest["qps"][0]["requester"]["qpn"]]
+    assert len(answers) == 3
+    (r,) = analyse(write_frames(tmp_path / "answers.pcap", answers)).as_dicts()
+    assert r["transport"] == reliable and r["acks"] == 3 and r["data_packets"] == 0

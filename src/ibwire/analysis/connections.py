@@ -236,7 +236,7 @@ class Connections:
                     return c
             if c is None:
                 c = self._new((dh, dl), (sh, sl), qpn, None,
-                              "RC" if (kinds != CNP).any() else "?")
+                              transport if (kinds != CNP).any() else "?")
             c.requester_qpn = qpn
             c.answered = True
         self._streams[key] = c

@@ -222,3 +222,17 @@ def test_answers_without_their_requests_keep_their_transport(tmp_path, reliable)
     assert len(answers) == 3
     (r,) = analyse(write_frames(tmp_path / "answers.pcap", answers)).as_dicts()
     assert r["transport"] == reliable and r["acks"] == 3 and r["data_packets"] == 0
+
+
+@RELIABLE
+@pytest.mark.parametrize("fault", [Fault("drop", 0, 1), Fault("corrupt", 0, 1)])
+def test_retry_exhaustion_ends_the_qp_and_the_counts_still_agree(generated, fault, reliable):
+    """retry_cnt 0: the first NAK (a drop) or local ACK timeout (a corrupted packet) is one
+    retry too many (IBA 9.7.5.2.6): the QP fails with retry_exceeded, nothing is resent."""
+    scenario = Scenario(qps=(QpSpec("send", 100, iters=4, retry_cnt=0, timeout=6,
+                                    transport=reliable),), faults=(fault,))
+    path, manifest = generated(scenario)
+    (q,) = manifest["qps"]
+    assert q["error"] == "retry_exceeded" and q["completed"] < q["posted"] == 4
+    assert q["retransmitted_packets"] == 0
+    check_against_manifest(path, manifest)

@@ -1,4 +1,4 @@
-"""A sans-IO model of the IBA transport: RC/UC/UD requester and responder state machines.
+"""A sans-IO model of the IBA transport: RC/UC/UD/XRC requester and responder state machines.
 
 Packets in, packets and events out, no clock and no I/O (h11's ``Connection`` is the model):
 callers pass ``now_ns`` with every call that can start or fire a timer, ask

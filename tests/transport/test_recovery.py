@@ -1,7 +1,7 @@
 """RC recovery as IBA Vol. 1 9.7.5 describes it: go-back-N after a PSN sequence error NAK, one
 NAK outstanding per gap, RNR waits, local ACK timeouts at 4.096 us x 2^t, retry exhaustion,
 lost READ responses and atomic ACKs, duplicates. Written from the spec's rules. Every test
-runs on RC and on XRC, which recovers as RC does with its own opcodes (IBA 9.8)."""
+runs on RC and on XRC, which recovers as RC does with its own opcodes (IBA Vol. 1 Annex A14)."""
 
 from __future__ import annotations
 

@@ -78,7 +78,7 @@ def test_send_and_write_segmentation(transport, verb, pmtu):
             # UC is never acknowledged; XRC is as RC
             assert p.ackreq == (transport in ("RC", "XRC") and ends)
             assert p.deth is None and p.aeth is None and p.atomic is None
-            # every XRC request names the destination SRQ in its XRCETH (IBA 9.3.7)
+            # every XRC request names the destination SRQ in its XRCETH (IBA Annex A14)
             assert p.xrc_srq == (0xABCDE if transport == "XRC" else None)
             if transport == "XRC":
                 assert p.fields()["xrceth.xrcsrq"] == 0xABCDE
@@ -187,7 +187,8 @@ def test_what_a_transport_cannot_carry_is_refused(transport, wr, pmtu, why):
 
 
 @pytest.mark.parametrize("bad", [dict(pmtu=3000), dict(transport="RD"), dict(start_psn=1 << 24),
-                                 dict(retry_cnt=8), dict(timeout=32), dict(window=0)])
+                                 dict(retry_cnt=8), dict(timeout=32), dict(window=0),
+                                 dict(transport="XRC", xrc_srq=1 << 24)])
 def test_impossible_qp_settings_are_refused(bad):
     with pytest.raises((TransportError, ValueError)):
         Requester(RequesterConfig(**bad))

@@ -2,8 +2,8 @@
 
 Drives the sans-IO transport model (:mod:`ibwire.transport`) forward over a simulated link,
 with faults (drops, bad ICRCs, lost ACKs, RNR NAKs), ECN marks and the CNPs they draw.
-RC/UC connections are set up and torn down by the CM when ``Scenario.cm`` (:mod:`ibwire.gen.cm`),
-else out of band.
+RC/UC/XRC connections are set up and torn down by the CM when ``Scenario.cm``
+(:mod:`ibwire.gen.cm`), else out of band.
 """
 
 from __future__ import annotations

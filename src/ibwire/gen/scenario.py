@@ -104,7 +104,7 @@ class Scenario:
     pkey: int = 0xFFFF
     #: 802.1Q tags (VLAN ID, priority) on every Ethernet frame, outermost first (two: QinQ).
     vlans: tuple[tuple[int, int], ...] = ()
-    #: RC/UC connections set up and torn down by the CM (REQ, REP, RTU ... DREQ, DREP on
+    #: RC/UC/XRC connections set up and torn down by the CM (REQ, REP, RTU ... DREQ, DREP on
     #: QP1, :mod:`ibwire.gen.cm`); False: out of band (``ibwire gen --no-cm``).
     cm: bool = False
 

@@ -7,7 +7,7 @@ a checked :class:`ibwire.gen.Scenario` out. Every error names the file and the k
     encapsulation: rocev2_ipv4     # rocev2_ipv6, rocev1, ib_local, ib_global
     tap: requester                 # responder, switch
     link: {gbps: 100, delay_ns: 1000}
-    cm: true                       # RC/UC set up by the CM (REQ/REP/RTU, DREQ/DREP); false:
+    cm: true                       # RC/UC/XRC set up by the CM (REQ/REP/RTU, DREQ/DREP); false:
                                    # out of band (ibwire gen --no-cm)
     dscp: 26
     ecn: 2

@@ -17,8 +17,8 @@ XRC (an XRC INI QP connecting to an XRC TGT QP) is Transport Service Type 3 with
 Transport Type 1 in the REQ; the REQ leaves Responder Resources, Retry Count, RNR Retry Count
 and SRQ at 0, and the REP carries the TGT QPN in its Local EE Context Number (Local QPN 0),
 SRQ 1, no Initiator Depth nor End-to-End Flow Control (Linux drivers/infiniband/core/cm.c
-``cm_format_req``/``cm_format_rep``, cm_msgs.h ``cm_req_set_qp_type``; IBA Vol. 1 12.6.5,
-12.6.8 as amended for XRC).
+``cm_format_req``/``cm_format_rep``, cm_msgs.h ``cm_req_set_qp_type``; IBA Vol. 1 12.6.5
+and 12.6.8 as Annex A14 amends them for XRC).
 
 :class:`CmSetup` gives the messages of one connection (the generator builds them); a
 :class:`CmSessions` reads CM messages back into sessions (the QP analysis pairs directions

@@ -49,7 +49,8 @@ class Packet(NamedTuple):
     """A transport packet: BTH values, the ETHs of its opcode, and where its payload sits.
 
     ``payload_len`` bytes of the message starting at ``offset`` travel in it (PadCnt follows).
-    ``xrc_srq`` is the XRCETH's XRC SRQ number of an XRC request (IBA 9.3.7). ``wr_id`` names the work request it belongs to and ``retransmission`` says that its PSN
+    ``xrc_srq`` is the XRC SRQ number in the XRCETH of an XRC request (IBA Vol. 1 Annex A14).
+    ``wr_id`` names the work request it belongs to and ``retransmission`` says that its PSN
     was sent before; neither is on the wire.
     """
 

@@ -16,7 +16,7 @@ Rules (IBA Vol. 1 ch. 9; the same in Linux ``drivers/infiniband/sw/rxe/rxe_req.c
   sets it on the packet that fills the window. UC and UD are never acknowledged.
 - XRC is RC with the XRC opcodes: every request carries an XRCETH naming the destination
   XRC SRQ, the answers are XRC READ RESPONSE / ACKNOWLEDGE / ATOMIC ACKNOWLEDGE, which carry
-  no XRCETH (IBA Vol. 1 Table 38; Wireshark packet-infiniband.c dissects them so).
+  no XRCETH (IBA Vol. 1 Table 38, Annex A14; the XRC rows of specs/opcodes.tsv).
 Which ETHs an opcode carries is read from specs/opcodes.tsv, not listed here.
 """
 

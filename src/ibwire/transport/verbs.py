@@ -3,7 +3,7 @@
 The opcode names come from specs/opcodes.tsv (IBA Vol. 1 Table 35): a verb on a transport is
 the rows ``<transport>_<FIRST, MIDDLE, LAST, ONLY>`` below; a verb a transport lacks (READ on
 UC, SEND with invalidate on UC, anything but SEND on UD) has no rows and is refused. XRC
-(IBA Vol. 1 9.8 / Annex A14: an XRC INI QP sends the RC verbs with the XRC opcodes 0xA0-0xB7
+(IBA Vol. 1 Annex A14: an XRC INI QP sends the RC verbs with the XRC opcodes 0xA0-0xB7
 and an XRCETH naming the destination SRQ) is reliable as RC is.
 """
 

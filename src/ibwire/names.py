@@ -91,9 +91,11 @@ _NAMERS: dict[str, Callable[[int, Mapping[str, Any]], str]] = {
 }
 
 
+#: The keys whose name depends on the MAD's class as well as on the value (``_NAMERS``).
+BY_CLASS = frozenset({"mad.status", "mad.attributeid"})
 #: The keys the column path names by a text column of their own (``name:KEY``, ``names.column``):
-#: those whose name depends on the value alone, in 8 bits.
-NAME_COLUMNS = frozenset({"aeth.syndrome"})
+#: those whose name depends on the value alone, in 8 bits, and those of :data:`BY_CLASS`.
+NAME_COLUMNS = frozenset({"aeth.syndrome", "mad.mgmtclass", "mad.method", *BY_CLASS})
 
 
 @cache
@@ -104,11 +106,20 @@ def _name_table(key: str) -> np.ndarray:
     return np.array([f" ({describe(key, v, {})})" for v in range(256)], dtype=object)
 
 
-def column(key: str, values: np.ndarray) -> list[str]:
-    """The `` (name)`` texts of a column of ``key``'s values (``NAME_COLUMNS``)."""
+def column(key: str, values: np.ndarray, mgmtclass: np.ndarray | None = None) -> list[str]:
+    """The `` (name)`` texts of a column of ``key``'s values (``NAME_COLUMNS``); a key of
+    :data:`BY_CLASS` needs the ``mad.mgmtclass`` column beside it (each distinct pair named
+    once)."""
     import numpy as np
 
-    return _name_table(key)[values.astype(np.intp, copy=False) & 0xFF].tolist()
+    if key not in BY_CLASS:
+        return _name_table(key)[values.astype(np.intp, copy=False) & 0xFF].tolist()
+    assert mgmtclass is not None
+    pairs = (mgmtclass.astype(np.int64) & 0xFF) << 32 | values.astype(np.int64)
+    distinct, inverse = np.unique(pairs, return_inverse=True)
+    named = np.array([f" ({describe(key, p & 0xFFFFFFFF, {'mad.mgmtclass': p >> 32})})"
+                      for p in distinct.tolist()], dtype=object)
+    return named[inverse.reshape(-1)].tolist()
 
 
 def mad_summary(fields: Mapping[str, Any]) -> str | None:

@@ -233,11 +233,15 @@ def classify(cols: dict[str, np.ndarray], mode: str = "tree"
     # InfiniBand transport packets, known opcodes or not
     ib = (error == 0) & _any_of(kind, _IB_KINDS) & has("bth") & (vlans <= _MAX_TAGS)
     ib &= ~(has("ip") & (hdr_len < 5))
-    # MADs whose body ibwire.mads decodes, and every MAD's named tree: the dissector's. A
-    # summary line of another class's MAD says only what the MAD header columns hold.
+    # MADs whose body ibwire.mads decodes: the dissector's, and a tree's or JSON's of a MAD
+    # too short for its class's RMPP header (warned about). Other classes' bodies are
+    # payload: the MAD header columns tell their trees; a summary line's, for any class
+    # whose body (if decoded) has no attribute ibwire.mads knows.
     mad = has("mad")
     if mode != "line":
-        ib &= ~mad
+        klass = field("mad.mgmtclass") & 0xFF
+        cut_rmpp = (program.rmpp_classes()[klass] != 0) & ~has("rmpp")
+        ib &= ~(mad & (_decoded_classes()[klass] | cut_rmpp))
     elif mad.any():
         ib &= ~(mad & ~_mad_header_tells(field, has("rmpp")))
     known = _KNOWN[opcode]

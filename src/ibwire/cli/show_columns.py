@@ -87,7 +87,8 @@ class _Rows:
         if name.startswith("name:"):  # names.describe of each value, by one table lookup
             from ibwire.names import column
 
-            return column(name[5:], self.cols[name[5:]][:self.count])
+            return column(name[5:], self.cols[name[5:]][:self.count],
+                          self.cols.get("mad.mgmtclass"))
         if name == "mad:line":  # names.mad_summary of each row's MAD header, once a kind
             from ibwire.names import mad_summary
 

@@ -366,3 +366,21 @@ def test_show_into_a_closed_pipe_is_quiet(tmp_path):
                           shell=True, capture_output=True, text=True, check=False)
     assert done.stdout.count("\n") == 1
     assert done.stderr == "", done.stderr
+
+
+@pytest.mark.parametrize("given", [None, "3"])
+def test_the_verbs_run_numpy_without_blas_threads(given):
+    """``ibwire`` asks OpenBLAS for one thread (its pool costs 0.1 s of CPU at numpy's
+    import; ibwire does no linear algebra) unless the user said otherwise."""
+    import os
+    import subprocess
+
+    code = ("import sys; from ibwire.cli.main import main; "
+            f"main(['show', '-c', '1', {str(SAMPLES / 'sample-rocev2.pcap')!r}]); "
+            "import os; print('threads', os.environ.get('OPENBLAS_NUM_THREADS'))")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=env).stdout.splitlines()
+    assert out[-1] == f"threads {given or 1}"

@@ -109,8 +109,17 @@ def verb_module(name: str) -> ModuleType:
     return import_module(VERBS[name][0])
 
 
+#: Set for the verbs' process unless the user set them: ibwire does no linear algebra, and
+#: OpenBLAS (loaded with numpy) starts a thread per core at import, spinning: 0.1-0.15 s of
+#: CPU on every run (OpenBLAS USAGE.md: OPENBLAS_NUM_THREADS, OMP_NUM_THREADS).
+BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1"}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if "numpy" not in sys.modules:  # read when numpy loads; too late after
+        for name, value in BLAS_THREADS.items():
+            os.environ.setdefault(name, value)
     verb = argv[0] if argv and argv[0] in VERBS else None
     args = parser(verb, arguments=verb is not None).parse_args(argv)
     module = verb_module(args.verb)

@@ -151,9 +151,9 @@ def _mad_header_tells(field: Callable[[str], np.ndarray], rmpp: np.ndarray) -> n
 
     klass, attribute = field("mad.mgmtclass") & 0xFF, field("mad.attributeid")
     tells = ~_decoded_classes()[klass]
-    known = np.zeros(len(klass), bool)
-    for known_class, known_attribute in mad_attributes():
-        known |= (klass == known_class) & (attribute == known_attribute)
+    pairs = np.array(sorted(c << 16 | a for c, a in mad_attributes()), np.int64)
+    wanted = klass << 16 | attribute
+    known = pairs[np.minimum(np.searchsorted(pairs, wanted), len(pairs) - 1)] == wanted
     room = field("offset.icrc") - field("offset.payload")
     hops, pointer = field("mad.classspecific") & 0xFF, field("mad.classspecific") >> 8
     flags, segment = field("rmpp.rmppflags"), field("rmpp.data1")

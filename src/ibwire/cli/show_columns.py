@@ -10,6 +10,7 @@ of shape 0 are dissected (``ibwire.inspect``) and written by ``show.summary``/``
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -79,23 +80,27 @@ class _Rows:
         (in hex), or ``dissected`` (set by the caller)."""
         if name.startswith("hex:"):
             return [v.hex() for v in self.batch.values(name[4:])[:self.count]]
-        if name.startswith("aeth:"):
-            made: dict[int, str] = {}
-            render = SYNDROME_TEXTS[name[5:]]
-            return [made[s] if s in made else made.setdefault(s, render(decode_syndrome(s)))
-                    for s in self.cols["aeth.syndrome"].tolist()]
+        if name.startswith("aeth:"):  # the syndrome is 8 bits: one table lookup
+            syndromes = self.cols["aeth.syndrome"][:self.count].astype(np.intp)
+            return _syndrome_table(name[5:])[syndromes].tolist()
         if name.startswith("name:"):  # names.describe of each value, by one table lookup
             from ibwire.names import column
 
             return column(name[5:], self.cols[name[5:]][:self.count],
                           self.cols.get("mad.mgmtclass"))
-        if name == "mad:line":  # names.mad_summary of each row's MAD header, once a kind
+        if name == "mad:line":  # names.mad_summary of the MAD rows' headers, once a kind
             from ibwire.names import mad_summary
 
-            said: dict[tuple[int, ...], str] = {}
-            heads = zip(*(self.cols[k].tolist() for k in MAD_KEYS), strict=True)
-            return [said[h] if h in said else said.setdefault(
-                h, mad_summary(dict(zip(MAD_KEYS, h, strict=True))) or "") for h in heads]
+            out = np.full(self.count, "", object)
+            rows = np.flatnonzero(self.cols["headers"][:self.count] & np.uint32(1 << SLOT["mad"]))
+            if rows.size:
+                heads = np.zeros(rows.size, np.uint64)
+                for k, width in zip(MAD_KEYS, _MAD_WIDTHS, strict=True):  # one number
+                    heads = heads << np.uint64(width) | self.cols[k][rows].astype(np.uint64)
+                distinct, inverse = np.unique(heads, return_inverse=True)
+                said = [mad_summary(_split(h)) or "" for h in distinct.tolist()]
+                out[rows] = np.array(said, object)[inverse.reshape(-1)]
+            return out.tolist()
         if name == "ip.options":
             out = [""] * self.count
             net, ihl = self.cols["offset.network"], self.cols["ip.hdr_len"]
@@ -104,6 +109,26 @@ class _Rows:
                 out[r] = bytes(self.batch.frame(r)[at + 20:at + 4 * int(ihl[r])]).hex()
             return out
         return self.batch.values(name)[:self.count]
+
+
+@cache
+def _syndrome_table(mode: str) -> np.ndarray:
+    """What ``mode`` writes of each of the 256 AETH syndromes' derived keys."""
+    render = SYNDROME_TEXTS[mode]
+    return np.array([render(decode_syndrome(s)) for s in range(256)], object)
+
+
+#: The bits of each of ``MAD_KEYS`` (class, attribute, method, status).
+_MAD_WIDTHS = (8, 16, 8, 16)
+
+
+def _split(head: int) -> dict[str, int]:
+    """The MAD header fields of a number ``strs`` made of them."""
+    out = {}
+    for key, width in zip(reversed(MAD_KEYS), reversed(_MAD_WIDTHS), strict=True):
+        out[key] = head & ((1 << width) - 1)
+        head >>= width
+    return out
 
 
 # ---------------------------------------------------------------- the walk

@@ -15,6 +15,8 @@ and RDMA WRITE ONLY packets with 1-4 KiB payloads, alternating; PSNs increase.
              and on two mixed ones (tools/mixed_capture.py): Ethernet with every opcode in
              RoCEv2/IPv4, IPv6 and RoCEv1, untagged, 802.1Q and QinQ, MADs, CNPs, reserved
              opcodes, IPv4 options, other traffic and bad ICRCs; native InfiniBand as ERF
+             (--captures picks some); wall and CPU times (user + system: less swayed by the
+             machine's load), each the best of --repeat
   scapy      ``rdpcap(F)`` + ``BTH.compute_icrc`` per packet (scapy.contrib.roce), wall time
   scanner    in-process ``scan_capture`` packets/s on 1M ACKs (small packets), one thread,
              with no header columns and with every column; and the counting scan that
@@ -23,6 +25,7 @@ and RDMA WRITE ONLY packets with 1-4 KiB payloads, alternating; PSNs increase.
 
 Usage: python tools/bench_scan.py [--dir /tmp/ibwire-bench] [--packets 1000000,100000]
        [--scapy-max 100000] [--big-gb 2.1] [--repeat 3] [--rows check,show,scanner,rss]
+       [--captures ack-write,ethernet,erf]
 scapy reads a whole capture into memory (about 2 KB per packet in objects), so it runs on
 captures of at most --scapy-max packets; its time is given as measured, never extrapolated.
 """
@@ -172,6 +175,27 @@ def wall(argv: list[str], repeat: int, capture: Path | None = None) -> tuple[flo
     return best, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
 
 
+def timed(argv: list[str], repeat: int, capture: Path) -> tuple[float, float]:
+    """Best wall time and best CPU time (user + system, the command and its children) of a
+    command, ``capture`` warmed before each run: CPU time swings less with the machine's
+    load than wall time."""
+    best_wall = best_cpu = float("inf")
+    for _ in range(repeat):
+        warm(capture)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t = time.perf_counter()
+        done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              env=CHILD_ENV)
+        elapsed = time.perf_counter() - t
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if done.returncode not in (0, 1):
+            raise SystemExit(f"{argv[0]} failed: {done.stderr.decode()[-500:]}")
+        best_wall = min(best_wall, elapsed)
+        best_cpu = min(best_cpu, after.ru_utime - before.ru_utime
+                       + after.ru_stime - before.ru_stime)
+    return best_wall, best_cpu
+
+
 def peak_rss_of(argv: list[str]) -> int:
     """Peak RSS (KiB) of one command, in a fresh process of its own."""
     probe = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], "
@@ -237,6 +261,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--rows", default="check,show,scanner,rss",
                         help="which parts of the table to run")
+    parser.add_argument("--captures", default=",".join(SHOW_CAPTURES),
+                        help="the show rows' captures: " + ", ".join(SHOW_CAPTURES))
     args = parser.parse_args()
     rows = set(args.rows.split(","))
     args.dir.mkdir(parents=True, exist_ok=True)
@@ -280,7 +306,7 @@ def main() -> None:
             variant = ensure_variant(args.dir / name, path, pcapng, linktype)
             print(check_row(label, count, variant, pcap_time)[0], flush=True)
     if tshark and "show" in rows:
-        show_rows(args.dir, ibwire_cmd, tshark, args.repeat)
+        show_rows(args.dir, ibwire_cmd, tshark, args.repeat, args.captures.split(","))
     if "scanner" in rows:
         scanner_rows(args.dir, args.repeat)
     if "rss" not in rows:
@@ -309,22 +335,38 @@ def scanner_rows(directory: Path, repeat: int) -> None:
               f"{rate / 1e6:.1f} M packets/s")
 
 
-def show_rows(directory: Path, ibwire_cmd: str, tshark: str, repeat: int) -> None:
-    """The three outputs of ``ibwire show`` and tshark's, on 100k packets of three captures."""
-    captures = (("ACK + 1-4 KiB WRITE", ensure(directory / "mixed-100000.pcap", 100_000)),
-                ("mixed Ethernet", _mixed(directory / "every-kind-100000.pcap", write_ethernet)),
-                ("mixed native IB, ERF",
-                 _mixed(directory / "every-kind-ib-100000.erf.pcap", write_infiniband)))
-    print(f"{'100k packets of':>22} {'output':>14} | {'ibwire show':>11} | {'tshark':>8} | "
-          f"{'ratio':>6} {'target':>7}")
-    for label, path in captures:
+#: The show rows' captures, by the name --captures gives them.
+SHOW_CAPTURES = ("ack-write", "ethernet", "erf")
+
+
+def show_rows(directory: Path, ibwire_cmd: str, tshark: str, repeat: int,
+              which: list[str]) -> None:
+    """The three outputs of ``ibwire show`` and tshark's, on 100k packets of three captures
+    (``which`` of :data:`SHOW_CAPTURES`): wall and CPU times, and their ratios."""
+    unknown = set(which) - set(SHOW_CAPTURES)
+    if unknown:
+        raise SystemExit(f"--captures: no {', '.join(sorted(unknown))} "
+                         f"(known: {', '.join(SHOW_CAPTURES)})")
+    makers = {
+        "ack-write": ("ACK + 1-4 KiB WRITE",
+                      lambda: ensure(directory / "mixed-100000.pcap", 100_000)),
+        "ethernet": ("mixed Ethernet",
+                     lambda: _mixed(directory / "every-kind-100000.pcap", write_ethernet)),
+        "erf": ("mixed native IB, ERF",
+                lambda: _mixed(directory / "every-kind-ib-100000.erf.pcap", write_infiniband))}
+    print(f"{'100k packets of':>22} {'output':>14} | {'ibwire show':>11} {'(CPU)':>7} | "
+          f"{'tshark':>8} {'(CPU)':>7} | {'ratio':>6} {'(CPU)':>6} {'target':>7}")
+    for name in (n for n in SHOW_CAPTURES if n in which):
+        label, make = makers[name]
+        path = make()
         for what, ours_flags, theirs_flags, target in SHOW_ROWS:
-            ours, _ = wall([ibwire_cmd, "show", *ours_flags, str(path)], repeat, path)
-            theirs, _ = wall([tshark, "-r", str(path), *theirs_flags], repeat, path)
+            ours, our_cpu = timed([ibwire_cmd, "show", *ours_flags, str(path)], repeat, path)
+            theirs, their_cpu = timed([tshark, "-r", str(path), *theirs_flags], repeat, path)
             ratio = theirs / ours
-            print(f"{label:>22} {what:>14} | {ours:>9.2f} s | {theirs:>6.2f} s | "
-                  f"{ratio:>5.1f}x {'>=':>3}{target:.0f}x{'' if ratio >= target else ' MISSED'}",
-                  flush=True)
+            print(f"{label:>22} {what:>14} | {ours:>9.2f} s {our_cpu:>5.2f} s | "
+                  f"{theirs:>6.2f} s {their_cpu:>5.2f} s | {ratio:>5.1f}x "
+                  f"{their_cpu / our_cpu:>5.1f}x {'>=':>3}{target:.0f}x"
+                  f"{'' if ratio >= target else ' MISSED'}", flush=True)
 
 
 def _mixed(path: Path, write: object) -> Path:

@@ -89,7 +89,8 @@ _NAMERS: dict[str, Callable[[int, Mapping[str, Any]], str]] = {
     "mad.attributeid": lambda v, f: attribute(f.get("mad.mgmtclass", -1), v),
     "cm.rej.reason": lambda v, f: cm_rej_reasons().get(v, "unknown reason"),
 }
-
+#: The keys :func:`describe` names.
+NAMED = frozenset(_NAMERS)
 
 #: The keys whose name depends on the MAD's class as well as on the value (``_NAMERS``).
 BY_CLASS = frozenset({"mad.status", "mad.attributeid"})

@@ -116,8 +116,12 @@ def _broken(packet: Packet, fields: Mapping[str, Any], icrc_ok: bool | None,
     return line
 
 
-def summary(found: Inspection, start_ns: int) -> str:
-    fields = found.fields()
+def summary(found: Inspection, start_ns: int, fields: Mapping[str, Any] | None = None
+            ) -> str:
+    """The summary line; ``fields`` the packet's (``Packet.fields``) when already made: the
+    line reads no key that ``Inspection.fields`` adds."""
+    if fields is None:
+        fields = found.fields()
     timestamp = None if found.record.error is not None else found.record.timestamp_ns
     line = _head(found.record.index + 1, timestamp, start_ns, fields)
     packet = found.packet
@@ -150,20 +154,21 @@ def derived_text(value: Any) -> str:
 
 
 def tree(found: Inspection) -> str:
-    lines = [summary(found, found.record.timestamp_ns)]
     packet = found.packet
     if packet is None:
-        return "\n".join(lines)
+        return summary(found, found.record.timestamp_ns)
     from ibwire.headers import ALL
     from ibwire.mads import TITLES
-    from ibwire.names import DECIMAL, describe
+    from ibwire.names import DECIMAL, NAMED, describe
 
     fields = packet.fields()
+    lines = [summary(found, found.record.timestamp_ns, fields)]
     # A MAD's derived values are written as its fields are; others' as ``derived_text``
     # (the AETH syndrome's parts, IPv4 options), as the column path writes them.
     mad = "mad.mgmtclass" in fields
 
-    def named(key: str, value: Any, shown: Any) -> str:
+    def line(key: str, value: Any, shown: Any) -> str:
+        """``key = shown`` and the value's name (``names.describe``) beside it."""
         name = describe(key, value, fields)
         return f"      {key} = {shown}" + (f" ({name})" if name else "")
 
@@ -176,11 +181,16 @@ def tree(found: Inspection) -> str:
         spec = None if header.full_keys else ALL[header.name]
         title = spec.title if spec else TITLES.get(header.name, header.name)
         lines.append(f"  {title} (offset {header.offset}, {header.length} bytes)")
+        keys = spec.keys if spec is not None else {}
         for name, value in header.values.items():
-            key = name if spec is None else spec.key(name)
-            lines.append(named(key, value, number(key, value)))
+            key = keys.get(name) or (name if spec is None else spec.key(name))
+            if type(value) is int and key not in NAMED:  # most fields: no call
+                lines.append(f"      {key} = {value:#x}" if value > 9 and key not in DECIMAL
+                             else f"      {key} = {value}")
+            else:
+                lines.append(line(key, value, number(key, value)))
     for key, value in packet.derived.items():
-        lines.append(named(key, value, number(key, value) if mad else derived_text(value)))
+        lines.append(line(key, value, number(key, value) if mad else derived_text(value)))
     if packet.is_ib:
         lines.append(f"  Payload ({len(packet.payload)} bytes at {packet.payload_offset}), "
                      f"pad {len(packet.pad)}")

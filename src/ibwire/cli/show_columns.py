@@ -108,7 +108,16 @@ class _Rows:
                 at = int(net[r])
                 out[r] = bytes(self.batch.frame(r)[at + 20:at + 4 * int(ihl[r])]).hex()
             return out
-        return self.batch.values(name)[:self.count]
+        # a header's text (addresses): only where the header is, the rows whose templates
+        # read it
+        bit = np.uint32(1 << program.column(name).slot)
+        present = np.flatnonzero(self.cols["headers"][:self.count] & bit)
+        if present.size == self.count:
+            return self.batch.values(name)[:self.count]
+        out = np.full(self.count, "", object)
+        if present.size:
+            out[present] = np.array(self.batch.values(name, present), object)
+        return out.tolist()
 
 
 @cache

@@ -50,12 +50,13 @@ class ScanBatch:
     def names(self) -> list[str]:
         return list(self.columns)
 
-    def values(self, name: str) -> list[Any]:
+    def values(self, name: str, rows: np.ndarray | None = None) -> list[Any]:
         """Header-field column ``name`` as Python values shown as ``Packet.fields()`` shows
-        them (addresses as text; 0 where the header is absent, see ``headers``)."""
+        them (addresses as text; 0 where the header is absent, see ``headers``); of
+        ``rows`` only (an index array) if given."""
         column = program.column(name)
         field = program.SLOTS[column.slot].by_name[column.field]
-        data = self.columns[name]
+        data = self.columns[name] if rows is None else self.columns[name][rows]
         if column.width != 16:
             if field.fmt is None:
                 return data.tolist()

@@ -84,10 +84,17 @@ class _Rows:
             syndromes = self.cols["aeth.syndrome"][:self.count].astype(np.intp)
             return _syndrome_table(name[5:])[syndromes].tolist()
         if name.startswith("name:"):  # names.describe of each value, by one table lookup
-            from ibwire.names import column
+            from ibwire.names import BY_CLASS, column
 
-            return column(name[5:], self.cols[name[5:]][:self.count],
-                          self.cols.get("mad.mgmtclass"))
+            key = name[5:]
+            if key not in BY_CLASS:
+                return column(key, self.cols[key][:self.count])
+            out = np.full(self.count, "", object)  # named by class: the MAD rows only
+            rows = np.flatnonzero(self.cols["headers"][:self.count] & np.uint32(1 << SLOT["mad"]))
+            if rows.size:
+                out[rows] = np.array(column(key, self.cols[key][rows],
+                                            self.cols["mad.mgmtclass"][rows]), object)
+            return out.tolist()
         if name == "mad:line":  # names.mad_summary of the MAD rows' headers, once a kind
             from ibwire.names import mad_summary
 

@@ -92,6 +92,7 @@ _NAMERS: dict[str, Callable[[int, Mapping[str, Any]], str]] = {
 #: The keys :func:`describe` names.
 NAMED = frozenset(_NAMERS)
 
+
 #: The keys whose name depends on the MAD's class as well as on the value (``_NAMERS``).
 BY_CLASS = frozenset({"mad.status", "mad.attributeid"})
 #: The keys the column path names by a text column of their own (``name:KEY``, ``names.column``):
@@ -115,7 +116,8 @@ def column(key: str, values: np.ndarray, mgmtclass: np.ndarray | None = None) ->
 
     if key not in BY_CLASS:
         return _name_table(key)[values.astype(np.intp, copy=False) & 0xFF].tolist()
-    assert mgmtclass is not None
+    if mgmtclass is None:
+        raise ValueError(f"{key} is named by the MAD's class: the mad.mgmtclass column is needed")
     pairs = (mgmtclass.astype(np.int64) & 0xFF) << 32 | values.astype(np.int64)
     distinct, inverse = np.unique(pairs, return_inverse=True)
     named = np.array([f" ({describe(key, p & 0xFFFFFFFF, {'mad.mgmtclass': p >> 32})})"

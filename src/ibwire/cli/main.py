@@ -111,7 +111,8 @@ def verb_module(name: str) -> ModuleType:
 
 #: Set for the verbs' process unless the user set them: ibwire does no linear algebra, and
 #: OpenBLAS (loaded with numpy) starts a thread per core at import, spinning: 0.1-0.15 s of
-#: CPU on every run (OpenBLAS USAGE.md: OPENBLAS_NUM_THREADS, OMP_NUM_THREADS).
+#: CPU on every run (OPENBLAS_NUM_THREADS: the OpenBLAS README, "Setting the number of
+#: threads using environment variables").
 BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1"}
 
 

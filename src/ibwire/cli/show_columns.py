@@ -73,6 +73,10 @@ class _Rows:
             out[rows] = (word >> np.uint64(f.shift)) & np.uint64(f.mask)
         return out
 
+    def _having(self, header: str) -> np.ndarray:
+        """The rows that have ``header`` (a slot of ``ibwire.scan.program``)."""
+        return np.flatnonzero(self.cols["headers"][:self.count] & np.uint32(1 << SLOT[header]))
+
     def strs(self, name: str) -> list[str]:
         """``name``: an address column (its text), ``"hex:KEY"`` (a bytes field in hex),
         ``"aeth:MODE"`` (the syndrome's derived keys as MODE writes them), ``"name:KEY"`` (`` (name)``
@@ -90,7 +94,7 @@ class _Rows:
             if key not in BY_CLASS:
                 return column(key, self.cols[key][:self.count])
             out = np.full(self.count, "", object)  # named by class: the MAD rows only
-            rows = np.flatnonzero(self.cols["headers"][:self.count] & np.uint32(1 << SLOT["mad"]))
+            rows = self._having("mad")
             if rows.size:
                 out[rows] = np.array(column(key, self.cols[key][rows],
                                             self.cols["mad.mgmtclass"][rows]), object)
@@ -99,7 +103,7 @@ class _Rows:
             from ibwire.names import mad_summary
 
             out = np.full(self.count, "", object)
-            rows = np.flatnonzero(self.cols["headers"][:self.count] & np.uint32(1 << SLOT["mad"]))
+            rows = self._having("mad")
             if rows.size:
                 heads = np.zeros(rows.size, np.uint64)
                 for k, width in zip(MAD_KEYS, _MAD_WIDTHS, strict=True):  # one number
@@ -117,8 +121,7 @@ class _Rows:
             return out
         # a header's text (addresses): only where the header is, the rows whose templates
         # read it
-        bit = np.uint32(1 << program.column(name).slot)
-        present = np.flatnonzero(self.cols["headers"][:self.count] & bit)
+        present = self._having(SLOTS[program.column(name).slot].name)
         if present.size == self.count:
             return self.batch.values(name)[:self.count]
         out = np.full(self.count, "", object)

@@ -83,3 +83,24 @@ def test_views_read_their_attributes_fields_at_the_declared_bits():
     assert keys[0x70010] in ("cm.local", "cm.req")
     assert sorted(program.SLOTS[s].name for k, s in program.mad_views() if k == 0x70013) == [
         "cm.local", "cm.remote", "cm.rep"]
+
+
+@pytest.mark.parametrize("collide", [False, True])
+def test_distinct_pairs_groups_equal_rows_only(collide):
+    """16-byte columns (GIDs, IPv6 addresses) are grouped by one number mixed from their two
+    halves; rows that mix to the same number but differ stay apart (the checked fallback)."""
+    import numpy as np
+
+    from ibwire.scan.batch import _MIX, distinct_pairs
+
+    rng = np.random.default_rng(7)
+    pool = rng.integers(0, 2**63, (6, 2), dtype=np.uint64)
+    if collide:  # (0, 5) and (1, MIX ^ 5) both mix to 5
+        pool[0], pool[1] = (0, 5), (1, int(_MIX) ^ 5)
+    halves = pool[rng.integers(0, len(pool), 500)]
+    halves[:2] = pool[:2]
+    first, inverse = distinct_pairs(halves)
+    assert len(first) == len({tuple(row) for row in halves.tolist()})
+    assert np.array_equal(halves[first][inverse], halves)  # each row maps to its own value
+    assert inverse[0] != inverse[1]
+    assert distinct_pairs(halves[:0])[0].size == 0

@@ -65,11 +65,9 @@ class ScanBatch:
             shown = np.array([display(v, field) for v in distinct.ravel().tolist()] + [""],
                              object)
             return shown[inverse].tolist()
-        # 16-byte rows: sorted as two numbers (numpy sorts raw bytes slowly)
+        # 16-byte rows: as two numbers (numpy sorts raw bytes slowly)
         halves = np.ascontiguousarray(data).view(np.uint64).reshape(-1, 2)
-        distinct_halves, inverse = distinct_rows(halves)
-        first = np.zeros(len(distinct_halves), np.intp)
-        first[inverse[::-1]] = np.arange(len(inverse))[::-1]  # a row of each distinct value
+        first, inverse = distinct_pairs(halves)
         shown = np.array([display(int.from_bytes(bytes(data[i]), "big"), field)
                           for i in first.tolist()] + [b""], object)  # b"": no nested bytes
         return shown[inverse].tolist()
@@ -141,6 +139,28 @@ def distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     inverse = np.empty(len(order), np.intp)
     inverse[order] = np.cumsum(first) - 1
     return ordered[first], inverse
+
+
+#: An odd 64-bit constant (2**64 over the golden ratio) that mixes a pair into one number.
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def distinct_pairs(halves: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A row of each distinct row of an (n, 2) uint64 array, and each row's index among them
+    (any order): by one number mixed from each pair (a 1-D ``np.unique`` is several times
+    faster than :func:`distinct_rows`), checked row for row; if two distinct pairs mixed to
+    one number, by :func:`distinct_rows`."""
+    if not len(halves):
+        return np.zeros(0, np.intp), np.zeros(0, np.intp)
+    mixed = halves[:, 0] * _MIX ^ halves[:, 1]
+    _numbers, first, inverse = np.unique(mixed, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if np.array_equal(halves[first][inverse], halves):
+        return first, inverse
+    distinct, inverse = distinct_rows(halves)
+    first = np.zeros(len(distinct), np.intp)
+    first[inverse[::-1]] = np.arange(len(inverse))[::-1]  # a row of each distinct value
+    return first, inverse
 
 
 _REASONS: dict[type[IbwireError], str] = {

@@ -236,3 +236,20 @@ def test_retry_exhaustion_ends_the_qp_and_the_counts_still_agree(generated, faul
     assert q["error"] == "retry_exceeded" and q["completed"] < q["posted"] == 4
     assert q["retransmitted_packets"] == 0
     check_against_manifest(path, manifest)
+
+
+def test_cnps_behind_read_responses_keep_their_interval_on_the_wire(tmp_path):
+    """At the responder's tap a CNP can wait for its port behind a READ response; the next
+    one of its QP, decided an interval after it, must still leave an interval after it (it
+    left 2998 ns after it once): qp finds no pacing violation, as the manifest says."""
+    s = Scenario(qps=(QpSpec("write", 40 * 1024), QpSpec("send", 30 * 1024, mtu=4096),
+                      QpSpec("read", 20 * 1024, mtu=2048)),
+                 faults=(Fault("ecn", rate=0.7), Fault("ecn_resp", rate=0.5)),
+                 tap="responder", cnp_scope="qp", cnp_interval_us=3, link=Link(gbps=25),
+                 seed=4)
+    path = tmp_path / "cnp.pcap"
+    manifest = write_pcap(path, s)
+    found = analyse(path, cnp_scope="qp", cnp_interval_us=3).as_dicts()
+    assert sum(q["cnps"] for q in manifest["qps"]) > 3
+    assert [q["findings"] for q in found] == [q["findings"] for q in manifest["qps"]]
+    assert not any(q["findings"] for q in found)

@@ -105,7 +105,20 @@ def test_cnp_scope(scope, expected):
     marked = [("10.0.0.1", "10.0.0.2", 1), ("10.0.0.1", "10.0.0.2", 2),
               ("10.0.0.1", "10.0.0.3", 3), ("10.0.0.9", "10.0.0.2", 4),
               ("10.0.0.1", "10.0.0.2", 1)]
-    assert [pacer.on_marked(s, d, q, 100) for s, d, q in marked] == expected
+    assert [pacer.on_marked(s, d, q, 100) is not None for s, d, q in marked] == expected
+
+
+def test_cnp_waits_an_interval_after_the_last_one_of_its_key_left():
+    """A CNP decided on time but sent late (its port busy) holds back the next one of its
+    key until an interval after it left; other keys are not held."""
+    pacer = CnpPacer(3 * US, "qp")
+    first = pacer.on_marked("a", "b", 7, 0)
+    assert first is not None and pacer.send_at(first) == 0
+    pacer.sent(first, 1300)                      # behind a 4 KiB frame at 25 Gb/s
+    second = pacer.on_marked("a", "b", 7, 3 * US)
+    assert second == first and pacer.send_at(second) == 1300 + 3 * US
+    other = pacer.on_marked("a", "b", 8, 3 * US)
+    assert other is not None and pacer.send_at(other) == 0
 
 
 def test_cnp_interval_0_answers_every_mark_and_bad_settings_are_refused():

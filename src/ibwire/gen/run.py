@@ -20,7 +20,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from typing import Any
 
 import numpy as np
@@ -151,11 +151,11 @@ class Generation:
         for fault in s.faults:
             self._arm(fault, conns, faults, targeted, rates)
         pacer = CnpPacer(round(s.cnp_interval_us * 1000), s.cnp_scope)
-        cnps: deque[tuple[int, Packet]] = deque()
+        cnps: deque[tuple[int, Packet, Hashable]] = deque()
         # the requester is the notification point of CE-marked READ responses: its CNPs go
         # to the responder's QP, first on the requester's port
         req_pacer = CnpPacer(round(s.cnp_interval_us * 1000), s.cnp_scope)
-        fwd_cnps: deque[tuple[int, Packet]] = deque()
+        fwd_cnps: deque[tuple[int, Packet, Hashable]] = deque()
         arrivals: list[tuple[int, int, str, int, Packet, bool, bool]] = []
         taps: list[tuple[int, int, bytes, list[dict[str, Any]]]] = []
         seq = 0
@@ -167,8 +167,9 @@ class Generation:
         t = start
         while True:
             # 1. each free direction sends one frame
-            if free["fwd"] <= t and fwd_cnps:
-                k, packet = fwd_cnps.popleft()
+            if free["fwd"] <= t and fwd_cnps and req_pacer.send_at(fwd_cnps[0][2]) <= t:
+                k, packet, due = fwd_cnps.popleft()
+                req_pacer.sent(due, t)
                 c = conns[k]
                 frame = self.framer.frame(packet, "fwd", c.udp_sport, dscp=s.cnp_dscp)
                 free["fwd"] = t + self._wire_ns(frame)
@@ -209,7 +210,8 @@ class Generation:
                         seq += 1
                     break
             if free["rev"] <= t:
-                sent = self._send_answer(t, conns, cnps, turn, targeted, rates, rng, faults)
+                sent = self._send_answer(t, conns, (cnps, pacer), turn, targeted, rates, rng,
+                                         faults)
                 if sent is not None:
                     c, packet, frame, hits, lost = sent
                     ce = any(h["kind"] == "ecn_resp" for h in hits)
@@ -228,10 +230,14 @@ class Generation:
                         seq += 1
             # 2. the next moment something happens
             times = [arrivals[0][0]] if arrivals else []
-            if ready or fwd_cnps:
+            if ready:
                 times.append(max(free["fwd"], t))
-            if cnps or any(c.resp.has_output for c in conns):
+            if fwd_cnps:
+                times.append(max(free["fwd"], t, req_pacer.send_at(fwd_cnps[0][2])))
+            if any(c.resp.has_output for c in conns):
                 times.append(max(free["rev"], t))
+            if cnps:
+                times.append(max(free["rev"], t, pacer.send_at(cnps[0][2])))
             deadlines = [d for c in conns if (d := c.req.next_deadline()) is not None]
             times += deadlines
             if not times:
@@ -247,13 +253,13 @@ class Generation:
                     c.resp.receive(packet, t, icrc_ok)
                     if ce and icrc_ok and s.encapsulation.startswith("rocev2"):
                         src, dst = self.framer.address("fwd")
-                        if pacer.on_marked(src, dst, c.responder_qpn, t):
-                            cnps.append((k, cnp_packet(c.requester_qpn)))
+                        if (due := pacer.on_marked(src, dst, c.responder_qpn, t)) is not None:
+                            cnps.append((k, cnp_packet(c.requester_qpn), due))
                 elif packet.opcode != CNP_OPCODE:
                     if ce and s.encapsulation.startswith("rocev2"):
                         src, dst = self.framer.address("rev")
-                        if req_pacer.on_marked(src, dst, c.requester_qpn, t):
-                            fwd_cnps.append((k, cnp_packet(c.responder_qpn)))
+                        if (due := req_pacer.on_marked(src, dst, c.requester_qpn, t)) is not None:
+                            fwd_cnps.append((k, cnp_packet(c.responder_qpn), due))
                     self._note(c, c.req.receive(packet, t, icrc_ok))
                     ready.add(k)
             for c in conns:
@@ -282,11 +288,14 @@ class Generation:
     def _wire_ns(self, frame: bytes) -> int:
         return -(-self.framer.wire_bytes(frame) * 8 * 1000 // round(self.scenario.link.gbps * 1000))
 
-    def _send_answer(self, t: int, conns: list[_Conn], cnps: deque, turn: dict, targeted: dict,
-                     rates: dict, rng: random.Random, faults: list) -> tuple | None:
+    def _send_answer(self, t: int, conns: list[_Conn], paced: tuple[deque, CnpPacer],
+                     turn: dict, targeted: dict, rates: dict, rng: random.Random, faults: list
+                     ) -> tuple | None:
         s = self.scenario
-        if cnps:
-            k, packet = cnps.popleft()
+        cnps, pacer = paced
+        if cnps and pacer.send_at(cnps[0][2]) <= t:
+            k, packet, due = cnps.popleft()
+            pacer.sent(due, t)
             c = conns[k]
             frame = self.framer.frame(packet, "rev", c.udp_sport, dscp=s.cnp_dscp)
             return c, packet, frame, [], False

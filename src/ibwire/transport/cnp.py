@@ -40,7 +40,11 @@ def scope_key(scope: str, src: Hashable, dst: Hashable, dest_qp: int) -> Hashabl
 
 
 class CnpPacer:
-    """Decides, per CE-marked packet, whether the notification point sends a CNP."""
+    """Decides, per CE-marked packet, whether the notification point sends a CNP, and when
+    it may leave: a CNP decided on time can still wait for its port behind a long frame, so
+    that the next one, decided an interval later but sent at once, would follow it closer
+    than the interval on the wire; :meth:`send_at` holds it until the interval has passed
+    since the last one of its key left (:meth:`sent`)."""
 
     def __init__(self, interval_ns: int, scope: str = "qp") -> None:
         if interval_ns < 0:
@@ -49,15 +53,27 @@ class CnpPacer:
         self.interval_ns = interval_ns
         self.scope = scope
         self._last: dict[Hashable, int] = {}
+        self._left: dict[Hashable, int] = {}
 
-    def on_marked(self, src: Hashable, dst: Hashable, dest_qp: int, now_ns: int) -> bool:
-        """A CE-marked packet arrived at ``now_ns``: True when a CNP is to be sent for it."""
+    def on_marked(self, src: Hashable, dst: Hashable, dest_qp: int, now_ns: int
+                  ) -> Hashable | None:
+        """A CE-marked packet arrived at ``now_ns``: the scope key of the CNP to send for it,
+        or None when none is due (wrap a key that may be None, as ``port``'s, to test it)."""
         key = scope_key(self.scope, src, dst, dest_qp)
         last = self._last.get(key)
         if last is not None and now_ns - last < self.interval_ns:
-            return False
+            return None
         self._last[key] = now_ns
-        return True
+        return (key,)
+
+    def send_at(self, due: Hashable) -> int:
+        """The earliest time (ns) the CNP ``on_marked`` returned ``due`` for may leave."""
+        left = self._left.get(due)
+        return 0 if left is None else left + self.interval_ns
+
+    def sent(self, due: Hashable, now_ns: int) -> None:
+        """The CNP for ``due`` left at ``now_ns``."""
+        self._left[due] = now_ns
 
 
 def cnp_packet(dest_qp: int) -> Packet:

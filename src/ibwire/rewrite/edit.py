@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from ibwire import crc
 from ibwire.errors import IbwireError
-from ibwire.rewrite import checksum
+from ibwire.rewrite import checksum, ipv6
 from ibwire.rewrite.options import RewriteOptions, map_address, map_port
 
 ETH_VLAN = (0x8100, 0x88A8)
@@ -150,7 +150,8 @@ def _ip(frame: bytearray, l3: int, o: RewriteOptions, edit: FrameEdit
         _put(frame, l3, new, "ipv6.tclass_flow", edit)
         _put(frame, l3 + 7, bytes([_ttl(frame[l3 + 7], o)]), "ipv6.hlim", edit)
         _addresses(frame, l3 + 8, 16, o, edit)
-        return 6, frame[l3 + 6], l3 + 40, int.from_bytes(frame[l3 + 4:l3 + 6], "big")
+        proto, l4 = ipv6.upper_layer(frame, l3)
+        return 6, proto, l4, int.from_bytes(frame[l3 + 4:l3 + 6], "big") - (l4 - l3 - 40)
     return None
 
 
@@ -285,9 +286,9 @@ def edit_frame(frame: bytearray, link: str, o: RewriteOptions, psn: PsnPairs) ->
             _ports(frame, l4, o, edit)
         if o.mtu_trunc is not None and len(frame) - l3 > o.mtu_trunc:
             del frame[l3 + o.mtu_trunc:]
-            size = o.mtu_trunc - (l4 - l3) if version == 4 else o.mtu_trunc - 40
+            size = o.mtu_trunc - (l4 - l3)
             field_at = l3 + 2 if version == 4 else l3 + 4
-            new_len = o.mtu_trunc if version == 4 else size
+            new_len = o.mtu_trunc if version == 4 else o.mtu_trunc - 40
             frame[field_at:field_at + 2] = new_len.to_bytes(2, "big")
             l4_len = size
             edit.changed.append("mtu-trunc")

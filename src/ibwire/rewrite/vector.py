@@ -9,11 +9,12 @@ checksums. The result is byte for byte what ``edit_frame`` makes of each frame, 
 order of edits (tests/rewrite/test_rewrite_batch.py compares them).
 
 Frames this path does not handle are only marked ``fallback`` (the caller runs
-``edit_frame`` on them): native InfiniBand, RoCEv1 under ``--dscp``/``--ecn``, a CM REQ/REP on QP1 under ``--qpmap`` or
-``--psn-offset``, a RoCE frame whose UDP ports a ``--portmap`` changes, an IP packet longer
-than ``--mtu-trunc``, one whose CRC walk failed after the edits, a scanner fault the CRC
-engine does not share. Options that change lengths or need state across packets
-(``--enet-vlan``, ``--psn-offset QPN:N``) are refused up front by :func:`batchable`.
+``edit_frame`` on them): native InfiniBand, RoCEv1 under ``--dscp``/``--ecn``, a CM REQ/REP on
+QP1 under ``--qpmap`` or ``--psn-offset``, IPv6 with extension headers, a RoCE frame whose UDP
+ports a ``--portmap`` changes, an IP packet longer than ``--mtu-trunc``, one whose CRC walk
+failed after the edits, a scanner fault the CRC engine does not share. Options that change
+lengths or need state across packets (``--enet-vlan``, ``--psn-offset QPN:N``) are refused up
+front by :func:`batchable`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from ibwire.rewrite.blocks import (
     ttl,
 )
 from ibwire.rewrite.edit import CNP_OPCODE, UD_TRANSPORT
+from ibwire.rewrite.ipv6 import FRAGMENT, WALKED
 from ibwire.rewrite.options import RewriteOptions
 
 FIELDS = ("eth.dst", "eth.src", "ip.tos", "ip.ttl", "ipv6.tclass_flow", "ipv6.hlim", "ip.src",
@@ -48,6 +50,7 @@ L4_BITS = BIT["ip.src"] | BIT["ip.dst"] | PORT_BITS
 LABELS = ("none", "kept", "recomputed", "bad-fixed", "bad-kept")
 """``FrameEdit.icrc`` values of the batch path, by code."""
 NONE, KEPT, RECOMPUTED, BAD_FIXED, BAD_KEPT = range(5)
+EXTENSIONS = np.array([*WALKED, FRAGMENT], np.uint8)
 PAD = 8
 """Bytes the buffer must hold past its last frame (word loads of the checksum sums)."""
 
@@ -105,6 +108,8 @@ class _Layer:
         self.l4_len = np.zeros(n, np.int64)
         self.ihl = np.zeros(n, np.int64)
         self.v4: Block | None = None
+        self.extended = np.zeros(n, bool)
+        """IPv6 with extension headers (``ipv6.upper_layer``): left to ``edit_frame``."""
 
 
 def _link(f: _Frames, links: np.ndarray, o: RewriteOptions) -> np.ndarray:
@@ -192,6 +197,7 @@ def _ip(f: _Frames, l3: np.ndarray, o: RewriteOptions) -> _Layer:
     v6.store()
     layer.version[r6] = 6
     layer.proto[r6] = v6.raw[:, 6]
+    layer.extended[r6] = np.isin(v6.raw[:, 6], EXTENSIONS)
     layer.l4[r6], layer.l4_len[r6] = l3[r6] + 40, v6.num(4, 2).astype(np.int64)
     return layer
 
@@ -248,6 +254,7 @@ def edit_frames(buf: np.ndarray, offsets: np.ndarray, lengths: np.ndarray,
     fallback = links == 1
     label = np.zeros(n, np.uint8)
     layer = _ip(f, _link(f, links, o), o)
+    fallback |= layer.extended
     _ports(f, layer, o)
     if o.mtu_trunc is not None:
         fallback |= (layer.version != 0) & (f.len - layer.l3 > o.mtu_trunc)

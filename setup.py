@@ -28,6 +28,7 @@ EXTENSIONS = [
     ("ibwire.pcap._engine", ["src/ibwire/pcap/_engine.pyx", "src/ibwire/pcap/pcapng_walk.c"]),
     ("ibwire.pcap._filemap", ["src/ibwire/pcap/_filemap.pyx", "src/ibwire/pcap/filemap.c"]),
     ("ibwire.scan._text", ["src/ibwire/scan/_text.pyx"]),
+    ("ibwire.rewrite._kernel", ["src/ibwire/rewrite/_kernel.pyx", "src/ibwire/crc/kernel.c"]),
 ]
 
 

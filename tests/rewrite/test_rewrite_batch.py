@@ -23,10 +23,10 @@ from tools import mixed_capture
 from ibwire import crc
 from ibwire.cli import rewrite as cli
 from ibwire.crc import _python
-from ibwire.rewrite import edit, rewrite_capture, vector
+from ibwire.rewrite import batch, edit, rewrite_capture, vector
 from ibwire.rewrite.options import RewriteOptions
 from tests.conftest import ROOT
-from tests.crc.conftest import engine_or_skip
+from tests.crc.conftest import NO_EXTENSIONS, built_or_skip, engine_or_skip
 from tests.rewrite.test_rewrite_roce import CAPTURE_FILES, OPTION_SETS
 from tests.rewrite.test_rewrite_tcprewrite import OPTIONS, OURS, _split
 
@@ -49,6 +49,28 @@ ALL_OPTIONS: dict[str, list[str]] = {
 }
 
 
+try:
+    from ibwire.rewrite import _kernel
+except ImportError:
+    _kernel = None
+
+
+@pytest.fixture(autouse=True, params=["numpy", "c"])
+def window_twin(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test here runs with both window editors: the C kernel (``rewrite._kernel``) and
+    its numpy twin (``rewrite.vector``)."""
+    module = vector if request.param == "numpy" else \
+        built_or_skip(_kernel, "ibwire.rewrite._kernel")
+    monkeypatch.setattr(batch, "edit_frames", module.edit_frames)
+    return str(request.param)
+
+
+def test_the_kernel_is_the_default(window_twin: str) -> None:
+    """The C kernel is what ``ibwire rewrite`` uses unless IBWIRE_NO_EXTENSIONS=1."""
+    assert batch.implementation == ("python" if NO_EXTENSIONS else "c")
+    assert batch._kernel is (vector if NO_EXTENSIONS else _kernel)
+
+
 def options(argv: list[str]) -> RewriteOptions:
     parser = argparse.ArgumentParser()
     cli.add_arguments(parser)
@@ -59,9 +81,9 @@ def both(src: Path, tmp: Path, argv: list[str]) -> tuple[tuple[bytes, str, str],
     """(output bytes, report, summary line) from the per-packet and the batch path; the batch
     path must have handled some packets itself."""
     out = []
-    for batch in (False, True):
-        target, report = tmp / f"out-{batch}{src.suffix}", io.StringIO()
-        summary = rewrite_capture(str(src), target, options(argv), report, batch=batch)
+    for batched in (False, True):
+        target, report = tmp / f"out-{batched}{src.suffix}", io.StringIO()
+        summary = rewrite_capture(str(src), target, options(argv), report, batch=batched)
         out.append((target.read_bytes(), report.getvalue(), summary.line(), summary.batched))
     assert out[0][3] == 0
     return tuple(r[:3] for r in out)  # type: ignore[return-value]

@@ -18,17 +18,23 @@ from typing import IO, TYPE_CHECKING
 
 import numpy as np
 
+from ibwire._twins import load_twin
 from ibwire.pcap.linktypes import direct_link_codes
 from ibwire.pcap.source import CaptureReader, Source
 from ibwire.pcap.writer import PcapWriter
+from ibwire.rewrite import vector
 from ibwire.rewrite.edit import FrameEdit, PsnPairs, edit_frame
 from ibwire.rewrite.options import RewriteOptions
-from ibwire.rewrite.vector import FIELDS, LABELS, PAD, batchable, edit_frames
+from ibwire.rewrite.vector import FIELDS, LABELS, PAD, batchable
 
 if TYPE_CHECKING:
     from ibwire.rewrite.run import RewriteSummary
     from ibwire.scan.batch import ScanBatch
 
+_kernel, implementation = load_twin("ibwire.rewrite._kernel", vector)
+edit_frames = _kernel.edit_frames
+"""The window editor: the C kernel (``ibwire.rewrite._kernel``), or its numpy twin
+(``ibwire.rewrite.vector``) where it is not built or IBWIRE_NO_EXTENSIONS=1."""
 EDITABLE_LINKS = ("ethernet", "ip", "infiniband", "grh")
 HEADER = 16
 _NS = 1_000_000_000

@@ -21,6 +21,7 @@ from scapy.packet import Raw, raw
 from tools import mixed_capture
 
 from ibwire import crc
+from ibwire._twins import load_twin
 from ibwire.cli import rewrite as cli
 from ibwire.crc import _python
 from ibwire.rewrite import batch, edit, rewrite_capture, vector
@@ -61,14 +62,15 @@ def window_twin(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     its numpy twin (``rewrite.vector``)."""
     module = vector if request.param == "numpy" else \
         built_or_skip(_kernel, "ibwire.rewrite._kernel")
-    monkeypatch.setattr(batch, "edit_frames", module.edit_frames)
+    monkeypatch.setattr(batch, "_kernel", module)
     return str(request.param)
 
 
-def test_the_kernel_is_the_default(window_twin: str) -> None:
+def test_the_kernel_is_the_default() -> None:
     """The C kernel is what ``ibwire rewrite`` uses unless IBWIRE_NO_EXTENSIONS=1."""
     assert batch.implementation == ("python" if NO_EXTENSIONS else "c")
-    assert batch._kernel is (vector if NO_EXTENSIONS else _kernel)
+    module, _ = load_twin("ibwire.rewrite._kernel", vector)
+    assert module is (vector if NO_EXTENSIONS else _kernel)
 
 
 def options(argv: list[str]) -> RewriteOptions:

@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False, cdivision=True
-"""C twin of ``ibwire.rewrite.vector``: :func:`edit_frames` with the same arguments and the
-same results, byte for byte, in one pass over each frame.
+"""C twin of ``ibwire.rewrite.vector``: :func:`edit_frames` and :func:`record_headers` with
+the same arguments and the same results, byte for byte, in one pass over each frame.
 
 Where the numpy twin applies each edit to every frame of the window in turn, this walks each
 frame once: Ethernet MACs and VLAN tags, the IPv4 or IPv6 header (class, TTL/hop limit, flow
@@ -22,7 +22,8 @@ cnp.import_array()
 
 from ibwire.rewrite.vector import FIELDS, LABELS, PAD, FrameResults, batchable
 
-__all__ = ["FIELDS", "LABELS", "PAD", "FrameResults", "batchable", "edit_frames"]
+__all__ = ["FIELDS", "LABELS", "PAD", "FrameResults", "batchable", "edit_frames",
+           "record_headers"]
 
 
 cdef extern from "kernel.h" nogil:
@@ -570,3 +571,62 @@ def edit_frames(buf, offsets, lengths, links, before_error, before_icrc, bth, o)
             edit_one(plan, base + po[i], pl[i], pc[i], pe[i], pi[i], pb[i], out_changed + i,
                      out_label + i, out_edited + i, out_fallback + i)
     return FrameResults(changed, label, edited, fallback)
+
+
+cdef inline uint32_t load32(const uint8_t *p, int big) nogil:
+    if big:
+        return be32(p)
+    return p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
+
+
+cdef inline void store32(uint8_t *p, uint32_t v, int big) noexcept nogil:
+    if big:
+        put32(p, v)
+    else:
+        p[0] = <uint8_t>v
+        p[1] = <uint8_t>(v >> 8)
+        p[2] = <uint8_t>(v >> 16)
+        p[3] = <uint8_t>(v >> 24)
+
+
+def record_headers(buf, offsets, lengths, timestamps, orig_len, nanoseconds, big_endian):
+    """The pcap record header before each frame, as ``vector.record_headers`` writes it."""
+    cdef cnp.ndarray data = buf
+    cdef cnp.ndarray offs = np.ascontiguousarray(offsets, np.int64)
+    cdef cnp.ndarray lens = np.ascontiguousarray(lengths, np.int64)
+    cdef cnp.ndarray ts = np.ascontiguousarray(timestamps, np.int64)
+    cdef cnp.ndarray wire = np.ascontiguousarray(orig_len, np.int64)
+    cdef Py_ssize_t n = offs.shape[0], i
+    cdef int big = bool(big_endian), ns = bool(nanoseconds)
+    cdef uint32_t unit = 1000000000 if ns else 1000000
+    cdef uint8_t *base
+    cdef uint8_t *h
+    cdef const int64_t *po
+    cdef const int64_t *pl
+    cdef const int64_t *pt
+    cdef const int64_t *pw
+    cdef int64_t t, sec, rest
+    if not (data.flags.c_contiguous and data.flags.writeable and data.dtype == np.uint8):
+        raise TypeError("record_headers() needs a writable contiguous uint8 array")
+    if n and (offs.min() < 16 or (offs + lens).max() > data.shape[0]):
+        raise ValueError("record_headers(): a record lies outside the buffer")
+    base = <uint8_t *>cnp.PyArray_DATA(data)
+    po = <const int64_t *>cnp.PyArray_DATA(offs)
+    pl = <const int64_t *>cnp.PyArray_DATA(lens)
+    pt = <const int64_t *>cnp.PyArray_DATA(ts)
+    pw = <const int64_t *>cnp.PyArray_DATA(wire)
+    with nogil:
+        for i in range(n):
+            h = base + po[i] - 16
+            if load32(h + 4, big) < unit and pw[i] >= pl[i]:
+                continue
+            t = pt[i]
+            sec = t // 1000000000
+            rest = t - sec * 1000000000
+            if t < 0 and rest != 0:  # floor division, as numpy's
+                sec -= 1
+                rest += 1000000000
+            store32(h, <uint32_t>sec, big)
+            store32(h + 4, <uint32_t>(rest if ns else rest // 1000), big)
+            store32(h + 8, <uint32_t>pl[i], big)
+            store32(h + 12, <uint32_t>(pw[i] if pw[i] > pl[i] else pl[i]), big)

@@ -3,9 +3,10 @@
 The file is scanned window by window (``ibwire.scan.scan_capture``: frame offsets, link
 codes, CRC verdicts and BTH offsets as columns). The records of a window lie back to back in
 the file (16-byte header, then the frame, for the link types whose record is the frame), so
-the window's bytes are copied once, the frames are edited in the copy by
-``ibwire.rewrite.vector``, each record header is rewritten as ``PcapWriter.write`` would
-write it, and the copy goes to the writer in one piece. Frames the vector path does not
+the window's bytes are copied once, the frames are edited in the copy by a few calls of the
+window editor (the C kernel ``ibwire.rewrite._kernel`` or its numpy twin
+``ibwire.rewrite.vector``), each record header is rewritten as ``PcapWriter.write`` would
+write it, and the copy goes to the writer in one piece. Frames the window editor does not
 handle are edited by ``edit_frame`` and written one by one, in their place; so is a window
 whose records are not back to back (a record the reader could not read).
 """
@@ -32,13 +33,13 @@ if TYPE_CHECKING:
     from ibwire.scan.batch import ScanBatch
 
 _kernel, implementation = load_twin("ibwire.rewrite._kernel", vector)
-edit_frames = _kernel.edit_frames
-"""The window editor: the C kernel (``ibwire.rewrite._kernel``), or its numpy twin
-(``ibwire.rewrite.vector``) where it is not built or IBWIRE_NO_EXTENSIONS=1."""
+"""The window editor (``edit_frames``, ``record_headers``): the C kernel
+(``ibwire.rewrite._kernel``), or its numpy twin (``ibwire.rewrite.vector``) where it is not
+built or IBWIRE_NO_EXTENSIONS=1."""
 EDITABLE_LINKS = ("ethernet", "ip", "infiniband", "grh")
 HEADER = 16
-_NS = 1_000_000_000
-_U32 = 0xFFFFFFFF
+_LAST_SECOND = (0xFFFFFFFF + 1) * 1_000_000_000
+"""Timestamps from here on do not fit a pcap record header: the writer refuses them."""
 
 
 def can_batch(source: Source, reader: CaptureReader, options: RewriteOptions) -> bool:
@@ -57,7 +58,6 @@ class BatchRewriter:
         self.writer, self.options, self.report = writer, options, report
         self.summary = summary
         self.psn = PsnPairs(options)
-        self.dtype = np.dtype(writer.order + "u4")
 
     def run(self, source: Source) -> None:
         from ibwire.scan import scan_capture
@@ -104,16 +104,17 @@ class BatchRewriter:
         c = batch.columns
         lo, hi = int(offs[0]) - HEADER, int(offs[-1] + lens[-1])
         src = np.frombuffer(batch.buffer, np.uint8, count=hi - lo, offset=lo)
-        buf = np.zeros(hi - lo + PAD, np.uint8)
+        buf = np.empty(hi - lo + PAD, np.uint8)
         buf[:hi - lo] = src
+        buf[hi - lo:] = 0
         fo = offs - lo
         links = c["link"]
-        result = edit_frames(buf, fo, lens, links, c["error"], c["icrc_ok"], c["offset.bth"],
-                             self.options)
+        result = _kernel.edit_frames(buf, fo, lens, links, c["error"], c["icrc_ok"],
+                                     c["offset.bth"], self.options)
         ts = c["timestamp_ns"]
-        seconds = ts // _NS
-        fallback = result.fallback | ~np.isin(c["error"], (0, 1)) | (ts < 0) | (seconds > _U32)
-        self._headers(buf, fo, lens, seconds, ts % _NS, c["frame.orig_len"])
+        fallback = result.fallback | (c["error"] > 1) | (ts < 0) | (ts >= _LAST_SECOND)
+        _kernel.record_headers(buf, fo, lens, ts, c["frame.orig_len"],
+                               self.writer.nanoseconds, self.writer.order == ">")
         edited = result.edited
         self._count(result.icrc, edited, fallback)
         lines = self._lines(c["record"], result.changed, result.icrc) \
@@ -129,25 +130,6 @@ class BatchRewriter:
             if row < len(offs):
                 self._one(batch, row)
             start = row + 1
-
-    def _headers(self, buf: np.ndarray, fo: np.ndarray, lens: np.ndarray,
-                 seconds: np.ndarray, rest: np.ndarray, orig_len: np.ndarray) -> None:
-        """Each record header as ``PcapWriter.write`` writes it: the timestamp in the file's
-        resolution, caplen, and an original length of at least caplen. Only the headers that
-        differ from the file's are written (a fraction beyond its unit, a short orig_len)."""
-        unit = _NS if self.writer.nanoseconds else 1_000_000
-        at = fo - HEADER
-        raw = buf[(at + 4)[:, None] + np.arange(4)]
-        fraction = raw.view(self.dtype).ravel()
-        rows = np.flatnonzero((fraction >= unit) | (orig_len < lens))
-        if not len(rows):
-            return
-        head = np.empty((len(rows), 4), self.dtype)
-        head[:, 0] = seconds[rows] & _U32
-        head[:, 1] = rest[rows] if self.writer.nanoseconds else rest[rows] // 1000
-        head[:, 2] = lens[rows]
-        head[:, 3] = np.maximum(orig_len[rows], lens[rows])
-        buf[at[rows, None] + np.arange(HEADER)] = head.view(np.uint8).reshape(-1, HEADER)
 
     def _count(self, labels: np.ndarray, edited: np.ndarray, fallback: np.ndarray) -> None:
         s = self.summary

@@ -339,3 +339,30 @@ def _ipv4(f: _Frames, layer: _Layer, fix: np.ndarray) -> None:
         value = finish(ones_sums(f.buf, at, at + layer.ihl[rows]))
         store(f.buf, at + 10, 2, value)
         f.touched[rows[value != old]] = True
+
+
+_NS = 1_000_000_000
+
+
+def record_headers(buf: np.ndarray, offsets: np.ndarray, lengths: np.ndarray,
+                   timestamps: np.ndarray, orig_len: np.ndarray, nanoseconds: bool,
+                   big_endian: bool) -> None:
+    """The pcap record header before each frame of ``buf`` (16 bytes before its offset) as
+    ``PcapWriter.write`` writes it: the timestamp in the file's resolution, caplen, and an
+    original length of at least caplen. Only the headers that differ from the file's are
+    written (a fraction beyond its unit, a short orig_len)."""
+    dtype = np.dtype((">" if big_endian else "<") + "u4")
+    unit = _NS if nanoseconds else 1_000_000
+    at = offsets - 16
+    raw = buf[(at + 4)[:, None] + np.arange(4)]
+    fraction = raw.view(dtype).ravel()
+    rows = np.flatnonzero((fraction >= unit) | (orig_len < lengths))
+    if not len(rows):
+        return
+    ts = timestamps[rows]
+    head = np.empty((len(rows), 4), dtype)
+    head[:, 0] = (ts // _NS) & 0xFFFFFFFF
+    head[:, 1] = ts % _NS if nanoseconds else ts % _NS // 1000
+    head[:, 2] = lengths[rows]
+    head[:, 3] = np.maximum(orig_len[rows], lengths[rows])
+    buf[at[rows, None] + np.arange(16)] = head.view(np.uint8).reshape(-1, 16)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from typing import IO, TYPE_CHECKING
 
 import numpy as np
@@ -60,21 +61,50 @@ class BatchRewriter:
         self.psn = PsnPairs(options)
 
     def run(self, source: Source) -> None:
+        """Scans window after window; each window is copied out of the scan's buffer and
+        edited and written by a second thread while the next one is scanned (both C loops
+        run without the GIL), in order."""
+        from concurrent.futures import Future, ThreadPoolExecutor
+
         from ibwire.scan import scan_capture
         from ibwire.scan.program import CAPTURE_ERROR
 
-        for batch in scan_capture(source, fields=()):
-            c = batch.columns
-            if not len(c["record"]):
-                continue
-            offs = c["frame.offset"].astype(np.int64)
-            lens = c["frame.len"].astype(np.int64)
-            if (c["error"] == CAPTURE_ERROR).any() or offs[0] < HEADER or \
-                    not np.array_equal(offs[1:], offs[:-1] + lens[:-1] + HEADER):
-                for row in range(len(offs)):
-                    self._one(batch, row)
-            else:
-                self._window(batch, offs, lens)
+        pending: Future[None] | None = None
+        with ThreadPoolExecutor(1, thread_name_prefix="ibwire-rewrite") as pool:
+            for batch in scan_capture(source, fields=()):
+                c = batch.columns
+                if not len(c["record"]):
+                    continue
+                offs = c["frame.offset"].astype(np.int64)
+                lens = c["frame.len"].astype(np.int64)
+                regular = not (c["error"] == CAPTURE_ERROR).any() and offs[0] >= HEADER and \
+                    np.array_equal(offs[1:], offs[:-1] + lens[:-1] + HEADER)
+                held = self._held(batch, offs, lens) if regular else None
+                if pending is not None:
+                    pending.result()  # the windows are written in order
+                    pending = None
+                if held is None:
+                    for row in range(len(offs)):
+                        self._one(batch, row)
+                else:
+                    pending = pool.submit(self._window, *held)
+            if pending is not None:
+                pending.result()
+
+    @staticmethod
+    def _held(batch: ScanBatch, offs: np.ndarray, lens: np.ndarray
+              ) -> tuple[ScanBatch, np.ndarray, np.ndarray, np.ndarray]:
+        """The window's records out of the scan's buffer (valid only until the next batch):
+        the batch over a copy of them (for ``_one``), and a second copy to edit (with PAD
+        bytes after it); the frame offsets in both, and the lengths."""
+        lo, hi = int(offs[0]) - HEADER, int(offs[-1] + lens[-1])
+        original = np.frombuffer(batch.buffer, np.uint8, count=hi - lo, offset=lo).copy()
+        buf = np.empty(hi - lo + PAD, np.uint8)
+        buf[:hi - lo] = original
+        buf[hi - lo:] = 0
+        fo = offs - lo
+        return replace(batch, columns={**batch.columns, "frame.offset": fo},
+                       buffer=original), buf, fo, lens
 
     def _one(self, batch: ScanBatch, row: int) -> None:
         """One record through ``edit_frame``, as ``rewrite_capture`` does it."""
@@ -100,14 +130,9 @@ class BatchRewriter:
             self.report.write(json.dumps({"record": int(c["record"][row]),
                                           "changed": edit.changed, "icrc": edit.icrc}) + "\n")
 
-    def _window(self, batch: ScanBatch, offs: np.ndarray, lens: np.ndarray) -> None:
+    def _window(self, batch: ScanBatch, buf: np.ndarray, fo: np.ndarray,
+                lens: np.ndarray) -> None:
         c = batch.columns
-        lo, hi = int(offs[0]) - HEADER, int(offs[-1] + lens[-1])
-        src = np.frombuffer(batch.buffer, np.uint8, count=hi - lo, offset=lo)
-        buf = np.empty(hi - lo + PAD, np.uint8)
-        buf[:hi - lo] = src
-        buf[hi - lo:] = 0
-        fo = offs - lo
         links = c["link"]
         result = _kernel.edit_frames(buf, fo, lens, links, c["error"], c["icrc_ok"],
                                      c["offset.bth"], self.options)
@@ -120,14 +145,14 @@ class BatchRewriter:
         lines = self._lines(c["record"], result.changed, result.icrc) \
             if self.report is not None else None
         start = 0
-        for row in [*np.flatnonzero(fallback).tolist(), len(offs)]:
+        for row in [*np.flatnonzero(fallback).tolist(), len(fo)]:
             if row > start:
                 self.writer.write_prepared(memoryview(buf[fo[start] - HEADER:fo[row - 1] +
                                                           lens[row - 1]]),
                                            row - start, int(lens[start:row].max()))
                 if lines is not None and self.report is not None:
                     self.report.write("".join(lines[start:row]))
-            if row < len(offs):
+            if row < len(fo):
                 self._one(batch, row)
             start = row + 1
 

@@ -59,6 +59,9 @@ cdef enum:
     DETH_SQPN = 1 << 13
     PORT_BITS = L4_SPORT | L4_DPORT
     L4_BITS = IP_SRC | IP_DST | PORT_BITS
+    COVERED = L4_BITS | BTH_PKEY | BTH_PSN | BTH_DQPN | DETH_SQPN
+    # the fields the ICRC covers; the others are outside it (MACs) or masked in it (IPv4 TOS
+    # and TTL, IPv6 traffic class, flow label and hop limit: IBA 1.4 §7.8.1)
 
 # ICRC labels (vector.LABELS).
 cdef enum:
@@ -404,6 +407,8 @@ cdef void edit_one(const Plan *o, uint8_t *p, int64_t n, int link, int error, in
                     fallback = 1
                 else:
                     label = BAD_FIXED if check.icrc_ok == 1 else BAD_KEPT
+            elif icrc_ok == 1 and (changed & COVERED) == 0:
+                pass  # right before, and no covered byte changed: still right (KEPT)
             else:
                 right = fix_crcs(p, n, link)
                 if right < 0:

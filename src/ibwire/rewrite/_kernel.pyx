@@ -368,6 +368,8 @@ cdef void edit_one(const Plan *o, uint8_t *p, int64_t n, int link, int error, in
         fallback, roce = 1, 0  # may no longer be RoCE
     if roce and o.dscp_or_ecn and version == 0:
         fallback, roce = 1, 0  # RoCEv1: its GRH's class (edit._grh_class)
+    if roce and (bth < 0 or bth + 12 > n):
+        fallback, roce = 1, 0  # (the scanner places a whole BTH where it found no fault)
     # BTH, DETH (edit._bth)
     if roce and o.bth_edits:
         h = p + bth

@@ -59,6 +59,8 @@ class BatchRewriter:
         self.writer, self.options, self.report = writer, options, report
         self.summary = summary
         self.psn = PsnPairs(options)
+        self._spares: list[tuple[np.ndarray, np.ndarray] | None] = [None, None]
+        self._turn = 0
 
     def run(self, source: Source) -> None:
         """Scans window after window; each window is copied out of the scan's buffer and
@@ -91,17 +93,24 @@ class BatchRewriter:
             if pending is not None:
                 pending.result()
 
-    @staticmethod
-    def _held(batch: ScanBatch, offs: np.ndarray, lens: np.ndarray
+    def _held(self, batch: ScanBatch, offs: np.ndarray, lens: np.ndarray
               ) -> tuple[ScanBatch, np.ndarray, np.ndarray, np.ndarray]:
         """The window's records out of the scan's buffer (valid only until the next batch):
         the batch over a copy of them (for ``_one``), and a second copy to edit (with PAD
-        bytes after it); the frame offsets in both, and the lengths."""
+        bytes after it); the frame offsets in both, and the lengths. The copies take turns
+        in two pairs of buffers kept from window to window (one is being edited by the
+        other thread): fresh pages would cost the kernel a fault and a clearing each."""
         lo, hi = int(offs[0]) - HEADER, int(offs[-1] + lens[-1])
-        original = np.frombuffer(batch.buffer, np.uint8, count=hi - lo, offset=lo).copy()
-        buf = np.empty(hi - lo + PAD, np.uint8)
-        buf[:hi - lo] = original
-        buf[hi - lo:] = 0
+        size = hi - lo
+        self._turn ^= 1
+        spare = self._spares[self._turn]
+        if spare is None or len(spare[0]) < size:
+            spare = self._spares[self._turn] = (np.empty(size, np.uint8),
+                                                np.empty(size + PAD, np.uint8))
+        original, buf = spare[0][:size], spare[1][:size + PAD]
+        original[:] = np.frombuffer(batch.buffer, np.uint8, count=size, offset=lo)
+        buf[:size] = original
+        buf[size:] = 0
         fo = offs - lo
         return replace(batch, columns={**batch.columns, "frame.offset": fo},
                        buffer=original), buf, fo, lens

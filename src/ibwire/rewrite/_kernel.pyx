@@ -41,6 +41,59 @@ cdef extern from "kernel.h" nogil:
 
 ibw_init()
 
+# CRC-32 (reflected, polynomial 0xEDB88320: the ICRC's, IBA 1.4 §7.8.1) by linearity: for two
+# messages of one length, CRC(A) ^ CRC(B) is the CRC register, started at 0 with no final
+# inversion, of A ^ B. Where only a few covered fields changed and the ICRC was right, the
+# new ICRC is the old one XOR that register over the changed bytes, carried over the bytes
+# after them by a multiplication by x^(8z) mod P (zlib's crc32_combine does the same).
+cdef enum:
+    SHIFTS = 16384
+cdef uint32_t POLY = <uint32_t>0xEDB88320
+cdef uint32_t CRC_TABLE[256]
+cdef uint32_t X8[SHIFTS]  # X8[z] = x^(8z) mod P (reflected)
+
+
+cdef void _crc_tables() noexcept nogil:
+    cdef uint32_t c
+    cdef int i, k
+    for i in range(256):
+        c = <uint32_t>i
+        for k in range(8):
+            c = (c >> 1) ^ POLY if c & 1 else c >> 1
+        CRC_TABLE[i] = c
+    X8[0] = 0x80000000  # x^0
+    for i in range(1, SHIFTS):
+        X8[i] = CRC_TABLE[X8[i - 1] & 0xFF] ^ (X8[i - 1] >> 8)
+
+
+_crc_tables()
+
+
+cdef inline uint32_t multmodp(uint32_t a, uint32_t b) noexcept nogil:
+    """a * b mod P, reflected (zlib's multmodp)."""
+    cdef uint32_t m = 0x80000000, prod = 0
+    while m != 0:
+        if a & m:
+            prod ^= b
+            if (a & (m - 1)) == 0:
+                break
+        m >>= 1
+        b = (b >> 1) ^ POLY if b & 1 else b >> 1
+    return prod
+
+
+cdef inline uint32_t delta_bytes(uint32_t c, const uint8_t *old, const uint8_t *nv, int64_t w,
+                                 int64_t *pos, int64_t at) noexcept nogil:
+    """The register ``c`` carried over zero bytes from ``pos[0]`` to ``at``, then over the
+    ``w`` bytes ``old ^ nv``; ``pos[0]`` moves past them."""
+    cdef int64_t i
+    for i in range(pos[0], at):
+        c = CRC_TABLE[c & 0xFF] ^ (c >> 8)
+    for i in range(w):
+        c = CRC_TABLE[(c ^ old[i] ^ nv[i]) & 0xFF] ^ (c >> 8)
+    pos[0] = at + w
+    return c
+
 # Bits of ``changed``, in vector.FIELDS order.
 cdef enum:
     ETH_DST = 1 << 0
@@ -268,9 +321,52 @@ cdef inline int fix_crcs(uint8_t *p, int64_t n, int link) nogil:
     return same
 
 
+cdef int linear_icrc(uint8_t *p, int64_t icrc_at, uint32_t changed, int version, int64_t l3,
+                     int64_t bth, const uint8_t *was_ip, const uint8_t *was_bth) noexcept nogil:
+    """A right ICRC updated for the covered fields that changed (``was_ip``/``was_bth``:
+    the IP header and BTH/DETH as read), as ``fix_crcs`` would rewrite it: 1 it stays, 0 it
+    was rewritten, -1 not done here (a field after the ICRC, a jumbo frame: ``fix_crcs``).
+    The CRC engine places the ICRC by lengths and opcodes only, so these edits do not move
+    it."""
+    cdef uint32_t reg = 0, wire
+    cdef int64_t pos = 0, at, size = 4 if version == 4 else 16
+    if changed & IP_SRC:
+        at = l3 + (12 if version == 4 else 8)
+        pos = at
+        reg = delta_bytes(reg, was_ip + (at - l3), p + at, size, &pos, at)
+    if changed & IP_DST:
+        at = l3 + (16 if version == 4 else 24)
+        pos = at if pos == 0 else pos
+        reg = delta_bytes(reg, was_ip + (at - l3), p + at, size, &pos, at)
+    if changed & BTH_PKEY:
+        pos = bth + 2 if pos == 0 else pos
+        reg = delta_bytes(reg, was_bth + 2, p + bth + 2, 2, &pos, bth + 2)
+    if changed & BTH_DQPN:
+        pos = bth + 5 if pos == 0 else pos
+        reg = delta_bytes(reg, was_bth + 5, p + bth + 5, 3, &pos, bth + 5)
+    if changed & BTH_PSN:
+        pos = bth + 9 if pos == 0 else pos
+        reg = delta_bytes(reg, was_bth + 9, p + bth + 9, 3, &pos, bth + 9)
+    if changed & DETH_SQPN:
+        pos = bth + 17 if pos == 0 else pos
+        reg = delta_bytes(reg, was_bth + 17, p + bth + 17, 3, &pos, bth + 17)
+    if pos == 0 or pos > icrc_at or icrc_at - pos >= SHIFTS or (changed & PORT_BITS):
+        return -1
+    reg = multmodp(X8[icrc_at - pos], reg)
+    if reg == 0:
+        return 1
+    wire = (p[icrc_at] | (<uint32_t>p[icrc_at + 1] << 8) | (<uint32_t>p[icrc_at + 2] << 16) |
+            (<uint32_t>p[icrc_at + 3] << 24)) ^ reg
+    p[icrc_at] = <uint8_t>wire
+    p[icrc_at + 1] = <uint8_t>(wire >> 8)
+    p[icrc_at + 2] = <uint8_t>(wire >> 16)
+    p[icrc_at + 3] = <uint8_t>(wire >> 24)
+    return 0
+
+
 cdef void edit_one(const Plan *o, uint8_t *p, int64_t n, int link, int error, int icrc_ok,
-                   int64_t bth, uint32_t *changed_out, uint8_t *label_out, uint8_t *edited_out,
-                   uint8_t *fallback_out) noexcept nogil:
+                   int64_t bth, int64_t icrc_at, uint32_t *changed_out, uint8_t *label_out,
+                   uint8_t *edited_out, uint8_t *fallback_out) noexcept nogil:
     cdef uint32_t changed = 0, old, nv, etype, first, tclass, total, frag, dq, opcode
     cdef int touched = 0, fallback = link == 1, label = NONE, version = 0, tcp
     cdef int64_t l3 = -1, at, ihl = 0, l4 = 0, l4_len = 0, where, proto = -1
@@ -280,6 +376,8 @@ cdef void edit_one(const Plan *o, uint8_t *p, int64_t n, int link, int error, in
     cdef uint64_t total_sum
     cdef ibw_span span
     cdef ibw_check check
+    cdef uint8_t was_ip[40]   # the covered fields as read (for the ICRC by linearity)
+    cdef uint8_t was_bth[20]
     # Ethernet (edit._link)
     if link == 0 and n >= 14:
         if o.has_dmac and memcmp(p, o.dmac, 6) != 0:
@@ -300,6 +398,7 @@ cdef void edit_one(const Plan *o, uint8_t *p, int64_t n, int link, int error, in
     # IP (edit._ip)
     if l3 >= 0 and l3 + 20 <= n:
         q = p + l3
+        memcpy(was_ip, q, 40 if l3 + 40 <= n else 20)
         if q[0] >> 4 == 4:
             ihl = (q[0] & 0x0F) * 4
             total = be16(q + 2)
@@ -373,6 +472,7 @@ cdef void edit_one(const Plan *o, uint8_t *p, int64_t n, int link, int error, in
     # BTH, DETH (edit._bth)
     if roce and o.bth_edits:
         h = p + bth
+        memcpy(was_bth, h, 20 if bth + 20 <= n else 12)
         opcode = h[0]
         if o.pkey >= 0:
             old = be16(h + 2)
@@ -412,7 +512,11 @@ cdef void edit_one(const Plan *o, uint8_t *p, int64_t n, int link, int error, in
             elif icrc_ok == 1 and (changed & COVERED) == 0:
                 pass  # right before, and no covered byte changed: still right (KEPT)
             else:
-                right = fix_crcs(p, n, link)
+                right = -1
+                if icrc_ok == 1 and 0 <= icrc_at and icrc_at + 4 <= n:
+                    right = linear_icrc(p, icrc_at, changed, version, l3, bth, was_ip, was_bth)
+                if right < 0:
+                    right = fix_crcs(p, n, link)
                 if right < 0:
                     fallback = 1
                 else:
@@ -541,9 +645,10 @@ cdef class _Tables:
         self.keep = keep
 
 
-def edit_frames(buf, offsets, lengths, links, before_error, before_icrc, bth, o):
+def edit_frames(buf, offsets, lengths, links, before_error, before_icrc, bth, icrc_at, o):
     """Edits the frames of ``buf`` in place, as ``ibwire.rewrite.vector.edit_frames`` does
-    (same arguments, same ``FrameResults``)."""
+    (same arguments, same ``FrameResults``); a right ICRC whose covered fields changed is
+    updated by CRC linearity from ``icrc_at`` (the scanner's ICRC offsets)."""
     cdef _Tables tables = _Tables(o)
     cdef cnp.ndarray data = buf
     cdef cnp.ndarray offs = np.ascontiguousarray(offsets, np.int64)
@@ -552,6 +657,7 @@ def edit_frames(buf, offsets, lengths, links, before_error, before_icrc, bth, o)
     cdef cnp.ndarray errors = np.ascontiguousarray(before_error, np.uint8)
     cdef cnp.ndarray icrcs = np.ascontiguousarray(before_icrc, np.int8)
     cdef cnp.ndarray bths = np.ascontiguousarray(bth, np.int64)
+    cdef cnp.ndarray icrcs_at = np.ascontiguousarray(icrc_at, np.int64)
     cdef Py_ssize_t n = offs.shape[0], i
     if not (data.flags.c_contiguous and data.flags.writeable and data.dtype == np.uint8):
         raise TypeError("edit_frames() needs a writable contiguous uint8 array")
@@ -568,6 +674,7 @@ def edit_frames(buf, offsets, lengths, links, before_error, before_icrc, bth, o)
     cdef const uint8_t *pe = <const uint8_t *>cnp.PyArray_DATA(errors)
     cdef const int8_t *pi = <const int8_t *>cnp.PyArray_DATA(icrcs)
     cdef const int64_t *pb = <const int64_t *>cnp.PyArray_DATA(bths)
+    cdef const int64_t *pa = <const int64_t *>cnp.PyArray_DATA(icrcs_at)
     cdef uint32_t *out_changed = <uint32_t *>cnp.PyArray_DATA(changed)
     cdef uint8_t *out_label = <uint8_t *>cnp.PyArray_DATA(label)
     cdef uint8_t *out_edited = <uint8_t *>cnp.PyArray_DATA(edited)
@@ -575,8 +682,8 @@ def edit_frames(buf, offsets, lengths, links, before_error, before_icrc, bth, o)
     cdef const Plan *plan = &tables.plan
     with nogil:
         for i in range(n):
-            edit_one(plan, base + po[i], pl[i], pc[i], pe[i], pi[i], pb[i], out_changed + i,
-                     out_label + i, out_edited + i, out_fallback + i)
+            edit_one(plan, base + po[i], pl[i], pc[i], pe[i], pi[i], pb[i], pa[i],
+                     out_changed + i, out_label + i, out_edited + i, out_fallback + i)
     return FrameResults(changed, label, edited, fallback)
 
 

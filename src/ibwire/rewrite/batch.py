@@ -144,7 +144,7 @@ class BatchRewriter:
         c = batch.columns
         links = c["link"]
         result = _kernel.edit_frames(buf, fo, lens, links, c["error"], c["icrc_ok"],
-                                     c["offset.bth"], self.options)
+                                     c["offset.bth"], c["offset.icrc"], self.options)
         ts = c["timestamp_ns"]
         fallback = result.fallback | (c["error"] > 1) | (ts < 0) | (ts >= _LAST_SECOND)
         _kernel.record_headers(buf, fo, lens, ts, c["frame.orig_len"],

@@ -244,11 +244,12 @@ def _bth(f: _Frames, rows: np.ndarray, bth: np.ndarray, o: RewriteOptions) -> np
 
 def edit_frames(buf: np.ndarray, offsets: np.ndarray, lengths: np.ndarray,
                 links: np.ndarray, before_error: np.ndarray, before_icrc: np.ndarray,
-                bth: np.ndarray, o: RewriteOptions) -> FrameResults:
+                bth: np.ndarray, icrc_at: np.ndarray, o: RewriteOptions) -> FrameResults:
     """Edits the frames of ``buf`` in place. ``before_error``/``before_icrc`` are the CRC
     engine's error code and ICRC verdict of each frame as read (``crc.verify_batch``),
-    ``bth`` its BTH offset where the error is 0. Frames marked ``fallback`` are left in an
-    unspecified state: the caller replaces them."""
+    ``bth`` its BTH offset where the error is 0, ``icrc_at`` its ICRC offset (used by the C
+    twin only: it updates a right ICRC by CRC linearity; here every ICRC is recomputed).
+    Frames marked ``fallback`` are left in an unspecified state: the caller replaces them."""
     n = len(offsets)
     f = _Frames(buf, offsets.astype(np.int64), lengths.astype(np.int64))
     fallback = links == 1

@@ -26,6 +26,7 @@ from ibwire.cli import rewrite as cli
 from ibwire.crc import _python
 from ibwire.rewrite import batch, edit, rewrite_capture, vector
 from ibwire.rewrite.options import RewriteOptions
+from ibwire.scan import scan_capture
 from tests.conftest import ROOT
 from tests.crc.conftest import NO_EXTENSIONS, built_or_skip, engine_or_skip
 from tests.rewrite.test_rewrite_roce import CAPTURE_FILES, OPTION_SETS
@@ -156,6 +157,18 @@ def test_batch_equals_per_packet_on_edge_frames(name: str, layout: str, tmp_path
                 ns=layout == "be-ns")
     per_packet, batched = both(src, tmp_path, ALL_OPTIONS[name])
     assert batched == per_packet
+
+
+@pytest.mark.parametrize("name", ["srcipmap", "everything", "keep-bad-icrc-qpmap"])
+def test_batch_equals_per_packet_across_many_windows(name: str, tmp_path: Path, mixed: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small scanner windows: many batches, each edited by the second thread while the next
+    is scanned, written in order."""
+    monkeypatch.setattr(batch.BatchRewriter, "window", 4096)
+    per_packet, batched = both(mixed, tmp_path, ALL_OPTIONS[name])
+    assert batched == per_packet
+    windows = sum(1 for _ in scan_capture(str(mixed), fields=(), window=4096))
+    assert windows > 20
 
 
 @pytest.mark.parametrize("twin", ["python", "c"])

@@ -54,6 +54,9 @@ def can_batch(source: Source, reader: CaptureReader, options: RewriteOptions) ->
 class BatchRewriter:
     """Rewrites scanned batches into a pcap writer; counts into ``summary``."""
 
+    window: int | None = None
+    """Bytes the scanner reads at a time (None: its default)."""
+
     def __init__(self, writer: PcapWriter, options: RewriteOptions,
                  report: IO[str] | None, summary: RewriteSummary) -> None:
         self.writer, self.options, self.report = writer, options, report
@@ -73,7 +76,8 @@ class BatchRewriter:
 
         pending: Future[None] | None = None
         with ThreadPoolExecutor(1, thread_name_prefix="ibwire-rewrite") as pool:
-            for batch in scan_capture(source, fields=()):
+            windows = {} if self.window is None else {"window": self.window}
+            for batch in scan_capture(source, fields=(), **windows):
                 c = batch.columns
                 if not len(c["record"]):
                     continue

@@ -6,7 +6,9 @@ every frame at once: MACs, IPv4 TOS/TTL or IPv6 class/flow label/hop limit, addr
 port maps, BTH P_Key/PSN/QPN and DETH source QP; then the ICRCs through ``crc.fix_batch``
 where a covered field changed (or the ICRC was bad), the TCP/UDP checksums, the IPv4 header
 checksums. The result is byte for byte what ``edit_frame`` makes of each frame, in the same
-order of edits (tests/rewrite/test_rewrite_batch.py compares them).
+order of edits (tests/rewrite/test_rewrite_batch.py compares them). :func:`record_headers`
+rewrites the pcap record headers as the writer would. This module is the pure-Python twin of
+the C kernel ``ibwire.rewrite._kernel`` (same names, same results).
 
 Frames this path does not handle are only marked ``fallback`` (the caller runs
 ``edit_frame`` on them): native InfiniBand, RoCEv1 under ``--dscp``/``--ecn``, a CM REQ/REP on

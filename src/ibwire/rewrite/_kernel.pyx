@@ -41,59 +41,6 @@ cdef extern from "kernel.h" nogil:
 
 ibw_init()
 
-# CRC-32 (reflected, polynomial 0xEDB88320: the ICRC's, IBA 1.4 §7.8.1) by linearity: for two
-# messages of one length, CRC(A) ^ CRC(B) is the CRC register, started at 0 with no final
-# inversion, of A ^ B. Where only a few covered fields changed and the ICRC was right, the
-# new ICRC is the old one XOR that register over the changed bytes, carried over the bytes
-# after them by a multiplication by x^(8z) mod P (zlib's crc32_combine does the same).
-cdef enum:
-    SHIFTS = 16384
-cdef uint32_t POLY = <uint32_t>0xEDB88320
-cdef uint32_t CRC_TABLE[256]
-cdef uint32_t X8[SHIFTS]  # X8[z] = x^(8z) mod P (reflected)
-
-
-cdef void _crc_tables() noexcept nogil:
-    cdef uint32_t c
-    cdef int i, k
-    for i in range(256):
-        c = <uint32_t>i
-        for k in range(8):
-            c = (c >> 1) ^ POLY if c & 1 else c >> 1
-        CRC_TABLE[i] = c
-    X8[0] = 0x80000000  # x^0
-    for i in range(1, SHIFTS):
-        X8[i] = CRC_TABLE[X8[i - 1] & 0xFF] ^ (X8[i - 1] >> 8)
-
-
-_crc_tables()
-
-
-cdef inline uint32_t multmodp(uint32_t a, uint32_t b) noexcept nogil:
-    """a * b mod P, reflected (zlib's multmodp)."""
-    cdef uint32_t m = 0x80000000, prod = 0
-    while m != 0:
-        if a & m:
-            prod ^= b
-            if (a & (m - 1)) == 0:
-                break
-        m >>= 1
-        b = (b >> 1) ^ POLY if b & 1 else b >> 1
-    return prod
-
-
-cdef inline uint32_t delta_bytes(uint32_t c, const uint8_t *old, const uint8_t *nv, int64_t w,
-                                 int64_t *pos, int64_t at) noexcept nogil:
-    """The register ``c`` carried over zero bytes from ``pos[0]`` to ``at``, then over the
-    ``w`` bytes ``old ^ nv``; ``pos[0]`` moves past them."""
-    cdef int64_t i
-    for i in range(pos[0], at):
-        c = CRC_TABLE[c & 0xFF] ^ (c >> 8)
-    for i in range(w):
-        c = CRC_TABLE[(c ^ old[i] ^ nv[i]) & 0xFF] ^ (c >> 8)
-    pos[0] = at + w
-    return c
-
 # Bits of ``changed``, in vector.FIELDS order.
 cdef enum:
     ETH_DST = 1 << 0
@@ -139,7 +86,7 @@ cdef struct Plan:
     int tos, tclass, dscp, ecn  # -1: not given
     int64_t flowlabel
     int ttl_mode, ttl_value
-    # address maps: v4 rows (mask, net, nv net, host mask) as uint64; v6 rows of 8 halves
+    # address maps: v4 rows (mask, net, new net, host mask) as uint64; v6 rows of 8 halves
     const uint64_t *src4
     const uint64_t *dst4
     const uint64_t *pnat4
@@ -148,7 +95,7 @@ cdef struct Plan:
     const uint64_t *pnat6
     int nsrc4, ndst4, npnat4, nsrc6, ndst6, npnat6
     int src_any, dst_any    # the numpy twin skips an address whose maps and --pnat are empty
-    const int64_t *ports    # (low, high, nv) rows
+    const int64_t *ports    # (low, high, new) rows
     int nports
     const int64_t *qp_keys
     const int64_t *qp_values
@@ -159,209 +106,9 @@ cdef struct Plan:
     int base_fix, keep_bad, dscp_or_ecn, bth_edits
 
 
-cdef inline uint32_t be16(const uint8_t *p) nogil:
-    return (<uint32_t>p[0] << 8) | p[1]
-
-
-cdef inline uint32_t be24(const uint8_t *p) nogil:
-    return (<uint32_t>p[0] << 16) | (<uint32_t>p[1] << 8) | p[2]
-
-
-cdef inline uint32_t be32(const uint8_t *p) nogil:
-    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
-
-
-cdef inline uint64_t be64(const uint8_t *p) nogil:
-    return (<uint64_t>be32(p) << 32) | be32(p + 4)
-
-
-cdef inline void put16(uint8_t *p, uint32_t v) noexcept nogil:
-    p[0] = <uint8_t>(v >> 8)
-    p[1] = <uint8_t>v
-
-
-cdef inline void put24(uint8_t *p, uint32_t v) noexcept nogil:
-    p[0] = <uint8_t>(v >> 16)
-    p[1] = <uint8_t>(v >> 8)
-    p[2] = <uint8_t>v
-
-
-cdef inline void put32(uint8_t *p, uint32_t v) noexcept nogil:
-    p[0] = <uint8_t>(v >> 24)
-    p[1] = <uint8_t>(v >> 16)
-    p[2] = <uint8_t>(v >> 8)
-    p[3] = <uint8_t>v
-
-
-cdef inline void put64(uint8_t *p, uint64_t v) noexcept nogil:
-    put32(p, <uint32_t>(v >> 32))
-    put32(p + 4, <uint32_t>v)
-
-
-cdef inline uint64_t ones(const uint8_t *p, int64_t n) nogil:
-    """The unfolded sum of the big-endian 16-bit words of n bytes (an odd last byte padded
-    with zero, RFC 1071)."""
-    cdef uint64_t total = 0
-    cdef int64_t i = 0
-    while i + 1 < n:
-        total += (<uint32_t>p[i] << 8) | p[i + 1]
-        i += 2
-    if n & 1:
-        total += <uint32_t>p[n - 1] << 8
-    return total
-
-
-cdef inline uint32_t finish(uint64_t total) nogil:
-    cdef int k
-    for k in range(4):
-        total = (total & 0xFFFF) + (total >> 16)
-    return <uint32_t>(~total & 0xFFFF)
-
-
-cdef inline uint32_t class_byte(const Plan *o, uint32_t old, int whole) nogil:
-    cdef uint32_t nv = old if whole < 0 else <uint32_t>whole
-    if o.dscp >= 0:
-        nv = (nv & 0x03) | (<uint32_t>o.dscp << 2)
-    if o.ecn >= 0:
-        nv = (nv & 0xFC) | <uint32_t>o.ecn
-    return nv
-
-
-cdef inline uint32_t ttl(const Plan *o, uint32_t old) nogil:
-    cdef int64_t v
-    if o.ttl_mode == TTL_UP:
-        v = <int64_t>old + o.ttl_value
-        return 255 if v > 255 else <uint32_t>v
-    if o.ttl_mode == TTL_DOWN:
-        v = <int64_t>old - o.ttl_value
-        return 1 if v < 1 else <uint32_t>v
-    return <uint32_t>o.ttl_value
-
-
-cdef inline int map4(const uint64_t *m, int k, uint64_t a, uint64_t *out) nogil:
-    cdef int i
-    for i in range(k):
-        if (a & m[4 * i]) == m[4 * i + 1]:
-            out[0] = m[4 * i + 2] | (a & m[4 * i + 3])
-            return 1
-    return 0
-
-
-cdef inline int map6(const uint64_t *m, int k, uint64_t hi, uint64_t lo, uint64_t *out) nogil:
-    cdef int i
-    cdef const uint64_t *r
-    for i in range(k):
-        r = m + 8 * i
-        if (hi & r[0]) == r[2] and (lo & r[1]) == r[3]:
-            out[0] = r[4] | (hi & r[6])
-            out[1] = r[5] | (lo & r[7])
-            return 1
-    return 0
-
-
-cdef inline uint32_t address4(const Plan *o, uint8_t *at, const uint64_t *maps, int n) nogil:
-    """Maps the IPv4 address at ``at`` (the maps, else --pnat); the changed bit or 0."""
-    cdef uint64_t a = be32(at), nv = 0
-    if not map4(maps, n, a, &nv) and not map4(o.pnat4, o.npnat4, a, &nv):
-        return 0
-    if nv == a:
-        return 0
-    put32(at, <uint32_t>nv)
-    return 1
-
-
-cdef inline uint32_t address6(const Plan *o, uint8_t *at, const uint64_t *maps, int n) nogil:
-    cdef uint64_t hi = be64(at), lo = be64(at + 8)
-    cdef uint64_t moved[2]
-    if not map6(maps, n, hi, lo, moved) and not map6(o.pnat6, o.npnat6, hi, lo, moved):
-        return 0
-    if moved[0] == hi and moved[1] == lo:
-        return 0
-    put64(at, moved[0])
-    put64(at + 8, moved[1])
-    return 1
-
-
-cdef inline uint32_t port(const Plan *o, uint32_t old) nogil:
-    cdef int i
-    for i in range(o.nports):
-        if o.ports[3 * i] <= old <= o.ports[3 * i + 1]:
-            return <uint32_t>o.ports[3 * i + 2]
-    return old
-
-
-cdef inline uint32_t qpn(const Plan *o, uint32_t old) nogil:
-    cdef int i
-    for i in range(o.nqp):
-        if o.qp_keys[i] == old:
-            return <uint32_t>o.qp_values[i]
-    return old
-
-
-cdef inline int fix_crcs(uint8_t *p, int64_t n, int link) nogil:
-    """``ibw_fix_batch`` of one frame: 1 its CRCs were already right, 0 rewritten, -1 a
-    fault (nothing written)."""
-    cdef ibw_span s
-    cdef int same = 1, k
-    cdef uint32_t v
-    cdef uint16_t w
-    if ibw_locate(p, n, link, &s) != 0:
-        return -1
-    if s.icrc >= 0:
-        v = ibw_icrc_of(p, &s)
-        same = (p[s.icrc] | (<uint32_t>p[s.icrc + 1] << 8) | (<uint32_t>p[s.icrc + 2] << 16) |
-                (<uint32_t>p[s.icrc + 3] << 24)) == v
-        for k in range(4):
-            p[s.icrc + k] = <uint8_t>(v >> (8 * k))
-    if s.vcrc >= 0:
-        w = ibw_vcrc_of(p, &s)
-        same = same and (p[s.vcrc] | (<uint16_t>p[s.vcrc + 1] << 8)) == w
-        p[s.vcrc] = <uint8_t>w
-        p[s.vcrc + 1] = <uint8_t>(w >> 8)
-    return same
-
-
-cdef int linear_icrc(uint8_t *p, int64_t icrc_at, uint32_t changed, int version, int64_t l3,
-                     int64_t bth, const uint8_t *was_ip, const uint8_t *was_bth) noexcept nogil:
-    """A right ICRC updated for the covered fields that changed (``was_ip``/``was_bth``:
-    the IP header and BTH/DETH as read), as ``fix_crcs`` would rewrite it: 1 it stays, 0 it
-    was rewritten, -1 not done here (a field after the ICRC, a jumbo frame: ``fix_crcs``).
-    The CRC engine places the ICRC by lengths and opcodes only, so these edits do not move
-    it."""
-    cdef uint32_t reg = 0, wire
-    cdef int64_t pos = 0, at, size = 4 if version == 4 else 16
-    if changed & IP_SRC:
-        at = l3 + (12 if version == 4 else 8)
-        pos = at
-        reg = delta_bytes(reg, was_ip + (at - l3), p + at, size, &pos, at)
-    if changed & IP_DST:
-        at = l3 + (16 if version == 4 else 24)
-        pos = at if pos == 0 else pos
-        reg = delta_bytes(reg, was_ip + (at - l3), p + at, size, &pos, at)
-    if changed & BTH_PKEY:
-        pos = bth + 2 if pos == 0 else pos
-        reg = delta_bytes(reg, was_bth + 2, p + bth + 2, 2, &pos, bth + 2)
-    if changed & BTH_DQPN:
-        pos = bth + 5 if pos == 0 else pos
-        reg = delta_bytes(reg, was_bth + 5, p + bth + 5, 3, &pos, bth + 5)
-    if changed & BTH_PSN:
-        pos = bth + 9 if pos == 0 else pos
-        reg = delta_bytes(reg, was_bth + 9, p + bth + 9, 3, &pos, bth + 9)
-    if changed & DETH_SQPN:
-        pos = bth + 17 if pos == 0 else pos
-        reg = delta_bytes(reg, was_bth + 17, p + bth + 17, 3, &pos, bth + 17)
-    if pos == 0 or pos > icrc_at or icrc_at - pos >= SHIFTS or (changed & PORT_BITS):
-        return -1
-    reg = multmodp(X8[icrc_at - pos], reg)
-    if reg == 0:
-        return 1
-    wire = (p[icrc_at] | (<uint32_t>p[icrc_at + 1] << 8) | (<uint32_t>p[icrc_at + 2] << 16) |
-            (<uint32_t>p[icrc_at + 3] << 24)) ^ reg
-    p[icrc_at] = <uint8_t>wire
-    p[icrc_at + 1] = <uint8_t>(wire >> 8)
-    p[icrc_at + 2] = <uint8_t>(wire >> 16)
-    p[icrc_at + 3] = <uint8_t>(wire >> 24)
-    return 0
+include "_kernel_bytes.pxi"
+include "_kernel_plan.pxi"
+include "_kernel_icrc.pxi"
 
 
 cdef void edit_one(const Plan *o, uint8_t *p, int64_t n, int link, int error, int icrc_ok,
@@ -563,88 +310,6 @@ cdef void edit_one(const Plan *o, uint8_t *p, int64_t n, int link, int error, in
     fallback_out[0] = fallback
 
 
-def _v4_rows(pairs):
-    rows = [(int(old.netmask), int(old.network_address), int(new.network_address),
-             int(new.hostmask)) for old, new in pairs if old.max_prefixlen == 32]
-    return np.array(rows or [(0, 0, 0, 0)], np.uint64).ravel(), len(rows)
-
-
-def _v6_rows(pairs):
-    rows = []
-    mask64 = (1 << 64) - 1
-    for old, new in pairs:
-        if old.max_prefixlen != 128:
-            continue
-        values = (int(old.netmask), int(old.network_address), int(new.network_address),
-                  int(new.hostmask))
-        rows.append((values[0] >> 64, values[0] & mask64, values[1] >> 64, values[1] & mask64,
-                     values[2] >> 64, values[2] & mask64, values[3] >> 64, values[3] & mask64))
-    return np.array(rows or [(0,) * 8], np.uint64).ravel(), len(rows)
-
-
-cdef class _Tables:
-    """The options as C tables (the arrays that the Plan's pointers point into)."""
-    cdef Plan plan
-    cdef object keep
-
-    def __init__(self, o):
-        cdef Plan *p = &self.plan
-        cdef cnp.ndarray arr
-        keep = []
-        p.has_dmac = o.enet_dmac is not None
-        p.has_smac = o.enet_smac is not None
-        if p.has_dmac:
-            memcpy(p.dmac, <const char *>o.enet_dmac, 6)
-        if p.has_smac:
-            memcpy(p.smac, <const char *>o.enet_smac, 6)
-        p.tos = -1 if o.tos is None else o.tos
-        p.tclass = -1 if o.tclass is None else o.tclass
-        p.dscp = -1 if o.dscp is None else o.dscp
-        p.ecn = -1 if o.ecn is None else o.ecn
-        p.flowlabel = -1 if o.flowlabel is None else o.flowlabel
-        p.class4 = o.tos is not None or o.dscp is not None or o.ecn is not None
-        p.class6 = (o.tclass is not None or o.flowlabel is not None or o.dscp is not None or
-                    o.ecn is not None)
-        p.dscp_or_ecn = o.dscp is not None or o.ecn is not None
-        p.ttl_mode, p.ttl_value = TTL_NONE, 0
-        if o.ttl is not None:
-            sign, value = o.ttl
-            p.ttl_mode = TTL_UP if sign == "+" else TTL_DOWN if sign == "-" else TTL_SET
-            p.ttl_value = value
-        p.src_any = bool(o.srcipmap or o.pnat)
-        p.dst_any = bool(o.dstipmap or o.pnat)
-        tables = []
-        for pairs in (o.srcipmap, o.dstipmap, o.pnat):
-            tables.append(_v4_rows(pairs))
-            tables.append(_v6_rows(pairs))
-        keep.extend(t[0] for t in tables)
-        arr = tables[0][0]; p.src4 = <const uint64_t *>cnp.PyArray_DATA(arr); p.nsrc4 = tables[0][1]
-        arr = tables[1][0]; p.src6 = <const uint64_t *>cnp.PyArray_DATA(arr); p.nsrc6 = tables[1][1]
-        arr = tables[2][0]; p.dst4 = <const uint64_t *>cnp.PyArray_DATA(arr); p.ndst4 = tables[2][1]
-        arr = tables[3][0]; p.dst6 = <const uint64_t *>cnp.PyArray_DATA(arr); p.ndst6 = tables[3][1]
-        arr = tables[4][0]; p.pnat4 = <const uint64_t *>cnp.PyArray_DATA(arr)
-        p.npnat4 = tables[4][1]
-        arr = tables[5][0]; p.pnat6 = <const uint64_t *>cnp.PyArray_DATA(arr)
-        p.npnat6 = tables[5][1]
-        arr = np.array(o.portmap or [(0, 0, 0)], np.int64).ravel()
-        keep.append(arr)
-        p.ports, p.nports = <const int64_t *>cnp.PyArray_DATA(arr), len(o.portmap)
-        qp = dict(o.qpmap)
-        arr = np.array(list(qp) or [0], np.int64)
-        keep.append(arr)
-        p.qp_keys = <const int64_t *>cnp.PyArray_DATA(arr)
-        arr = np.array(list(qp.values()) or [0], np.int64)
-        keep.append(arr)
-        p.qp_values, p.nqp = <const int64_t *>cnp.PyArray_DATA(arr), len(qp)
-        p.pkey = -1 if o.pkey is None else o.pkey
-        p.psn_offset = o.psn_offset or 0
-        p.mtu_trunc = -1 if o.mtu_trunc is None else o.mtu_trunc
-        p.base_fix = bool(o.fixcsum or o.edits)
-        p.keep_bad = bool(o.keep_bad_icrc)
-        p.bth_edits = o.pkey is not None or bool(o.psn_offset) or bool(qp)
-        self.keep = keep
-
-
 def edit_frames(buf, offsets, lengths, links, before_error, before_icrc, bth, icrc_at, o):
     """Edits the frames of ``buf`` in place, as ``ibwire.rewrite.vector.edit_frames`` does
     (same arguments, same ``FrameResults``); a right ICRC whose covered fields changed is
@@ -685,22 +350,6 @@ def edit_frames(buf, offsets, lengths, links, before_error, before_icrc, bth, ic
             edit_one(plan, base + po[i], pl[i], pc[i], pe[i], pi[i], pb[i], pa[i],
                      out_changed + i, out_label + i, out_edited + i, out_fallback + i)
     return FrameResults(changed, label, edited, fallback)
-
-
-cdef inline uint32_t load32(const uint8_t *p, int big) nogil:
-    if big:
-        return be32(p)
-    return p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
-
-
-cdef inline void store32(uint8_t *p, uint32_t v, int big) noexcept nogil:
-    if big:
-        put32(p, v)
-    else:
-        p[0] = <uint8_t>v
-        p[1] = <uint8_t>(v >> 8)
-        p[2] = <uint8_t>(v >> 16)
-        p[3] = <uint8_t>(v >> 24)
 
 
 def record_headers(buf, offsets, lengths, timestamps, orig_len, nanoseconds, big_endian):

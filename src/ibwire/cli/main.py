@@ -117,9 +117,6 @@ BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1"}
 
 
 def main(argv: list[str] | None = None) -> int:
-    # ibwire does no linear algebra: without this, numpy's import starts an OpenBLAS thread
-    # per core (~50 ms of CPU here). A value the user set is kept.
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     argv = sys.argv[1:] if argv is None else argv
     if "numpy" not in sys.modules:  # read when numpy loads; too late after
         for name, value in BLAS_THREADS.items():

@@ -256,3 +256,25 @@ def test_writer_rejects_unwritable_values(tmp_path: Path) -> None:
     assert _keys(tmp_path / "erf.pcap") == _keys(native)
     with pytest.raises(BuildError, match="link type"), PcapWriter(tmp_path / "x.pcap", 1) as w:
         w.write_record(next(iter(read_capture(native))))
+
+
+@pytest.mark.parametrize("setting,synced", [(None, 0), ("0", 0), ("1", 2)])
+def test_outputs_are_fsynced_only_when_asked(tmp_path, monkeypatch, setting, synced):
+    """Outputs are atomic either way; IBWIRE_FSYNC=1 also forces the file and then its
+    directory entry to the disk (two fsyncs), as tcpdump and tcprewrite by default do not."""
+    import ibwire.pcap.writer as writer_module
+    from ibwire.pcap.writer import FSYNC_ENV, PcapWriter
+
+    calls: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(writer_module.os, "fsync", lambda fd: (calls.append(fd), real(fd)))
+    if setting is None:
+        monkeypatch.delenv(FSYNC_ENV, raising=False)
+    else:
+        monkeypatch.setenv(FSYNC_ENV, setting)
+    out = tmp_path / "out.pcap"
+    with PcapWriter(out, 1) as w:
+        w.write(b"\x00" * 60, 1_000)
+        assert not out.exists()
+    assert len(calls) == synced
+    assert [bytes(r.frame) for r in open_capture(out)] == [b"\x00" * 60]

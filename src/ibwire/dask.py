@@ -104,7 +104,13 @@ def read_captures(paths_or_glob: str | Sequence[str], fields: Sequence[str] | No
             labels = label(path)
         parts.extend((piece, columns, other, labels) for piece in pieces)
     meta = _frame(sch.schema(columns).empty_table())
-    return dd.from_map(_read_part, parts, meta=meta, enforce_metadata=False)
+    import dask
+
+    # The partitions' text columns are Arrow strings already: without this, Dask adds a
+    # string-conversion task per partition, which the scheduler may place on another worker
+    # than the partition (moving every row there for nothing).
+    with dask.config.set({"dataframe.convert-string": False}):
+        return dd.from_map(_read_part, parts, meta=meta, enforce_metadata=False)
 
 
 def _connections_part(path: str, options: dict[str, Any]) -> Any:

@@ -103,3 +103,12 @@ def test_export_on_a_scheduler_writes_the_same_files(client, big: Path,
         key = KEY if sub == "packets" else [("capture", "ascending"),
                                             ("connection", "ascending")]
         assert_same(a.sort_by(key), b.sort_by(key))
+
+
+def test_one_task_per_capture_and_no_string_conversion_tasks(big: Path) -> None:
+    """The partitions' text columns are Arrow strings already: the graph holds the reading
+    tasks alone (a string-conversion task per partition could be run on another worker
+    than its partition, moving every row there)."""
+    frame = read_captures([big, big])
+    keys = [str(k) for k in dict(frame.__dask_graph__())]
+    assert len(keys) == 2 and all("_read_part" in k for k in keys), keys

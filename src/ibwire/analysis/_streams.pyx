@@ -40,6 +40,16 @@ cdef int64_t _group(const uint64_t **cols, int k, int64_t n, int64_t *group,
     for slot in range(size):
         table[slot] = -1
     for i in range(n):
+        if i > 0:  # the same stream as the row before (runs are common): no hashing
+            same = 1
+            for c in range(k):
+                if cols[c][i] != cols[c][i - 1]:
+                    same = 0
+                    break
+            if same:
+                hashes[i] = hashes[i - 1]
+                group[i] = group[i - 1]
+                continue
         h = 0
         for c in range(k):
             h = _mix(h, cols[c][i])

@@ -14,7 +14,8 @@ cnp.import_array()
 
 __all__ = ["group_rows"]
 
-DEF MAX_KEYS = 16
+cdef enum:
+    MAX_KEYS = 16
 
 
 cdef inline uint64_t _mix(uint64_t h, uint64_t x) noexcept nogil:

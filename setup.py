@@ -29,6 +29,7 @@ EXTENSIONS = [
     ("ibwire.pcap._filemap", ["src/ibwire/pcap/_filemap.pyx", "src/ibwire/pcap/filemap.c"]),
     ("ibwire.scan._text", ["src/ibwire/scan/_text.pyx"]),
     ("ibwire.rewrite._kernel", ["src/ibwire/rewrite/_kernel.pyx", "src/ibwire/crc/kernel.c"]),
+    ("ibwire.analysis._streams", ["src/ibwire/analysis/_streams.pyx"]),
 ]
 
 

@@ -31,8 +31,9 @@ from ibwire.pcap.source import Source
 from ibwire.transport.observed import COUNTERS, LATENCIES
 
 #: Bytes of capture scanned per batch: bigger than the scanner's default, as the analysis
-#: pays a few numpy calls per connection per batch (memory stays flat: about two windows).
-WINDOW = 32 << 20
+#: pays a few numpy calls per connection per batch (memory stays flat: about three windows,
+#: the next one is scanned while this one is analysed; batches hold 65536 rows at most).
+WINDOW = 48 << 20
 #: Scanner columns the analysis extracts.
 SCAN_FIELDS = (*CONNECTION_FIELDS, *ADDRESS_FIELDS, *CM_FIELDS)
 #: The keys of one connection's result, in output order.

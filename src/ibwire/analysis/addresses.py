@@ -33,6 +33,13 @@ def row_addresses(cols: dict[str, np.ndarray], rows: np.ndarray
     """(src_hi, src_lo, dst_hi, dst_lo) of ``rows``."""
     headers = cols["headers"][rows]
     n = len(rows)
+    ip = (headers & slot_bit("ip")) != 0
+    if ip.all():  # RoCEv2 over IPv4 only: the usual capture
+        src = cols["ip.src"] if n == len(cols["headers"]) else cols["ip.src"][rows]
+        dst = cols["ip.dst"] if n == len(cols["headers"]) else cols["ip.dst"][rows]
+        zero = np.zeros(n, np.uint64)
+        return (zero, src.astype(np.uint64) | np.uint64(MAPPED), zero.copy(),
+                dst.astype(np.uint64) | np.uint64(MAPPED))
     out = [np.zeros(n, np.uint64) for _ in range(4)]
     lrh = (headers & slot_bit("lrh")) != 0
     if lrh.any():
@@ -44,7 +51,6 @@ def row_addresses(cols: dict[str, np.ndarray], rows: np.ndarray
         if has.any():
             out[0][has], out[1][has] = _words(cols[src][rows][has])
             out[2][has], out[3][has] = _words(cols[dst][rows][has])
-    ip = (headers & slot_bit("ip")) != 0
     if ip.any():
         out[0][ip] = out[2][ip] = 0
         out[1][ip] = cols["ip.src"][rows][ip].astype(np.uint64) | np.uint64(MAPPED)

@@ -91,17 +91,17 @@ def _signed(d: np.ndarray) -> np.ndarray:
 def _bulk(o: Observed, rows: Rows, i: int, k: int) -> int:
     """Apply rows ``i`` .. the first one the bulk rules cannot take (at most ``k``); returns
     where it stopped."""
-    op = rows["opcode"][i:k].astype(np.intp)
+    op = rows["opcode"][i:k]
     kind = KIND[op]
     psn = rows["psn"][i:k].astype(np.int64)
-    t = rows["time"][i:k].astype(np.int64)
-    syn = rows["syndrome"][i:k].astype(np.int64)
+    t = np.asarray(rows["time"][i:k], np.int64)
+    syn = rows["syndrome"][i:k]
     m = k - i
     idx = np.arange(m)
     has_psn = kind != CNP
     # extended PSNs, chained as the per-row rules chain them (CNP rows keep no PSN)
-    ext = np.zeros(m, np.int64)
-    p = psn[has_psn]
+    every = bool(has_psn.all())
+    p = psn if every else psn[has_psn]
     if len(p):
         if o.ref is None:
             ref = int(p[0]) + ORIGIN
@@ -109,7 +109,14 @@ def _bulk(o: Observed, rows: Rows, i: int, k: int) -> int:
         else:
             ref = o.ref
             d = _signed(np.diff(p, prepend=ref & PSN_MASK))
-        ext[has_psn] = ref + np.cumsum(d)
+        chained = np.cumsum(d)
+        chained += ref
+    if every:
+        ext = chained
+    else:
+        ext = np.zeros(m, np.int64)
+        if len(p):
+            ext[has_psn] = chained
     stop = m
     # requests: new, in PSN order, each right after the previous
     req = idx[kind == REQUEST]
@@ -131,10 +138,11 @@ def _bulk(o: Observed, rows: Rows, i: int, k: int) -> int:
                 stop = min(stop, int(req[bad[0]]))
     # NAKs of any kind go row by row; ACKs must not go backwards
     acks = kind == ACK
-    naks = idx[acks & (syn >> 5 != 0)]
+    positive = (syn >> 5) == 0
+    naks = idx[acks & ~positive]
     if len(naks):
         stop = min(stop, int(naks[0]))
-    ack = idx[acks & (syn >> 5 == 0)]
+    ack = idx[acks & positive]
     if len(ack):
         a = ext[ack]
         floor = o.ack_max[0] if o.ack_max is not None else np.iinfo(np.int64).min
@@ -192,14 +200,15 @@ def _apply(o: Observed, rows: Rows, i: int, k: int, kind: np.ndarray, op: np.nda
     """What the per-row rules would do with rows ``i`` .. ``k`` - 1, all of them clean."""
     c = o.counts
     record = rows["record"][i:k]
-    payload = rows["payload"][i:k].astype(np.int64)
-    ce = rows["ce"][i:k].astype(bool)
+    payload = rows["payload"][i:k]  # sums of it come out as int64
+    ce = np.asarray(rows["ce"][i:k], bool)
     bad_icrc = np.flatnonzero(rows["icrc_bad"][i:k])
     cnp = kind == CNP
-    tl = t.tolist()
+    t0, t1 = int(t[0]), int(t[-1])
     # findings that do not change the story, the kind met first first (as row by row)
-    before = np.concatenate(([o.last_time[0] if o.last_time else tl[0]], t[:-1]))
-    back = np.flatnonzero(t < before)
+    back = np.flatnonzero(t[1:] < t[:-1]) + 1
+    if o.last_time and t0 < o.last_time[0]:
+        back = np.concatenate(([0], back))
     found = [(int(back[0]), 0) if len(back) else None,
              (int(bad_icrc[0]), 1) if len(bad_icrc) else None]
     for _, which in sorted(f for f in found if f is not None):
@@ -209,15 +218,17 @@ def _apply(o: Observed, rows: Rows, i: int, k: int, kind: np.ndarray, op: np.nda
         else:
             o.find_many("bad_icrc", record[bad_icrc].tolist(), "packets with a bad ICRC")
     if o.first_ns is None:
-        o.first_ns = tl[0]
+        o.first_ns = t0
     last = int(t.max())
     o.last_ns = last if o.last_ns is None else max(o.last_ns, last)
-    o.last_time = (tl[-1], int(record[-1]))
-    c["cnps"] += int(cnp.sum())
-    c["ecn_ce_packets"] += int((ce & ~cnp).sum())
-    has_psn = np.flatnonzero(~cnp)
-    if len(has_psn):
-        o.ref = int(ext[has_psn[-1]])
+    o.last_time = (t1, int(record[-1]))
+    cnps = int(cnp.sum())
+    c["cnps"] += cnps
+    c["ecn_ce_packets"] += int((ce & ~cnp).sum()) if cnps else int(ce.sum())
+    if not cnp[-1]:
+        o.ref = int(ext[-1])
+    elif cnps < len(cnp):
+        o.ref = int(ext[np.flatnonzero(~cnp)[-1]])
     # requests: all first transmissions, in order
     if len(req):
         er = ext[req]

@@ -47,10 +47,11 @@ def cm_records(batch: Any) -> Iterator[tuple[int, Address, Address, int, dict[st
     """:func:`cm_messages`, each with the record number of its packet first."""
     cols = batch.columns
     headers = cols["headers"]
+    local = (headers & slot_bit("cm.local")) != 0
+    if not local.any():  # no CM view anywhere (most batches): nothing more to look at
+        return
     has_mad = ((headers & slot_bit("mad")) != 0) & (cols["error"] == 0)
-    local_bit = slot_bit("cm.local")
-    rows = np.flatnonzero(has_mad & (cols["mad.mgmtclass"] == CM_CLASS)
-                          & ((headers & local_bit) != 0))
+    rows = np.flatnonzero(has_mad & (cols["mad.mgmtclass"] == CM_CLASS) & local)
     if not len(rows):
         return
     sh, sl, dh, dl = row_addresses(cols, rows)

@@ -25,12 +25,13 @@ with streams and connections, never with packets.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from ibwire._twins import load_twin
 from ibwire.analysis import bulk
 from ibwire.analysis.addresses import address_text, row_addresses
 from ibwire.analysis.cm import CmIndex
@@ -50,6 +51,9 @@ from ibwire.transport.opkinds import (
     REQUEST,
 )
 
+_streams, implementation = load_twin("ibwire.analysis._streams",
+                                     "ibwire.analysis._streams_python")
+"""The row grouping's twin: "c" (``ibwire.analysis._streams``) or "python"."""
 TRANSPORT_NAMES = {0: "RC", 1: "UC", 3: "UD", 5: "XRC"}
 #: Scanner columns the analysis reads.
 FIELDS = ("bth.opcode", "bth.destqp", "bth.psn", "bth.a", "aeth.syndrome", "deth.srcqp",
@@ -86,8 +90,12 @@ class Connection:
 
 def _psn_in(psns: np.ndarray, observed: Observed, batch_psns: np.ndarray) -> bool:
     """Some answer PSN is among a connection's request PSNs (this batch, or its range)."""
-    if len(batch_psns) and np.isin(psns, batch_psns).any():
-        return True
+    if len(batch_psns):
+        # np.isin, without np.unique (which loads numpy.ma: 30-100 ms at start-up)
+        ordered = np.sort(batch_psns)
+        at = np.minimum(np.searchsorted(ordered, psns), len(ordered) - 1)
+        if (ordered[at] == psns).any():
+            return True
     seen = observed.seen
     if seen.low is None:
         return False
@@ -128,14 +136,14 @@ class Connections:
         if keyed is None:
             return []
         rows, columns = keyed
-        op = cols["bth.opcode"][rows]
+        take = _taker(rows, len(cols["record"]))
+        op = take(cols["bth.opcode"])
         kind = KIND[op]
         answer = columns[5] != 0
         first, members_of = streams_of(columns)
         keys = [tuple(int(c[f]) for c in columns) for f in first.tolist()]
-        psn = cols["bth.psn"][rows]
-        sport = np.where((cols["headers"][rows] & slot_bit("udp")) != 0,
-                         cols["udp.srcport"][rows], 0)
+        psn = take(cols["bth.psn"])
+        udp_bit = slot_bit("udp")
         conn_of = np.empty(len(keys), np.int64)
         inverse = np.empty(len(rows), np.intp)
         for s, members in enumerate(members_of):
@@ -149,10 +157,13 @@ class Connections:
             members = members_of[s]
             c = self._streams.get(keys[s])
             if c is None:
+                row = int(rows[first[s]])
+                sport = int(cols["udp.srcport"][row]) if cols["headers"][row] & udp_bit else 0
                 c = self._stream(keys[s], op[first[s]], psn[members], kind[members],
-                                 request_psns, int(sport[first[s]]))
+                                 request_psns, sport)
             if not answer[first[s]]:
-                c.families.update(np.unique(FAMILY[op[members]]).tolist())
+                # (np.unique would load numpy.ma: 30-100 ms at start-up)
+                c.families.update(np.flatnonzero(np.bincount(FAMILY[op[members]])).tolist())
                 request_psns[c.index] = np.concatenate(
                     (request_psns.get(c.index, np.zeros(0, psn.dtype)), psn[members]))
             conn_of[s] = c.index
@@ -166,11 +177,13 @@ class Connections:
         by_conn = np.argsort(small, kind="stable")
         cuts = np.flatnonzero(np.diff(row_conn[by_conn])) + 1
         out = []
-        fields = _row_columns(cols, rows)
-        for part in np.split(by_conn, cuts):
-            c = self.list[int(row_conn[part[0]])]
-            mine = {k: v[part] for k, v in fields.items()}
-            mine["to_responder"] = to_responder[part]
+        # each column gathered once, in connection order; each connection's rows a slice
+        fields = _row_columns(cols, rows[by_conn])
+        fields["to_responder"] = to_responder[by_conn]
+        bounds = [0, *cuts.tolist(), len(by_conn)]
+        for a, b in zip(bounds, bounds[1:], strict=False):
+            c = self.list[int(row_conn[by_conn[a]])]
+            mine = {k: v[a:b] for k, v in fields.items()}
             if self.vectorise:
                 bulk.feed(c.observed, mine)
             else:
@@ -300,41 +313,30 @@ def stream_keys(cols: dict[str, np.ndarray]
     rows = np.flatnonzero(has_bth & (kind != OTHER) & (qpn > 1))
     if not len(rows):
         return None
-    answer = kind[rows] != REQUEST
-    op = opcode[rows]
+    take = _taker(rows, len(opcode))
+    answer = take(kind) != REQUEST
+    op = take(opcode)
     sh, sl, dh, dl = row_addresses(cols, rows)
     ud = (op >> 5 == 3) & ~answer
-    srcqp = np.where(ud, cols["deth.srcqp"][rows], 0).astype(np.uint64)
-    return rows, (sh, sl, dh, dl, qpn[rows].astype(np.uint64), answer.astype(np.uint64), srcqp)
+    srcqp = np.where(ud, take(cols["deth.srcqp"]), 0).astype(np.uint64)
+    return rows, (sh, sl, dh, dl, take(qpn).astype(np.uint64), answer.astype(np.uint64),
+                  srcqp)
 
 
-_MIX = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x85EBCA77C2B2AE63,
-        0x27D4EB2F165667C5, 0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53)
+def _taker(rows: np.ndarray, n: int) -> Callable[[np.ndarray], np.ndarray]:
+    """``column[rows]``, without the copy when ``rows`` are all ``n`` rows in order."""
+    if len(rows) == n:
+        return lambda column: column
+    return lambda column: column[rows]
 
 
 def streams_of(columns: tuple[np.ndarray, ...]) -> tuple[np.ndarray, list[np.ndarray]]:
     """Rows with equal values in every column, grouped: (first row of each group, each
-    group's rows in order). Grouped through a 64-bit hash of the row, then checked."""
-    h = np.zeros(len(columns[0]), np.uint64)
-    for c, k in zip(columns, _MIX, strict=True):
-        x = c * np.uint64(k)
-        h ^= x ^ (x >> np.uint64(29))
-    perm = np.argsort(h, kind="stable")
-    hs = h[perm]
-    new = np.empty(len(hs), bool)
-    new[0] = True
-    np.not_equal(hs[1:], hs[:-1], out=new[1:])
-    starts = np.flatnonzero(new)
-    group = np.cumsum(new) - 1
-    first = perm[starts]
-    if not all((c[perm] == c[first][group]).all() for c in columns):  # a hash collision
-        key = np.ascontiguousarray(np.stack(columns, axis=1))
-        _, first, inverse = np.unique(key.view(np.dtype((np.void, 8 * len(columns)))).ravel(),
-                                      return_index=True, return_inverse=True)
-        perm = np.argsort(inverse.ravel(), kind="stable")
-        starts = np.searchsorted(inverse.ravel()[perm], np.arange(len(first)))
-    bounds = [*starts.tolist(), len(perm)]
-    return first, [perm[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    group's rows in order), groups in the order they first appear (``group_rows`` of the C
+    twin ``ibwire.analysis._streams`` or of ``_streams_python``)."""
+    first, order, starts = _streams.group_rows(columns)
+    bounds = starts.tolist()
+    return first, [order[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
 def _merge_cnps(into: Connection, cnps: Connection) -> None:

@@ -20,7 +20,6 @@ import os
 import stat
 import struct
 import sys
-import tempfile
 from array import array
 from collections.abc import Callable
 from typing import BinaryIO, NamedTuple
@@ -369,6 +368,8 @@ def index_capture(source: Source) -> CaptureIndex:
                     return _index_file(handle, info.st_size, str(source))
         except OSError as exc:
             raise CaptureError(f"{source}: cannot open ({exc.strerror})") from exc
+    import tempfile  # only here: it loads shutil, bz2, lzma and random (6 ms at start-up)
+
     with open_capture(source) as reader, tempfile.TemporaryFile(prefix="ibwire-") as spool:
         cut_short = reader.copy_to(spool)
         spool.flush()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -138,8 +138,8 @@ def scan_capture(source: Source, *, window: int = WINDOW, fields: object = None,
     File-level problems raise :class:`CaptureError` before the first batch; a record that
     cannot be read is a row with error ``capture``, as in ``ibwire.pcap``. A batch's
     ``buffer`` (its frames) is valid until the next batch is asked for. With ``threads`` 2
-    the records of the next window are found while a second thread scans this one (both C
-    loops run without the GIL); 1 does everything in the calling thread, as does a live
+    a second thread finds and scans the records of the next window while the caller works
+    on this one (the C loops run without the GIL); 1 does everything in the calling thread, as does a live
     capture (``ibwire.pcap.live``: each batch is handed out as soon as its records arrived).
 
     A file that shrinks while it is scanned ends as a capture cut short (a last row whose
@@ -160,24 +160,27 @@ def scan_capture(source: Source, *, window: int = WINDOW, fields: object = None,
 
 def _scanned(items: Iterator[tuple[Item, int]], fields: object,
              pool: ThreadPoolExecutor | None) -> Iterator[ScanBatch]:
-    """Scan each (index, first record) not scanned yet; with a pool, scan one while the next
-    is found; without, hand each out before the next is looked for. ``scan_index`` raises if
-    a window's bytes vanished while it was scanned."""
+    """Scan each (index, first record) not scanned yet; with a pool, the next window is
+    walked and scanned in the pool's thread while the caller works on this one (the C
+    loops run without the GIL); without, each is handed out before the next is looked for.
+    ``scan_index`` raises if a window's bytes vanished while it was scanned."""
     if pool is None:
         for item, record in items:
             yield item if isinstance(item, ScanBatch) else scan_index(item, record, fields)
         return
-    pending: Future[ScanBatch] | ScanBatch | None = None
-    for item, record in items:
-        if isinstance(item, ScanBatch):
-            job: Future[ScanBatch] | ScanBatch = item
-        else:
-            job = pool.submit(scan_index, item, record, fields)
-        if pending is not None:
-            yield pending if isinstance(pending, ScanBatch) else pending.result()
-        pending = job
-    if pending is not None:
-        yield pending if isinstance(pending, ScanBatch) else pending.result()
+    ahead = pool.submit(_next_batch, items, fields)
+    while (batch := ahead.result()) is not None:
+        ahead = pool.submit(_next_batch, items, fields)
+        yield batch
+
+
+def _next_batch(items: Iterator[tuple[Item, int]], fields: object) -> ScanBatch | None:
+    """The next window's batch, None after the last (run in the pool's one thread)."""
+    found = next(items, None)
+    if found is None:
+        return None
+    item, record = found
+    return item if isinstance(item, ScanBatch) else scan_index(item, record, fields)
 
 
 def _batches(feed: Feed, window: int, fields: object, pool: ThreadPoolExecutor | None

@@ -64,6 +64,10 @@ MAX_PENDING = 1 << 16
 MAX_ANSWERS = 4096
 
 
+#: Opcodes whose packets fill a whole PMTU: FIRST and MIDDLE requests and READ responses.
+_FULL = ((POSITION == FIRST) | (POSITION == MIDDLE)) & ((KIND == REQUEST) | (KIND == READ_RESP))
+
+
 class Finding(dict):
     """One check that failed: ``kind``, ``records`` (capture records, from 0), ``detail``."""
 
@@ -159,9 +163,7 @@ class Observed:
         """Take the path MTU from the payload of FIRST/MIDDLE requests and READ responses."""
         if self.fixed_pmtu is not None:
             return
-        ops = rows["opcode"]
-        pos, kind = POSITION[ops], KIND[ops]
-        full = ((pos == FIRST) | (pos == MIDDLE)) & ((kind == REQUEST) | (kind == READ_RESP))
+        full = _FULL[rows["opcode"]]
         if full.any():
             self.pmtu_seen = max(self.pmtu_seen, int(rows["payload"][full].max()))
 

@@ -4,6 +4,8 @@ a range less its holes."""
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
+
 from ibwire.transport.psn import HALF, PSN_BITS, PSN_MASK
 
 #: The PSN of the first row of a connection, as an extended PSN: far from 0 so that earlier
@@ -17,9 +19,19 @@ def unwrap(psn: int, ref: int) -> int:
     return ref + (d - (1 << PSN_BITS) if d >= HALF else d)
 
 
+def _start(hole: list[int]) -> int:
+    return hole[0]
+
+
+def _end(hole: list[int]) -> int:
+    return hole[1]
+
+
 class Runs:
     """A set of extended PSNs: everything in [low, high) but the ``holes`` (sorted, disjoint
-    [a, b) runs). Memory grows with the holes, not with the PSNs."""
+    [a, b) runs). Memory grows with the holes, not with the PSNs; each operation finds the
+    holes it concerns by bisection (a tap that misses every other packet makes as many
+    holes as packets)."""
 
     __slots__ = ("low", "high", "holes")
 
@@ -31,13 +43,15 @@ class Runs:
     def __contains__(self, e: int) -> bool:
         if self.low is None or not self.low <= e < self.high:
             return False
-        return not any(a <= e < b for a, b in self.holes)
+        i = bisect_right(self.holes, e, key=_start) - 1
+        return i < 0 or not e < self.holes[i][1]
 
     def hole_in(self, a: int, b: int) -> bool:
         """Some PSN of [a, b) is missing."""
         if self.low is None or a < self.low or b > self.high:
             return True
-        return any(x < b and a < y for x, y in self.holes)
+        i = bisect_right(self.holes, a, key=_end)   # the first hole ending after a
+        return i < len(self.holes) and self.holes[i][0] < b
 
     def add(self, e: int, count: int) -> None:
         end = e + count
@@ -49,14 +63,12 @@ class Runs:
         if e > self.high:
             self.holes.append([self.high, e])
         self.low, self.high = min(self.low, e), max(self.high, end)
-        if self.holes:
-            kept: list[list[int]] = []
-            for a, b in self.holes:
-                if b <= e or a >= end:
-                    kept.append([a, b])
-                    continue
-                if a < e:
-                    kept.append([a, e])
-                if b > end:
-                    kept.append([end, b])
-            self.holes = kept
+        holes = self.holes
+        i = bisect_right(holes, e, key=_end)           # the first hole ending after e
+        j = bisect_left(holes, end, lo=i, key=_start)  # the first starting at or after end
+        if i == j:
+            return
+        kept = [[holes[i][0], e]] if holes[i][0] < e else []
+        if holes[j - 1][1] > end:
+            kept.append([end, holes[j - 1][1]])
+        holes[i:j] = kept

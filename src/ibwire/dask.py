@@ -61,7 +61,7 @@ def _read_part(part: tuple[Chunk, tuple[str, ...], bool, Any]) -> Any:
 
     chunk, columns, other, streams = part
     name = capture_name(chunk.path)
-    labels = label(chunk.path) if streams is None else streams
+    labels = label(chunk.path, threads=1) if streams is None else streams
     source: Any = chunk.path
     if chunk.stop >= 0:
         source = io.BufferedReader(ChunkFile(chunk), 1 << 20)

@@ -73,15 +73,15 @@ def report(c: Connection) -> Any:
                     pmtu=o.fixed_pmtu or o.pmtu_seen or None)
 
 
-def batches(source: Source, count: int | None = None) -> Iterator[Any]:
+def batches(source: Source, count: int | None = None, threads: int = 2) -> Iterator[Any]:
     """The scanner's batches for the analysis (columns and frames), at most ``count``
-    records."""
+    records; ``threads`` as for ``scan_capture``."""
     from dataclasses import replace
 
     from ibwire.scan import scan_capture
 
     left = count
-    for batch in scan_capture(source, fields=SCAN_FIELDS, window=WINDOW):
+    for batch in scan_capture(source, fields=SCAN_FIELDS, window=WINDOW, threads=threads):
         if left is not None:
             if left <= 0:
                 break

@@ -41,12 +41,13 @@ class Labels:
 
 
 def label(source: Source, *, pmtu: int | None = None, cnp_scope: str = "qp",
-          cnp_interval_us: float = 4.0) -> Labels:
-    """Analyse ``source`` as ``ibwire.analysis.analyse`` does, keeping the stream keys."""
+          cnp_interval_us: float = 4.0, threads: int = 2) -> Labels:
+    """Analyse ``source`` as ``ibwire.analysis.analyse`` does, keeping the stream keys;
+    ``threads`` as for ``scan_capture``."""
     conns = Connections(pmtu, True)
     check = CnpCheck(cnp_scope, round(cnp_interval_us * 1000))
     records = 0
-    for batch in batches(source):
+    for batch in batches(source, threads=threads):
         records += len(batch)
         conns.cm.feed(batch)
         check.feed(conns.feed(batch.columns))

@@ -177,3 +177,26 @@ def test_start_up_does_not_load_the_generator():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env={**os.environ})
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                    reason="mounts a small tmpfs: root only (CI is root)")
+def test_a_full_filesystem_is_an_error_not_a_crash(tmp_path):
+    """The fast path writes into the file's mapped pages: a disk that fills up must give a
+    one-line error (its blocks are reserved before they are mapped), never a SIGBUS, and
+    leave nothing behind."""
+    small = tmp_path / "small"
+    small.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)],
+                      capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "ibwire.cli.main", "gen", "-o", str(small / "x.pcap"),
+             "--verb", "write", "--size", "1024", "--iters", "20000", "--no-progress"],
+            capture_output=True, text=True, timeout=300)
+        assert done.returncode == 2, done
+        assert done.stderr.strip() == "ibwire gen: No space left on device"
+        assert list(small.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(small)], check=True)

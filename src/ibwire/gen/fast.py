@@ -343,6 +343,15 @@ class _Plan:
         """Batches of records in capture order: (timestamps, starts, lengths, buffer): the
         frame of record i is ``buffer[starts[i]:starts[i] + lengths[i]]`` and the 16 bytes
         before it hold its little-endian nanosecond pcap record header."""
+        for batch in self.batches():
+            out = np.empty(batch.size, dtype=np.uint8)
+            batch.fill(out)
+            yield batch.when, batch.starts, batch.lengths, out
+
+    def batches(self) -> Iterator[Batch]:
+        """The batches of :meth:`chunks` before their bytes are laid out: each one's
+        :meth:`Batch.fill` writes them into any buffer of its ``size`` (a file's mapped
+        pages, say), in any thread, while the next batch is made."""
         pending: list[tuple[np.ndarray, ...]] = []   # rows, tie, when, meta
         t0 = self.start
         delay, tap = self.delay, self.tap
@@ -410,17 +419,40 @@ class _Plan:
             if out is not None:
                 yield self._emit(out)
 
-    def _emit(self, out: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        when, starts, lengths, buffer, meta = out
-        self._observe(when, meta)
-        return when, starts, lengths, buffer
+    def _emit(self, batch: Batch) -> Batch:
+        self._observe(batch.when, batch.meta)
+        return batch
+
+
+@dataclass
+class Batch:
+    """Records in capture order, laid out back to back in ``size`` bytes: record i's frame
+    at ``starts[i]`` (``lengths[i]`` bytes), its pcap record header in the 16 bytes before;
+    ``meta`` the observer's columns. The bytes are made by :meth:`fill`."""
+
+    when: np.ndarray
+    starts: np.ndarray
+    lengths: np.ndarray
+    meta: np.ndarray
+    size: int
+    parts: list[tuple[np.ndarray, _Rows]]     # (destinations, rows) of each group
+
+    @property
+    def longest(self) -> int:
+        return int(self.lengths.max())
+
+    def fill(self, out: np.ndarray) -> None:
+        """Write the records into ``out`` (uint8, ``size`` long)."""
+        if len(out) != self.size:
+            raise ValueError(f"a batch of {self.size} bytes, a buffer of {len(out)}")
+        for dest, rows in self.parts:
+            _scatter(out, dest, rows)
 
 
 def _merge(groups: list[tuple[np.ndarray, ...]], horizon: tuple[int, int] | None
-           ) -> tuple[tuple[np.ndarray, ...] | None, list]:
+           ) -> tuple[Batch | None, list]:
     """The records of ``groups`` (rows, tie, when, meta) that come before ``horizon`` (when,
-    tie; None: all), in capture order, as (timestamps, starts, lengths, buffer, meta) with 16
-    free bytes before each frame; and the groups of those left."""
+    tie; None: all), in capture order, as a :class:`Batch`; and the groups of those left."""
     tie = np.concatenate([g[1] for g in groups])
     when = np.concatenate([g[2] for g in groups])
     base = int(when.min()) if horizon is None else min(int(when.min()), horizon[0])
@@ -443,8 +475,8 @@ def _merge(groups: list[tuple[np.ndarray, ...]], horizon: tuple[int, int] | None
     sizes = widths[gnow]
     ends = np.cumsum(sizes)
     dest = ends - sizes
-    out = np.empty(int(ends[-1]), dtype=np.uint8)
     stamps = _record_headers(when[now], sizes - 16)
+    parts = []
     for g in np.unique(gnow):
         at = np.flatnonzero(gnow == g)
         r = rnow[at]
@@ -454,8 +486,9 @@ def _merge(groups: list[tuple[np.ndarray, ...]], horizon: tuple[int, int] | None
         else:
             rows = rows.take(r)
         # the pcap record header goes in with the group's own strided copies
-        _scatter(out, dest[at], _Rows(rows.template, [*rows.patches, (0, stamps[at])], len(r)))
-    return (when[now], dest + 16, sizes - 16, out, meta[now]), left
+        parts.append((dest[at], _Rows(rows.template, [*rows.patches, (0, stamps[at])],
+                                      len(r))))
+    return Batch(when[now], dest + 16, sizes - 16, meta[now], int(ends[-1]), parts), left
 
 
 def _record_headers(when: np.ndarray, lengths: np.ndarray) -> np.ndarray:

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ibwire.gen.cm import CmExchange
 from ibwire.gen.run import Generation
 from ibwire.gen.scenario import Scenario
+
+if TYPE_CHECKING:
+    from ibwire.gen.fast import Batch
+    from ibwire.pcap.writer import PcapWriter
 
 
 def write_pcap(path: str, scenario: Scenario) -> dict[str, Any]:
@@ -47,15 +51,15 @@ def write_capture(path: str, scenario: Scenario, *, pcapng: bool | None = None,
                 writer.write(frame, when)
             count = len(setup)
             plan.begin(start, count)
-            # The disk write of one batch (which releases the GIL) overlaps the making of the
-            # next; at most one batch is in flight, so memory stays bounded.
+            # One batch's bytes are laid out in the file's mapped pages (numpy's copies release
+            # the GIL) while the next batch is made; at most one batch is in flight, so memory
+            # stays bounded.
             pending: Future[None] | None = None
-            for chunk in plan.chunks():
-                data, records, longest = _pcap_records(*chunk)
+            for batch in plan.batches():
                 if pending is not None:
                     pending.result()
-                pending = disk.submit(writer.write_prepared, data, records, longest)
-                before, count = count, count + records
+                pending = disk.submit(_put, writer, batch)
+                before, count = count, count + len(batch.when)
                 if on_progress is not None and before // PROGRESS_EVERY != count // PROGRESS_EVERY:
                     on_progress(count)
             if pending is not None:
@@ -83,7 +87,14 @@ def write_capture(path: str, scenario: Scenario, *, pcapng: bool | None = None,
     return generation.manifest
 
 
-def _pcap_records(when: Any, starts: Any, lengths: Any, buffer: Any) -> tuple[Any, int, int]:
-    """The fast path's batch as pcap records: the plan already laid each little-endian
-    nanosecond record header in the 16 bytes before its frame."""
-    return buffer, len(when), int(lengths.max())
+def _put(writer: PcapWriter, batch: Batch) -> None:
+    """Lay out the fast path's ``batch`` in the file's next bytes, in place (the batch has
+    each little-endian nanosecond record header in the 16 bytes before its frame)."""
+    import numpy as np
+
+    with writer.appending(batch.size, len(batch.when), batch.longest) as view:
+        out = np.frombuffer(view, dtype=np.uint8)
+        try:
+            batch.fill(out)
+        finally:
+            del out

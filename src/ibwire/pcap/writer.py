@@ -13,9 +13,12 @@ negative timestamp, a frame longer than the 32-bit fields) raise :class:`BuildEr
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import TracebackType
 from typing import BinaryIO, TypeVar
 
@@ -197,6 +200,41 @@ class PcapWriter(_Writer):
             self.snaplen = longest
         self._file.file.write(data)
         self.records_written += records
+
+    @contextmanager
+    def appending(self, size: int, records: int, longest: int) -> Iterator[memoryview]:
+        """A writable view of the next ``size`` bytes of the file, for ``records`` records
+        laid out as :meth:`write_prepared` takes them, filled in place: the file's pages
+        mapped (no copy of the records through ``write``), or, where the file cannot be
+        mapped or its blocks reserved, a buffer written when the block ends. The view must
+        not be kept."""
+        out = self._file.file
+        out.flush()
+        start = out.tell()
+        mapped = None
+        if size:
+            fd = out.fileno()
+            base = start - start % mmap.ALLOCATIONGRANULARITY
+            try:
+                # blocks reserved first: a full disk is then this OSError (and the write
+                # below fails with it), never a SIGBUS on a mapped page
+                os.posix_fallocate(fd, start, size)
+                mapped = mmap.mmap(fd, start + size - base, offset=base)
+            except (OSError, ValueError):
+                os.ftruncate(fd, start)
+        if mapped is None:
+            buffer = bytearray(size)
+            with memoryview(buffer) as view:
+                yield view
+            self.write_prepared(buffer, records, longest)
+            return
+        try:
+            with memoryview(mapped) as whole, whole[start - base:] as view:
+                yield view
+        finally:
+            mapped.close()
+        out.seek(start + size)
+        self.write_prepared(b"", records, longest)
 
     def write_record(self, record: CaptureRecord) -> None:
         """Append a record read from a capture (its ``record_data`` and ``record_orig_len``)."""

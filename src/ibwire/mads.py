@@ -29,17 +29,22 @@ from ibwire.errors import BuildError, MalformedError, UnknownAttributeError
 from ibwire.headers import cm, perf, sa, smp
 from ibwire.headers.layout import Record, display, octets
 from ibwire.headers.mad import CLASS_PORT_INFO, MAD_SIZE, NOTICE, NOTICE_GS
+from ibwire.mad_numbers import (
+    CM_CLASS,
+    DECODED,
+    MAX_HOPS,
+    PERF,
+    RMPP_ACTIVE,
+    RMPP_DATA,
+    RMPP_FIRST,
+    RMPP_LAST,
+    SA_CLASS,
+    SMP_DIRECTED,
+    SMP_LID,
+    TABLE_METHODS,
+)
 from ibwire.packet import HeaderValue
 from ibwire.tables import MadAttribute, mad_attributes
-
-SMP_LID, SA_CLASS, PERF, CM_CLASS, SMP_DIRECTED = 0x01, 0x03, 0x04, 0x07, 0x81
-#: Classes whose bodies ibwire decodes; other classes keep their bodies as payload.
-DECODED = frozenset({SMP_LID, SA_CLASS, PERF, CM_CLASS, SMP_DIRECTED})
-#: SA methods whose data is a table of records (ib_sa.h IB_SA_METHOD_GET_TABLE_RESP ...).
-TABLE_METHODS = frozenset({0x92, 0x94})
-RMPP_DATA, RMPP_ACTIVE, RMPP_FIRST, RMPP_LAST = 1, 0x1, 0x2, 0x4
-#: Entries of a directed-route path (14.2.1.2): entry 0 is unused, so at most 63 hops.
-MAX_HOPS = 63
 
 #: Every attribute declaration, by the name specs/mad_attributes.tsv gives it.
 RECORDS: dict[str, Record] = {r.name: r for r in (

@@ -280,3 +280,20 @@ def test_trees_name_their_numbers_both_ways(tmp_path):
     named = {syndrome(s) for s in range(256)}
     assert {"NAK: PSN sequence error", "RNR NAK: 1.28 ms", "ACK, unlimited credits",
             "ACK, 6 credits", "NAK: remote access error"} <= named
+
+
+def test_summary_lines_of_mads_written_from_their_headers_load_no_mad_declaration(tmp_path):
+    """MADs whose line the MAD header columns tell (classes kept as payload, decoded classes'
+    unknown attributes) are sorted without ``ibwire.mads`` and its Construct declarations
+    (~15 ms at start-up), and none of them is dissected."""
+    import subprocess
+
+    path = _write(tmp_path / "mads.pcap", 1, mad_frames()[:6] + kept_mad_frames()[1:])
+    code = ("import sys; from ibwire.cli.main import main; "
+            f"status = main(['show', '--no-progress', {str(path)!r}]); "
+            "print(status, sorted(m for m in ('ibwire.mads', 'ibwire.inspect') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert len(out) == 11 and out[-1] == "0 []", out
+    assert all(" mad=0x" in line for line in out[:-1]), out

@@ -114,20 +114,18 @@ _UD = _lookup(lambda op: op in opcodes() and opcodes()[op].transport == "UD")
 @cache
 def _decoded_classes() -> np.ndarray:
     """bool[256]: the MAD classes whose bodies ``ibwire.mads`` decodes."""
-    from ibwire.mads import DECODED
+    from ibwire.mad_numbers import DECODED
 
     return _lookup(lambda value: value in DECODED)
 
 
 @cache
 def _body_headers() -> dict[int, int]:
-    """The size of the header every body of a decoded MAD class starts with, whatever its
-    attribute (``ibwire.mads.plan``; SA's only in an RMPP DATA segment or an inactive RMPP)."""
-    from ibwire.headers import perf, sa, smp
-    from ibwire.mads import CM_CLASS, PERF, SA_CLASS, SMP_DIRECTED, SMP_LID
+    """The size of the header every body of a decoded MAD class starts with
+    (``ibwire.scan.program.mad_body_headers``, as written to ``_layout``)."""
+    from ibwire.scan._layout import MAD_BODY_HEADERS
 
-    return {CM_CLASS: 0, SMP_LID: smp.SMP_LID.size, SMP_DIRECTED: smp.SMP_DIRECTED.size,
-            PERF: perf.PERF_HEADER.size, SA_CLASS: sa.SA_HEADER.size}
+    return dict(MAD_BODY_HEADERS)
 
 
 def _mad_header_tells(field: Callable[[str], np.ndarray], rmpp: np.ndarray) -> np.ndarray:
@@ -138,7 +136,7 @@ def _mad_header_tells(field: Callable[[str], np.ndarray], rmpp: np.ndarray) -> n
     length (``check_rmpp``), a directed-route SMP's hop fields (``check_directed``), the
     body's first header before the ICRC. ``rmpp``: the rows with an RMPP header."""
     from ibwire.headers.mad import MAD_SIZE
-    from ibwire.mads import (
+    from ibwire.mad_numbers import (
         MAX_HOPS,
         RMPP_ACTIVE,
         RMPP_DATA,

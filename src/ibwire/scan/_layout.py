@@ -108,3 +108,10 @@ MAD_VIEWS = (
 WELL_KNOWN_QPS = (0, 1)
 SITE_SLOT_BASE = 26
 SITE_PADCNT = 52
+MAD_BODY_HEADERS = (
+    (0x7, 0x0),
+    (0x1, 0x28),
+    (0x81, 0x28),
+    (0x4, 0x28),
+    (0x3, 0x14),
+)

@@ -293,7 +293,19 @@ def layout() -> dict[str, object]:
         "WELL_KNOWN_QPS": WELL_KNOWN_QPS,
         "SITE_SLOT_BASE": SITE_SLOT_BASE,
         "SITE_PADCNT": SITE_PADCNT,
+        "MAD_BODY_HEADERS": mad_body_headers(),
     }
+
+
+def mad_body_headers() -> tuple[tuple[int, int], ...]:
+    """(class, size) of the header every body of a class ``ibwire.mads`` decodes starts
+    with, whatever its attribute (``ibwire.mads.plan``; SA's only in an RMPP DATA segment or
+    an inactive RMPP): ``show`` reads them from ``_layout`` (no MAD declarations loaded)."""
+    from ibwire.headers import perf, sa, smp
+    from ibwire.mad_numbers import CM_CLASS, PERF, SA_CLASS, SMP_DIRECTED, SMP_LID
+
+    return ((CM_CLASS, 0), (SMP_LID, smp.SMP_LID.size), (SMP_DIRECTED, smp.SMP_DIRECTED.size),
+            (PERF, perf.PERF_HEADER.size), (SA_CLASS, sa.SA_HEADER.size))
 
 
 def layout_source() -> str:

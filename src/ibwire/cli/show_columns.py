@@ -19,7 +19,7 @@ from ibwire.cli.shapes import CLASSIFY_KEYS, ETHERNET_LEN, MAD_KEYS, TAG_LEN, cl
 from ibwire.cli.templates import SYNDROME_TEXTS, compile_shape
 from ibwire.headers.aeth import decode_syndrome
 from ibwire.scan import program
-from ibwire.scan.batch import distinct_rows
+from ibwire.scan.batch import distinct_values
 from ibwire.scan.program import SLOT, SLOTS
 from ibwire.scan.text import TEXT, Op, Templates, fill
 
@@ -124,10 +124,12 @@ class _Rows:
         present = self._having(SLOTS[program.column(name).slot].name)
         if present.size == self.count:
             return self.batch.values(name)[:self.count]
-        out = np.full(self.count, "", object)
-        if present.size:
-            out[present] = np.array(self.batch.values(name, present), object)
-        return out.tolist()
+        if not present.size:
+            return [""] * self.count
+        shown, index = self.batch.shown(name, present)
+        at = np.full(self.count, len(shown) - 1, np.intp)  # the last: "", no header
+        at[present] = index
+        return shown[at].tolist()
 
 
 @cache
@@ -189,8 +191,7 @@ def texts(source: Source, args: argparse.Namespace, mode: str) -> Iterator[bytes
                 start_ns = int(cols["timestamp_ns"][readable[0]])
         key, extra = classify(cols, mode)
         extra["when"] = _when(cols, start_ns or 0)
-        shapes, inverse = distinct_rows(key.reshape(-1, 1))
-        shapes = shapes.ravel()
+        shapes, inverse = distinct_values(key)
         for k in shapes.tolist():
             if k not in numbered:
                 numbered[k] = templates.add(compile_shape(mode, k))

@@ -56,21 +56,31 @@ class ScanBatch:
         ``rows`` only (an index array) if given."""
         column = program.column(name)
         field = program.SLOTS[column.slot].by_name[column.field]
+        if column.width != 16 and field.fmt is None:
+            data = self.columns[name] if rows is None else self.columns[name][rows]
+            return data.tolist()
+        shown, index = self.shown(name, rows)
+        return shown[index].tolist()
+
+    def shown(self, name: str, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """An address column ``name`` (a field with a display format, or 16 bytes) as text:
+        each distinct value's text once (an object array, ending with an empty text), and
+        each row's index into it (of ``rows`` only if given)."""
+        column = program.column(name)
+        field = program.SLOTS[column.slot].by_name[column.field]
         data = self.columns[name] if rows is None else self.columns[name][rows]
-        if column.width != 16:
-            if field.fmt is None:
-                return data.tolist()
-            # addresses repeat: show each distinct one once
-            distinct, inverse = distinct_rows(data.reshape(-1, 1))
-            shown = np.array([display(v, field) for v in distinct.ravel().tolist()] + [""],
-                             object)
-            return shown[inverse].tolist()
-        # 16-byte rows: as two numbers (numpy sorts raw bytes slowly)
-        halves = np.ascontiguousarray(data).view(np.uint64).reshape(-1, 2)
-        first, inverse = distinct_pairs(halves)
-        shown = np.array([display(int.from_bytes(bytes(data[i]), "big"), field)
-                          for i in first.tolist()] + [b""], object)  # b"": no nested bytes
-        return shown[inverse].tolist()
+        if column.width != 16:  # addresses repeat: show each distinct one once
+            distinct, index = distinct_values(data)
+            texts = [display(v, field) for v in distinct.tolist()]
+        else:  # 16-byte rows: as two numbers (numpy sorts raw bytes slowly)
+            halves = np.ascontiguousarray(data).view(np.uint64).reshape(-1, 2)
+            first, index = distinct_pairs(halves)
+            texts = [display(int.from_bytes(bytes(data[i]), "big"), field)
+                     for i in first.tolist()]
+        shown = np.empty(len(texts) + 1, object)  # not np.array(texts): no 2-D of chars
+        shown[:-1] = texts
+        shown[-1] = ""
+        return shown, index
 
     def frame(self, row: int) -> memoryview:
         off, n = int(self.columns["frame.offset"][row]), int(self.columns["frame.len"][row])
@@ -139,6 +149,14 @@ def distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     inverse = np.empty(len(order), np.intp)
     inverse[order] = np.cumsum(first) - 1
     return ordered[first], inverse
+
+
+def distinct_values(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values of a 1-D array (sorted) and each value's index among them: a 1-D
+    ``np.unique`` (which loads no numpy.ma), a third faster than :func:`distinct_rows` of
+    one column."""
+    distinct, inverse = np.unique(values.reshape(-1), return_inverse=True)
+    return distinct, inverse.reshape(-1)
 
 
 #: An odd 64-bit constant (2**64 over the golden ratio) that mixes a pair into one number.

@@ -2,11 +2,12 @@
 """C text filler: the same name and text as the pure-Python twin (``ibwire.scan._text_python``,
 whose docstring says what the ops do). One pass over the rows into one UTF-8 buffer."""
 
-from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING, _PyBytes_Resize
 from cpython.list cimport PyList_GET_ITEM
+from cpython.ref cimport Py_XDECREF, PyObject
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdio cimport snprintf
-from libc.stdlib cimport free, malloc, realloc
+from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
 from ibwire.scan.text import check
@@ -31,24 +32,24 @@ cdef enum:
 
 cdef extern from "Python.h":
     const char *PyUnicode_AsUTF8AndSize(object text, Py_ssize_t *size) except NULL
+    # a new reference, as a pointer: the text is written into the bytes object itself
+    PyObject *new_bytes "PyBytes_FromStringAndSize"(const char *v, Py_ssize_t size) except NULL
 
 
 cdef struct Out:
-    char *data
+    PyObject *text     # the bytes object written into (no copy at the end: each copy of
+    char *data         # a batch's megabytes is as many fresh pages to fault in)
     Py_ssize_t size
     Py_ssize_t cap
 
 
 cdef int grow(Out *o, Py_ssize_t more) except -1:
     cdef Py_ssize_t cap
-    cdef char *data
     if o.size + more <= o.cap:
         return 0
     cap = max(o.cap * 2, o.size + more + 4096)
-    data = <char *>realloc(o.data, cap)
-    if data == NULL:
-        raise MemoryError()
-    o.data, o.cap = data, cap
+    _PyBytes_Resize(&o.text, cap)  # a big one by realloc (mremap): no copy either
+    o.data, o.cap = PyBytes_AS_STRING(<object>o.text), cap
     return 0
 
 
@@ -126,15 +127,25 @@ cdef int put_seconds(Out *o, int64_t ns, int width) except -1:
     return 0
 
 
+cdef inline Py_ssize_t most(int32_t kind, int32_t width) noexcept:
+    """The most bytes a non-text op writes (20 digits of a uint64, "0x", 21 of %f)."""
+    if kind == LITERAL:
+        return width
+    return (width if width > 32 else 32) + 32
+
+
 def fill(cnp.ndarray template, cnp.ndarray starts, cnp.ndarray ops, bytes pool, ints, strs,
          str end):
     """See the twin."""
     cdef Py_ssize_t rows = template.shape[0], r, k, n_ints = len(ints), length
+    cdef Py_ssize_t n_strs = len(strs), n_templates
     cdef const int32_t *tpl
     cdef const int32_t *first
     cdef const int32_t *op
     cdef const int32_t *all_ops
     cdef const uint64_t **columns = <const uint64_t **>malloc(sizeof(void *) * max(1, n_ints))
+    cdef PyObject **texts = <PyObject **>malloc(sizeof(void *) * max(1, n_strs))
+    cdef Py_ssize_t *room = NULL
     cdef const char *literal = pool
     cdef const char *text
     cdef Py_ssize_t end_len
@@ -142,10 +153,12 @@ def fill(cnp.ndarray template, cnp.ndarray starts, cnp.ndarray ops, bytes pool, 
     cdef Out o
     cdef int32_t kind, arg, width, flags, t
     cdef uint64_t v
-    cdef list column_text
-    if columns == NULL:
+    if columns == NULL or texts == NULL:
+        free(columns)
+        free(texts)
         raise MemoryError()
-    o.data, o.size, o.cap = NULL, 0, 0
+    o.text = new_bytes(NULL, 0)
+    o.data, o.size, o.cap = PyBytes_AS_STRING(<object>o.text), 0, 0
     template, starts, ops = check(template, starts, ops, pool, ints, strs)
     held = []
     try:
@@ -156,21 +169,35 @@ def fill(cnp.ndarray template, cnp.ndarray starts, cnp.ndarray ops, bytes pool, 
                 column = np.ascontiguousarray(ints[k]).view(np.uint64)
                 held.append(column)
                 columns[k] = <const uint64_t *>cnp.PyArray_DATA(column)
+        for k in range(n_strs):  # borrowed: ``strs`` holds them (check: the read ones lists)
+            texts[k] = <PyObject *>strs[k]
         tpl = <const int32_t *>cnp.PyArray_DATA(template)
         first = <const int32_t *>cnp.PyArray_DATA(starts)
         all_ops = <const int32_t *>cnp.PyArray_DATA(ops)
+        # each template's most bytes but its texts': one reservation a row
+        n_templates = starts.shape[0] - 1
+        room = <Py_ssize_t *>malloc(sizeof(Py_ssize_t) * max(1, n_templates))
+        if room == NULL:
+            raise MemoryError()
+        for t in range(n_templates):
+            room[t] = end_len
+            for k in range(first[t], first[t + 1]):
+                op = all_ops + 4 * k
+                if op[0] != TEXT:
+                    room[t] += most(op[0], op[2])
         grow(&o, rows * 64)
         for r in range(rows):
             t = tpl[r]
+            grow(&o, room[t])
             for k in range(first[t], first[t + 1]):
                 op = all_ops + 4 * k
                 kind, arg, width, flags = op[0], op[1], op[2], op[3]
                 if kind == LITERAL:
-                    put(&o, literal + arg, width)
+                    memcpy(o.data + o.size, literal + arg, width)
+                    o.size += width
                 elif kind == TEXT:
-                    column_text = strs[arg]
-                    text = PyUnicode_AsUTF8AndSize(<object>PyList_GET_ITEM(column_text, r),
-                                                   &length)
+                    text = PyUnicode_AsUTF8AndSize(
+                        <object>PyList_GET_ITEM(<object>texts[arg], r), &length)
                     put(&o, text, length)
                 else:
                     v = columns[arg][r]
@@ -180,13 +207,18 @@ def fill(cnp.ndarray template, cnp.ndarray starts, cnp.ndarray ops, bytes pool, 
                         number(&o, v, width, 1, flags & PREFIX)
                     elif kind == SMALL:
                         if v <= 9:
-                            number(&o, v, 0, 0, 0)
+                            o.data[o.size] = <char>(48 + v)
+                            o.size += 1
                         else:
                             number(&o, v, 0, 1, 1)
                     else:
                         put_seconds(&o, <int64_t>v, width)
-            put(&o, end_text, end_len)
-        return PyBytes_FromStringAndSize(o.data, o.size)
+            memcpy(o.data + o.size, end_text, end_len)
+            o.size += end_len
+        _PyBytes_Resize(&o.text, o.size)
+        return <object>o.text
     finally:
-        free(o.data)
+        Py_XDECREF(o.text)
         free(columns)
+        free(texts)
+        free(room)

@@ -7,7 +7,7 @@ import numpy as np
 from ibwire.pcap.pcapng import check_clock, clock
 from ibwire.pcap.records import INT64_MAX, INT64_MIN, Buffer
 
-__all__ = ["pcapng_epbs"]
+__all__ = ["erf_block", "pcapng_epbs"]
 
 
 def pcapng_epbs(buffer: Buffer, pos: int, end: int, swapped: bool, max_len: int,
@@ -42,3 +42,17 @@ def pcapng_epbs(buffer: Buffer, pos: int, end: int, swapped: bool, max_len: int,
     return (np.array(cols[0], np.int64), np.array(cols[1], np.int64),
             np.array(cols[2], np.uint32), np.array(cols[3], np.int64),
             np.array(cols[4], np.uint32), pos)
+
+
+def erf_block(octets: np.ndarray, offsets: np.ndarray, lengths: np.ndarray,
+              timestamps: np.ndarray, codes: np.ndarray, wire: np.ndarray,
+              type_codes: np.ndarray, pads: np.ndarray) -> np.ndarray:
+    """The ERF records of a block of rows (views of the index's columns: int64 offsets,
+    uint32 lengths, int64 timestamps, uint8 link codes, uint32 wire lengths), moved in place
+    from the record to its frame: link code (``type_codes`` by ERF type), ERF timestamp and
+    wire length, the header (and ``pads`` by type) skipped. Records without extension
+    headers whose frame the record holds whole; returns the positions of the others, which
+    the per-record locator settles (in numpy here: ``ibwire.pcap.index_links``)."""
+    from ibwire.pcap.index_links import locate_block
+
+    return locate_block("erf", octets, offsets, lengths, timestamps, codes, wire)

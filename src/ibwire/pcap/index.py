@@ -28,7 +28,7 @@ import numpy as np
 
 from ibwire.errors import CaptureError, IbwireError
 from ibwire.pcap.filemap import faulted, map_window, shrunk_error, vanished_error
-from ibwire.pcap.index_links import locate_block
+from ibwire.pcap.index_links import erf_tables, locate_block
 from ibwire.pcap.linktypes import direct_link_codes, header_kind
 from ibwire.pcap.locators import locator_for
 from ibwire.pcap.pcap import RECORD_HEADER_LEN, PcapWalker, caplen_warnings
@@ -255,14 +255,27 @@ def locate_frames(buffer: Buffer | mmap.mmap, linktype: int, count: int, offsets
     if kind is None:
         return errors, warnings
     octets = np.frombuffer(buffer, np.uint8)
+    block = _erf_block() if kind == "erf" else None
     for first in range(0, count, _GATHER_ROWS):
         last = min(first + _GATHER_ROWS, count)
-        left = locate_block(kind, octets, offsets[first:last], lengths[first:last],
-                            timestamps[first:last], codes[first:last], wire[first:last])
+        columns = (offsets[first:last], lengths[first:last], timestamps[first:last],
+                   codes[first:last], wire[first:last])
+        if block is not None:
+            left = block(octets, *columns, *erf_tables())
+        else:
+            left = locate_block(kind, octets, *columns)
         _locate_each(buffer, (left + first).tolist(), offsets, lengths, timestamps, codes,
                      wire, linktype, errors, warnings)
     del octets
     return errors, warnings
+
+
+def _erf_block() -> Callable[..., np.ndarray]:
+    """The block locator of ERF records: C (``ibwire.pcap._engine``) or its numpy twin."""
+    from ibwire._twins import load_twin
+
+    engine, _kind = load_twin("ibwire.pcap._engine", "ibwire.pcap._python")
+    return engine.erf_block  # type: ignore[no-any-return]
 
 
 def _gather_fields(view: memoryview, heads: np.ndarray, byte_order: str, fraction_ns: int,

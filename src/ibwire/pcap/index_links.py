@@ -17,7 +17,8 @@ from ibwire.pcap.records import LINK_OTHER
 
 
 @cache
-def _erf_tables() -> tuple[np.ndarray, np.ndarray]:
+def erf_tables() -> tuple[np.ndarray, np.ndarray]:
+    """uint8[128] link code and int64[128] pad bytes, by ERF type."""
     codes = np.full(128, LINK_OTHER, np.uint8)
     pads = np.zeros(128, np.int64)
     for erf_type, (code, pad) in erf_type_links().items():
@@ -51,7 +52,7 @@ def locate_block(kind: str, octets: np.ndarray, offsets: np.ndarray, lengths: np
     if kind == "erf":
         settled = _erf(head, held)
         rows, head, held = rows[settled], head[settled], held[settled]
-        table_codes, pads = _erf_tables()
+        table_codes, pads = erf_tables()
         erf_type = head[:, 8] & 0x7F
         header_len = ERF_HEADER_LEN + pads[erf_type]
         rlen, wlen = _u16(head, 10).astype(np.int64), _u16(head, 14).astype(np.int64)
@@ -83,7 +84,7 @@ def locate_block(kind: str, octets: np.ndarray, offsets: np.ndarray, lengths: np
 def _erf(head: np.ndarray, held: np.ndarray) -> np.ndarray:
     """Which ERF records numpy settles: no extension header, headers inside rlen and held, and
     the frame not cut by the capture record (that one gets a warning, from the locator)."""
-    _codes, pads = _erf_tables()
+    _codes, pads = erf_tables()
     header_len = ERF_HEADER_LEN + pads[head[:, 8] & 0x7F]
     rlen = _u16(head, 10).astype(np.int64)
     declared = np.minimum(rlen - header_len, _u16(head, 14).astype(np.int64))

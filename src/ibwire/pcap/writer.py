@@ -212,13 +212,14 @@ class PcapWriter(_Writer):
         out.flush()
         start = out.tell()
         mapped = None
-        if size:
+        reserve = getattr(os, "posix_fallocate", None)  # not on macOS: no mapping there
+        if size and reserve is not None:
             fd = out.fileno()
             base = start - start % mmap.ALLOCATIONGRANULARITY
             try:
                 # blocks reserved first: a full disk is then this OSError (and the write
                 # below fails with it), never a SIGBUS on a mapped page
-                os.posix_fallocate(fd, start, size)
+                reserve(fd, start, size)
                 mapped = mmap.mmap(fd, start + size - base, offset=base)
             except (OSError, ValueError):
                 os.ftruncate(fd, start)

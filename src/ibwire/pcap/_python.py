@@ -55,4 +55,5 @@ def erf_block(octets: np.ndarray, offsets: np.ndarray, lengths: np.ndarray,
     the per-record locator settles (in numpy here: ``ibwire.pcap.index_links``)."""
     from ibwire.pcap.index_links import locate_block
 
-    return locate_block("erf", octets, offsets, lengths, timestamps, codes, wire)
+    return locate_block("erf", octets, offsets, lengths, timestamps, codes, wire,
+                        (type_codes, pads))

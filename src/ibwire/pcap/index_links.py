@@ -42,17 +42,19 @@ def _u16(head: np.ndarray, at: int) -> np.ndarray:
 
 
 def locate_block(kind: str, octets: np.ndarray, offsets: np.ndarray, lengths: np.ndarray,
-                 timestamps: np.ndarray, codes: np.ndarray, wire: np.ndarray) -> np.ndarray:
+                 timestamps: np.ndarray, codes: np.ndarray, wire: np.ndarray,
+                 tables: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Move one block of rows (views, rewritten in place) from the record to its frame;
-    return the positions of the rows left for the per-record locator."""
+    return the positions of the rows left for the per-record locator. ``tables``: ERF's
+    (link code, pad) by type, default :func:`erf_tables`."""
     width = LINK_HEADER_LEN[kind]
     rows = np.flatnonzero(lengths >= width)
     head = octets[offsets[rows, None] + np.arange(width)]
     held = lengths[rows].astype(np.int64)
     if kind == "erf":
-        settled = _erf(head, held)
+        table_codes, pads = tables or erf_tables()
+        settled = _erf(head, held, pads)
         rows, head, held = rows[settled], head[settled], held[settled]
-        table_codes, pads = erf_tables()
         erf_type = head[:, 8] & 0x7F
         header_len = ERF_HEADER_LEN + pads[erf_type]
         rlen, wlen = _u16(head, 10).astype(np.int64), _u16(head, 14).astype(np.int64)
@@ -81,10 +83,9 @@ def locate_block(kind: str, octets: np.ndarray, offsets: np.ndarray, lengths: np
     return np.flatnonzero(left)
 
 
-def _erf(head: np.ndarray, held: np.ndarray) -> np.ndarray:
+def _erf(head: np.ndarray, held: np.ndarray, pads: np.ndarray) -> np.ndarray:
     """Which ERF records numpy settles: no extension header, headers inside rlen and held, and
     the frame not cut by the capture record (that one gets a warning, from the locator)."""
-    _codes, pads = erf_tables()
     header_len = ERF_HEADER_LEN + pads[head[:, 8] & 0x7F]
     rlen = _u16(head, 10).astype(np.int64)
     declared = np.minimum(rlen - header_len, _u16(head, 14).astype(np.int64))

@@ -143,8 +143,8 @@ def fill(cnp.ndarray template, cnp.ndarray starts, cnp.ndarray ops, bytes pool, 
     cdef const int32_t *first
     cdef const int32_t *op
     cdef const int32_t *all_ops
-    cdef const uint64_t **columns = <const uint64_t **>malloc(sizeof(void *) * max(1, n_ints))
-    cdef PyObject **texts = <PyObject **>malloc(sizeof(void *) * max(1, n_strs))
+    cdef const uint64_t **columns = NULL
+    cdef PyObject **texts = NULL
     cdef Py_ssize_t *room = NULL
     cdef const char *literal = pool
     cdef const char *text
@@ -153,15 +153,16 @@ def fill(cnp.ndarray template, cnp.ndarray starts, cnp.ndarray ops, bytes pool, 
     cdef Out o
     cdef int32_t kind, arg, width, flags, t
     cdef uint64_t v
-    if columns == NULL or texts == NULL:
-        free(columns)
-        free(texts)
-        raise MemoryError()
-    o.text = new_bytes(NULL, 0)
-    o.data, o.size, o.cap = PyBytes_AS_STRING(<object>o.text), 0, 0
     template, starts, ops = check(template, starts, ops, pool, ints, strs)
+    o.text = NULL  # nothing allocated before the check: refused input leaks nothing
     held = []
     try:
+        columns = <const uint64_t **>malloc(sizeof(void *) * max(1, n_ints))
+        texts = <PyObject **>malloc(sizeof(void *) * max(1, n_strs))
+        if columns == NULL or texts == NULL:
+            raise MemoryError()
+        o.text = new_bytes(NULL, 0)
+        o.data, o.size, o.cap = PyBytes_AS_STRING(<object>o.text), 0, 0
         for k in range(n_ints):
             if ints[k] is None:
                 columns[k] = NULL

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write src/ibwire/scan/_layout.py from ibwire.scan.program.layout() (after a change to a
+"""Write src/ibwire/scan/_layout.py from ibwire.scan.declared.layout() (after a change to a
 header declaration or to specs/opcodes.tsv or specs/mad_classes.tsv).
 
 Usage: python tools/gen_scan_layout.py
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ibwire.pcap.writer import AtomicFile
-from ibwire.scan.program import layout_source
+from ibwire.scan.declared import layout_source
 
 TARGET = Path(__file__).resolve().parent.parent / "src" / "ibwire" / "scan" / "_layout.py"
 

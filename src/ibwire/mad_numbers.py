@@ -12,3 +12,5 @@ TABLE_METHODS = frozenset({0x92, 0x94})
 RMPP_DATA, RMPP_ACTIVE, RMPP_FIRST, RMPP_LAST = 1, 0x1, 0x2, 0x4
 #: Entries of a directed-route path (14.2.1.2): entry 0 is unused, so at most 63 hops.
 MAX_HOPS = 63
+#: Bytes of every MAD (header and body), 13.4.1.
+MAD_SIZE = 256

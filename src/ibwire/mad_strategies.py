@@ -23,8 +23,8 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 from ibwire.builder import DEFAULT_LINK, build
-from ibwire.headers.mad import MAD_SIZE
 from ibwire.headers.sa import SA_HEADER
+from ibwire.mad_numbers import MAD_SIZE
 from ibwire.mads import (
     MAX_HOPS,
     RECORDS,

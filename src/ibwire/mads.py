@@ -28,10 +28,11 @@ import construct as cs
 from ibwire.errors import BuildError, MalformedError, UnknownAttributeError
 from ibwire.headers import cm, perf, sa, smp
 from ibwire.headers.layout import Record, display, octets
-from ibwire.headers.mad import CLASS_PORT_INFO, MAD_SIZE, NOTICE, NOTICE_GS
+from ibwire.headers.mad import CLASS_PORT_INFO, NOTICE, NOTICE_GS
 from ibwire.mad_numbers import (
     CM_CLASS,
     DECODED,
+    MAD_SIZE,
     MAX_HOPS,
     PERF,
     RMPP_ACTIVE,

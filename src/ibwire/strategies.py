@@ -28,9 +28,10 @@ from hypothesis import strategies as st
 from ibwire.builder import DEFAULT_LINK, DERIVED_KEYS, build
 from ibwire.dissect import parse
 from ibwire.headers import ALL, Header
-from ibwire.headers.layout import display
-from ibwire.headers.mad import MAD_SIZE, carries_mad
+from ibwire.headers.fields import display
+from ibwire.headers.mad import carries_mad
 from ibwire.headers.sa import SA_HEADER
+from ibwire.mad_numbers import MAD_SIZE
 from ibwire.mads import DECODED, MAX_HOPS, RECORDS, RMPP_DATA, SMP_DIRECTED, TABLE_METHODS, plan
 from ibwire.tables import MadAttribute, mad_attributes, mad_classes, opcodes
 

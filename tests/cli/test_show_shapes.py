@@ -285,14 +285,15 @@ def test_trees_name_their_numbers_both_ways(tmp_path):
 def test_summary_lines_of_mads_written_from_their_headers_load_no_mad_declaration(tmp_path):
     """MADs whose line the MAD header columns tell (classes kept as payload, decoded classes'
     unknown attributes) are sorted without ``ibwire.mads`` and its Construct declarations
-    (~15 ms at start-up), and none of them is dissected."""
+    (~15 ms at start-up), and none of them is dissected; the scanner's slots come from
+    ``scan/_layout.py``, so no header declaration, nor Construct, is loaded at all."""
     import subprocess
 
     path = _write(tmp_path / "mads.pcap", 1, mad_frames()[:6] + kept_mad_frames()[1:])
     code = ("import sys; from ibwire.cli.main import main; "
             f"status = main(['show', '--no-progress', {str(path)!r}]); "
-            "print(status, sorted(m for m in ('ibwire.mads', 'ibwire.inspect') "
-            "if m in sys.modules))")
+            "print(status, sorted(m for m in ('ibwire.mads', 'ibwire.inspect', 'construct', "
+            "'ibwire.headers.layout', 'ibwire.packet') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.splitlines()
     assert len(out) == 11 and out[-1] == "0 []", out

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import ibwire
 from ibwire import MalformedError, UnknownAttributeError
-from ibwire.headers.mad import MAD_SIZE
+from ibwire.mad_numbers import MAD_SIZE
 from ibwire.mad_strategies import _body, _frame
 from ibwire.strategies import BAD_KINDS, bad_mads, mad_packets
 from ibwire.tables import mad_attributes

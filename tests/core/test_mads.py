@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import ibwire
 from ibwire import MalformedError, UnknownAttributeError
 from ibwire.cli.main import main
-from ibwire.headers.mad import MAD_SIZE
+from ibwire.mad_numbers import MAD_SIZE
 from ibwire.mads import RECORDS, plan
 from ibwire.names import describe, mad_summary, syndrome
 from ibwire.pcap import PcapWriter

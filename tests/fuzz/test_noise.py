@@ -16,7 +16,7 @@ from ibwire.fuzz.wireshark.compare import View, broken_at, compare
 from ibwire.fuzz.wireshark.dissection import Dissection
 from ibwire.fuzz.wireshark.divergences import TABLES
 from ibwire.fuzz.wireshark.fields import CONDITIONAL_EXPERTS
-from ibwire.headers.mad import MAD_SIZE
+from ibwire.mad_numbers import MAD_SIZE
 from ibwire.strategies import ipv4_options, packets
 
 

@@ -28,9 +28,23 @@ def test_one_column_per_declared_field():
         for f in header.fields:
             assert header.key(f.name) in names
     headers = [h for i, h in enumerate(program.SLOTS) if i not in program.VIEW_SLOTS]
-    assert set(headers) <= set(ALL.values())
+    assert {h.name for h in headers} <= set(ALL)
     assert program.VIEW_SLOTS == set(range(len(headers), len(program.SLOTS)))
     assert not set(names) & {name for name, _, _ in program.FIXED}
+
+
+def test_the_slots_are_the_declarations_layouts():
+    """``program.SLOTS`` (read from ``_layout.py``, no Construct) has each declared header's
+    and view's name, title, size, keys and fields at their bits."""
+    from ibwire.scan import declared
+
+    assert len(program.SLOTS) == len(declared.slots())
+    for mine, theirs in zip(program.SLOTS, declared.slots(), strict=True):
+        assert (mine.name, mine.title, mine.size, mine.full_keys, mine.fields) == (
+            theirs.name, theirs.title, theirs.size, theirs.full_keys, theirs.fields)
+        assert mine.keys == theirs.keys
+    assert program.SLOTS[program.SLOT["bth"]].key("psn") == "bth.psn"
+    assert program.SLOTS[program.SLOT["cm.req"]].key("cm.req.localqpn") == "cm.req.localqpn"
 
 
 def test_instructions_read_inside_the_header():

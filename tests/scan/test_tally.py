@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from ibwire.errors import IbwireError
 from ibwire.pcap import LINK_CODES, read_capture
-from ibwire.scan import _layout, program, scan_capture, tally
+from ibwire.scan import _layout, declared, scan_capture, tally
 from ibwire.scan import _tally_python as twin
 from ibwire.strategies import packets, placed_mutations
 from tests.pcap.capture_synth import (
@@ -165,8 +165,9 @@ SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=list(H
 
 def test_the_layout_module_is_what_program_derives():
     """``_layout.py`` (numpy- and Construct-free) is current: run tools/gen_scan_layout.py."""
-    assert {name: getattr(_layout, name) for name in program.layout()} == program.layout()
-    assert (ROOT / "src/ibwire/scan/_layout.py").read_text() == program.layout_source()
+    derived = declared.layout()
+    assert {name: getattr(_layout, name) for name in derived} == derived
+    assert (ROOT / "src/ibwire/scan/_layout.py").read_text() == declared.layout_source()
 
 
 def test_the_twins_name_the_counts_alike():

@@ -20,7 +20,7 @@ from functools import cache
 import numpy as np
 
 from ibwire.crc._common import KIND_NAMES
-from ibwire.headers.encap import (
+from ibwire.encap_numbers import (
     ETHERTYPE_IPV4,
     ETHERTYPE_IPV6,
     IP_PROTO_UDP,
@@ -135,8 +135,8 @@ def _mad_header_tells(field: Callable[[str], np.ndarray], rmpp: np.ndarray) -> n
     body pass (a failing one is an error on the line): an RMPP DATA segment's number and
     length (``check_rmpp``), a directed-route SMP's hop fields (``check_directed``), the
     body's first header before the ICRC. ``rmpp``: the rows with an RMPP header."""
-    from ibwire.headers.mad import MAD_SIZE
     from ibwire.mad_numbers import (
+        MAD_SIZE,
         MAX_HOPS,
         RMPP_ACTIVE,
         RMPP_DATA,

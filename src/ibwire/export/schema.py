@@ -19,7 +19,7 @@ import numpy as np
 from ibwire.crc._common import KIND_NAMES
 from ibwire.export import arrays
 from ibwire.headers.aeth import decode_syndrome
-from ibwire.headers.layout import display
+from ibwire.headers.fields import display
 from ibwire.pcap.records import LINK_NAMES, LINK_OTHER
 from ibwire.scan import program
 from ibwire.scan.batch import ScanBatch

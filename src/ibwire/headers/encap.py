@@ -9,6 +9,13 @@ from __future__ import annotations
 
 import construct as cs
 
+from ibwire.encap_numbers import (
+    ETHERTYPE_IPV4,
+    ETHERTYPE_IPV6,
+    IP_PROTO_UDP,
+    IPV6_EXTENSIONS,
+    TPIDS,
+)
 from ibwire.headers.layout import Header, bits, octets
 
 ETHERNET = Header("eth", "Ethernet", cs.BitStruct(
@@ -61,9 +68,5 @@ UDP = Header("udp", "UDP", cs.BitStruct(
     "checksum" / bits(16),
 ))
 
-TPIDS = (0x8100, 0x88A8, 0x9100)
-ETHERTYPE_IPV4 = 0x0800
-ETHERTYPE_IPV6 = 0x86DD
-IP_PROTO_UDP = 17
-#: IPv6 next-header values that are extension headers (RFC 8200 and the IANA registry).
-IPV6_EXTENSIONS = frozenset({0, 43, 44, 50, 51, 60, 135, 139, 140, 253, 254})
+__all__ = ["ETHERNET", "ETHERTYPE_IPV4", "ETHERTYPE_IPV6", "IPV4", "IPV6", "IPV6_EXTENSIONS",
+           "IP_PROTO_UDP", "TPIDS", "UDP", "VLAN"]

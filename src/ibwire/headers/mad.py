@@ -34,7 +34,6 @@ RMPP = Header("rmpp", "RMPP", cs.BitStruct(
     "data2" / bits(32),      # PayloadLength (DATA) / NewWindowLast (ACK)
 ))
 
-MAD_SIZE = 256
 
 
 def carries_mad(transport: str, destqp: int, srcqp: int | None) -> bool:

@@ -1,9 +1,12 @@
-"""The scanner layout of ``ibwire.scan.program.layout()``, written by
-tools/gen_scan_layout.py; tests/scan/test_layout.py checks it is current. Do not
+"""The scanner layout of ``ibwire.scan.declared.layout()``, written by
+tools/gen_scan_layout.py; tests/scan/test_tally.py checks it is current. Do not
 edit: run the tool."""
 
 from __future__ import annotations
 
+MAX_CHAIN = 4
+MAX_VIEWS = 32
+NO_OPCODE = 255
 SLOT_SIZES = (14, 4, 20, 40, 8, 8, 40, 12, 4, 8, 4, 16, 28, 8, 4, 4, 4, 4, 16, 24, 12, 232, 232, 232, 232, 232)
 SLOT: dict[str, int] = {
     "eth": 0,
@@ -114,4 +117,174 @@ MAD_BODY_HEADERS = (
     (0x81, 0x28),
     (0x4, 0x28),
     (0x3, 0x14),
+)
+STACKED_SLOTS = (1,)
+VIEW_SLOTS = (21, 22, 23, 24, 25)
+SLOT_LAYOUTS = (
+    ('eth', 'Ethernet', 14, False, (
+        ('dst', 48, 64, 'mac'),
+        ('src', 48, 16, 'mac'),
+        ('type', 16, 0, None),
+    )),
+    ('vlan', '802.1Q', 4, False, (
+        ('priority', 3, 29, None),
+        ('dei', 1, 28, None),
+        ('id', 12, 16, None),
+        ('etype', 16, 0, None),
+    )),
+    ('ip', 'IPv4', 20, False, (
+        ('version', 4, 156, None),
+        ('hdr_len', 4, 152, None),
+        ('dsfield.dscp', 6, 146, None),
+        ('dsfield.ecn', 2, 144, None),
+        ('len', 16, 128, None),
+        ('id', 16, 112, None),
+        ('flags.rb', 1, 111, None),
+        ('flags.df', 1, 110, None),
+        ('flags.mf', 1, 109, None),
+        ('frag_offset', 13, 96, None),
+        ('ttl', 8, 88, None),
+        ('proto', 8, 80, None),
+        ('checksum', 16, 64, None),
+        ('src', 32, 32, 'ipv4'),
+        ('dst', 32, 0, 'ipv4'),
+    )),
+    ('ipv6', 'IPv6', 40, False, (
+        ('version', 4, 316, None),
+        ('tclass', 8, 308, None),
+        ('flow', 20, 288, None),
+        ('plen', 16, 272, None),
+        ('nxt', 8, 264, None),
+        ('hlim', 8, 256, None),
+        ('src', 128, 128, 'ipv6'),
+        ('dst', 128, 0, 'ipv6'),
+    )),
+    ('udp', 'UDP', 8, False, (
+        ('srcport', 16, 48, None),
+        ('dstport', 16, 32, None),
+        ('length', 16, 16, None),
+        ('checksum', 16, 0, None),
+    )),
+    ('lrh', 'LRH', 8, False, (
+        ('vl', 4, 60, None),
+        ('lver', 4, 56, None),
+        ('sl', 4, 52, None),
+        ('reserved2', 2, 50, None),
+        ('lnh', 2, 48, None),
+        ('dlid', 16, 32, None),
+        ('reserved5', 5, 27, None),
+        ('pktlen', 11, 16, None),
+        ('slid', 16, 0, None),
+    )),
+    ('grh', 'GRH', 40, False, (
+        ('ipver', 4, 316, None),
+        ('tclass', 8, 308, None),
+        ('flowlabel', 20, 288, None),
+        ('paylen', 16, 272, None),
+        ('nxthdr', 8, 264, None),
+        ('hoplmt', 8, 256, None),
+        ('sgid', 128, 128, 'ipv6'),
+        ('dgid', 128, 0, 'ipv6'),
+    )),
+    ('bth', 'BTH', 12, False, (
+        ('opcode', 8, 88, None),
+        ('se', 1, 87, None),
+        ('m', 1, 86, None),
+        ('padcnt', 2, 84, None),
+        ('tver', 4, 80, None),
+        ('p_key', 16, 64, None),
+        ('fecn', 1, 63, None),
+        ('becn', 1, 62, None),
+        ('resv6a', 6, 56, None),
+        ('destqp', 24, 32, None),
+        ('a', 1, 31, None),
+        ('reserved7', 7, 24, None),
+        ('psn', 24, 0, None),
+    )),
+    ('rdeth', 'RDETH', 4, False, (
+        ('reserved', 8, 24, None),
+        ('eecnxt', 24, 0, None),
+    )),
+    ('deth', 'DETH', 8, False, (
+        ('q_key', 32, 32, None),
+        ('reserved', 8, 24, None),
+        ('srcqp', 24, 0, None),
+    )),
+    ('xrceth', 'XRCETH', 4, False, (
+        ('reserved', 8, 24, None),
+        ('xrcsrq', 24, 0, None),
+    )),
+    ('reth', 'RETH', 16, False, (
+        ('va', 64, 64, None),
+        ('r_key', 32, 32, None),
+        ('dmalen', 32, 0, None),
+    )),
+    ('atomiceth', 'AtomicETH', 28, False, (
+        ('va', 64, 160, None),
+        ('r_key', 32, 128, None),
+        ('swapdt', 64, 64, None),
+        ('cmpdt', 64, 0, None),
+    )),
+    ('atomicacketh', 'AtomicAckETH', 8, False, (
+        ('origremdt', 64, 0, None),
+    )),
+    ('aeth', 'AETH', 4, False, (
+        ('syndrome', 8, 24, None),
+        ('msn', 24, 0, None),
+    )),
+    ('immdt', 'ImmDt', 4, False, (
+        ('immdt', 32, 0, None),
+    )),
+    ('ieth', 'IETH', 4, False, (
+        ('ieth', 32, 0, None),
+    )),
+    ('feth', 'FETH', 4, False, (
+        ('reserved', 26, 6, None),
+        ('sel', 2, 4, None),
+        ('plt', 4, 0, None),
+    )),
+    ('cnppad', 'CNPPad', 16, False, (
+        ('reserved', 128, 0, 'bytes'),
+    )),
+    ('mad', 'MAD', 24, False, (
+        ('baseversion', 8, 184, None),
+        ('mgmtclass', 8, 176, None),
+        ('classversion', 8, 168, None),
+        ('method', 8, 160, None),
+        ('status', 16, 144, None),
+        ('classspecific', 16, 128, None),
+        ('transactionid', 64, 64, None),
+        ('attributeid', 16, 48, None),
+        ('reserved', 16, 32, None),
+        ('attributemodifier', 32, 0, None),
+    )),
+    ('rmpp', 'RMPP', 12, False, (
+        ('rmppversion', 8, 88, None),
+        ('rmpptype', 8, 80, None),
+        ('rresptime', 5, 75, None),
+        ('rmppflags', 3, 72, None),
+        ('rmppstatus', 8, 64, None),
+        ('data1', 32, 32, None),
+        ('data2', 32, 0, None),
+    )),
+    ('cm.local', 'CM Local Communication ID', 232, True, (
+        ('cm.localcommid', 32, 1824, None),
+    )),
+    ('cm.remote', 'CM Remote Communication ID', 232, True, (
+        ('cm.remotecommid', 32, 1792, None),
+    )),
+    ('cm.req', 'CM ConnectRequest', 232, True, (
+        ('cm.req.serviceid', 64, 1728, None),
+        ('cm.req.localqpn', 24, 1576, None),
+        ('cm.req.transpsvctype', 2, 1505, None),
+        ('cm.req.startpsn', 24, 1480, None),
+        ('cm.req.pppmtu', 4, 1452, None),
+    )),
+    ('cm.rep', 'CM ConnectReply', 232, True, (
+        ('cm.rep.localqpn', 24, 1736, None),
+        ('cm.rep.startpsn', 24, 1672, None),
+    )),
+    ('cm.dreq', 'CM DisconnectRequest', 232, True, (
+        ('cm.req.remoteqpneecn', 24, 1768, None),
+    )),
 )

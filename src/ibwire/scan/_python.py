@@ -11,7 +11,7 @@ import numpy as np
 
 from ibwire.crc._common import KIND_NAMES, MALFORMED, NOT_IB, TRUNCATED, Buffer, IcrcSpan
 from ibwire.crc._python import _Fault, _verdict, _view, _walk
-from ibwire.headers.layout import Header
+from ibwire.headers.fields import Layout
 from ibwire.headers.mad import carries_mad
 from ibwire.pcap.records import MAX_CAPLEN
 from ibwire.scan import program
@@ -40,7 +40,7 @@ class _Row:
         self.cols[name][self.row] = value
 
     def put(self, slot: int, offset: int) -> None:
-        header: Header = _SLOTS[slot]
+        header: Layout = _SLOTS[slot]
         word = int.from_bytes(self.frame[offset:offset + header.size], "big")
         self.cols["headers"][self.row] |= 1 << slot
         for column in self.by_slot.get(slot, ()):

@@ -15,7 +15,7 @@ from ibwire.errors import (
     TruncatedError,
     UnsupportedError,
 )
-from ibwire.headers.layout import display
+from ibwire.headers.fields import display
 from ibwire.pcap.filemap import check_buffer
 from ibwire.pcap.index import CaptureIndex
 from ibwire.pcap.records import LINK_NAMES

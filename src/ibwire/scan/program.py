@@ -17,6 +17,9 @@ Both scanner twins (the C engine and the pure-Python one) take their work from h
 
 A slot absent from a packet leaves its columns at 0; the ``headers`` column has bit ``i`` set
 when slot ``i`` is present (see :func:`slot_bit`).
+
+The slots' layouts and the tables come from ``_layout.py``, written by :mod:`ibwire.scan.declared`
+from the declarations: a scan never loads Construct.
 """
 
 from __future__ import annotations
@@ -27,24 +30,24 @@ from functools import cache
 import numpy as np
 
 from ibwire.crc._common import KIND_NAMES, SITES
-from ibwire.headers import BTH, ETHERNET, EXTENDED, GRH, IPV4, IPV6, LRH, MAD, RMPP, UDP, VLAN
-from ibwire.headers.layout import Header
-from ibwire.packet import STACKED
-from ibwire.scan.views import VIEWS
-from ibwire.tables import mad_classes, opcodes, well_known_qps
+from ibwire.headers.fields import Field, Layout
+from ibwire.scan import _layout
 
-SLOTS: tuple[Header, ...] = (ETHERNET, VLAN, IPV4, IPV6, UDP, LRH, GRH, BTH,
-                             *EXTENDED.values(), MAD, RMPP, *VIEWS)
+SLOTS: tuple[Layout, ...] = tuple(
+    Layout(name, title, size, tuple(Field(*f) for f in fields), full_keys)
+    for name, title, size, full_keys, fields in _layout.SLOT_LAYOUTS)
+"""The header slots' bit layouts, as :mod:`ibwire.scan.declared` derives them from the
+declarations (``ibwire.headers``, :mod:`ibwire.scan.views`)."""
 SLOT: dict[str, int] = {h.name: i for i, h in enumerate(SLOTS)}
-STACKED_SLOTS = frozenset(SLOT[name] for name in STACKED)
+STACKED_SLOTS = frozenset(_layout.STACKED_SLOTS)
 """Headers a frame can carry more than once; their columns hold the outermost."""
-MAX_CHAIN = 4
-VIEW_SLOTS = frozenset(SLOT[v.name] for v in VIEWS)
+MAX_CHAIN: int = _layout.MAX_CHAIN
+VIEW_SLOTS = frozenset(_layout.VIEW_SLOTS)
 """Slots of MAD body views (:mod:`ibwire.scan.views`), not headers."""
-MAX_VIEWS = 32
-WELL_KNOWN_QPS: tuple[int, ...] = tuple(sorted(well_known_qps()))
+MAX_VIEWS: int = _layout.MAX_VIEWS
+WELL_KNOWN_QPS: tuple[int, ...] = _layout.WELL_KNOWN_QPS
 """QPs whose UD traffic carries MADs (scan.c assumes QP0 and QP1)."""
-NO_OPCODE = 0xFF
+NO_OPCODE: int = _layout.NO_OPCODE
 """``chain_len`` of a reserved or vendor opcode: its headers after the BTH are unknown."""
 
 #: Columns that do not come from a header field: (name, dtype, meaning).
@@ -181,39 +184,23 @@ def instructions() -> tuple[Instruction, ...]:
 @cache
 def opcode_chains() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(chain uint8[256, MAX_CHAIN] of slots, chain_len uint8[256] (NO_OPCODE: unknown),
-    flags uint8[256]: bit 0 UD transport, bit 1 carries a payload)."""
-    chain = np.zeros((256, MAX_CHAIN), np.uint8)
-    length = np.full(256, NO_OPCODE, np.uint8)
-    flags = np.zeros(256, np.uint8)
-    for value, op in opcodes().items():
-        if len(op.headers) > MAX_CHAIN:
-            raise ValueError(f"opcode {op.name}: more than {MAX_CHAIN} extended headers")
-        for i, name in enumerate(op.headers):
-            chain[value, i] = SLOT[EXTENDED[name].name]
-        length[value] = len(op.headers)
-        flags[value] = (op.transport == "UD") | (op.payload << 1)
-    return chain, length, flags
+    flags uint8[256]: bit 0 UD transport, bit 1 carries a payload), from ``specs/opcodes.tsv``
+    (read-only arrays)."""
+    return (np.frombuffer(_layout.CHAIN, np.uint8).reshape(256, MAX_CHAIN),
+            np.frombuffer(_layout.CHAIN_LEN, np.uint8), np.frombuffer(_layout.OP_FLAGS, np.uint8))
 
 
 @cache
 def rmpp_classes() -> np.ndarray:
-    """uint8[256]: 1 where a MAD of that management class carries an RMPP header."""
-    table = np.zeros(256, np.uint8)
-    for value, (_name, rmpp) in mad_classes().items():
-        table[value] = rmpp
-    return table
+    """uint8[256]: 1 where a MAD of that management class carries an RMPP header (read-only)."""
+    return np.frombuffer(_layout.RMPP, np.uint8)
 
 
-@cache
 def mad_views() -> tuple[tuple[int, int], ...]:
     """(MgmtClass << 16 | AttributeID, view slot) for every attribute a view reads, sorted:
     the view's slot is put at the MAD body (after the MAD and RMPP headers) when the MAD has
     that class and attribute and the view (the whole attribute) fits before the ICRC."""
-    rows = sorted((klass << 16 | attribute, SLOT[v.name])
-                  for v in VIEWS for klass, attribute in v.attributes())
-    if len(rows) > MAX_VIEWS:
-        raise ValueError(f"more than {MAX_VIEWS} (attribute, view) pairs for the C scanner")
-    return tuple(rows)
+    return _layout.MAD_VIEWS
 
 
 def site_name(site: int) -> tuple[str, str]:
@@ -274,57 +261,3 @@ def empty_columns(count: int, selected: tuple[int, ...]) -> dict[str, np.ndarray
         out[name] = block[at:at + size].view(dtype).reshape(shape)
         at += size + COLUMN_SKEW
     return {name: out[name] for name, _, _ in shapes}  # in the documented order
-
-
-def layout() -> dict[str, object]:
-    """What the C scanner needs besides the field instructions, as plain values: written to
-    ``ibwire/scan/_layout.py`` by ``tools/gen_scan_layout.py`` so that a scan that selects no
-    field (``ibwire check``) starts without the Construct declarations. A test checks that the
-    written module equals this."""
-    chain, length, flags = opcode_chains()
-    return {
-        "SLOT_SIZES": tuple(h.size for h in SLOTS),
-        "SLOT": dict(SLOT),
-        "CHAIN": chain.tobytes(),
-        "CHAIN_LEN": length.tobytes(),
-        "OP_FLAGS": flags.tobytes(),
-        "RMPP": rmpp_classes().tobytes(),
-        "MAD_VIEWS": mad_views(),
-        "WELL_KNOWN_QPS": WELL_KNOWN_QPS,
-        "SITE_SLOT_BASE": SITE_SLOT_BASE,
-        "SITE_PADCNT": SITE_PADCNT,
-        "MAD_BODY_HEADERS": mad_body_headers(),
-    }
-
-
-def mad_body_headers() -> tuple[tuple[int, int], ...]:
-    """(class, size) of the header every body of a class ``ibwire.mads`` decodes starts
-    with, whatever its attribute (``ibwire.mads.plan``; SA's only in an RMPP DATA segment or
-    an inactive RMPP): ``show`` reads them from ``_layout`` (no MAD declarations loaded)."""
-    from ibwire.headers import perf, sa, smp
-    from ibwire.mad_numbers import CM_CLASS, PERF, SA_CLASS, SMP_DIRECTED, SMP_LID
-
-    return ((CM_CLASS, 0), (SMP_LID, smp.SMP_LID.size), (SMP_DIRECTED, smp.SMP_DIRECTED.size),
-            (PERF, perf.PERF_HEADER.size), (SA_CLASS, sa.SA_HEADER.size))
-
-
-def layout_source() -> str:
-    """The text of ``ibwire/scan/_layout.py``."""
-    lines = ['"""The scanner layout of ``ibwire.scan.program.layout()``, written by',
-             "tools/gen_scan_layout.py; tests/scan/test_layout.py checks it is current. Do not",
-             'edit: run the tool."""', "", "from __future__ import annotations", ""]
-    for name, value in layout().items():
-        if isinstance(value, bytes):
-            text = value.hex()
-            chunks = [text[i:i + 88] for i in range(0, len(text), 88)]
-            body = "\n".join(f'    "{c}"' for c in chunks)
-            lines.append(f"{name} = bytes.fromhex(\n{body}\n)")
-        elif isinstance(value, tuple) and value and isinstance(value[0], tuple):
-            rows = "".join(f"    ({', '.join(hex(v) for v in row)}),\n" for row in value)
-            lines.append(f"{name} = (\n{rows})")
-        elif isinstance(value, dict):
-            items = "".join(f'    "{k}": {v},\n' for k, v in value.items())
-            lines.append(f"{name}: dict[str, int] = {{\n{items}}}")
-        else:
-            lines.append(f"{name} = {value!r}")
-    return "\n".join(lines) + "\n"

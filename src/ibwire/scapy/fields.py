@@ -42,7 +42,7 @@ from scapy.fields import (
 from scapy.packet import Packet
 
 from ibwire.headers import Header
-from ibwire.headers.layout import Field as LayoutField
+from ibwire.headers.fields import Field as LayoutField
 
 #: Byte-aligned widths with a fixed-size scapy field: (decimal, hex, struct format).
 _ALIGNED: dict[int, tuple[type[Field[Any, Any]], type[Field[Any, Any]], str | None]] = {

@@ -298,3 +298,25 @@ def test_summary_lines_of_mads_written_from_their_headers_load_no_mad_declaratio
                          check=True).stdout.splitlines()
     assert len(out) == 11 and out[-1] == "0 []", out
     assert all(" mad=0x" in line for line in out[:-1]), out
+
+
+def test_one_line_shape_serves_every_opcode_of_its_headers(tmp_path, capsys):
+    """A summary line's template does not depend on the opcode (its name is a text column):
+    SENDs of RC and UC, first or only, share one shape, and each line names its own."""
+    from ibwire.cli import shapes
+    from ibwire.cli.common import scanned
+    from ibwire.cli.main import main
+
+    names = ("RC_SEND_ONLY", "UC_SEND_ONLY", "RC_SEND_FIRST", "UC_SEND_MIDDLE")
+    frames = [build("rocev2_ipv4", {"bth.destqp": 0x12}, bytes(8), opcode=name)
+              for name in names]
+    path = _write(tmp_path / "sends.pcap", 1, frames)
+    args = argparse.Namespace(count=None, where=None, no_progress=True)
+    ((_batch, cols, _failed),) = scanned(str(path), args, None)
+    line_keys, _extra = shapes.classify(cols, "line")
+    tree_keys, _extra = shapes.classify(cols, "tree")
+    assert len(set(line_keys.tolist())) == 1 and line_keys[0] != 0
+    assert len(set(tree_keys.tolist())) == len(names)
+    assert main(["show", "--no-progress", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[6] for line in lines] == list(names), lines

@@ -128,13 +128,22 @@ def _body_headers() -> dict[int, int]:
     return dict(MAD_BODY_HEADERS)
 
 
+@cache
+def _attribute_pairs() -> np.ndarray:
+    """MgmtClass << 16 | AttributeID of every attribute ``ibwire.mads`` knows, sorted."""
+    from ibwire.tables import mad_attributes
+
+    return np.array(sorted(c << 16 | a for c, a in mad_attributes()), np.int64)
+
+
 def _mad_header_tells(field: Callable[[str], np.ndarray], rmpp: np.ndarray) -> np.ndarray:
     """The rows whose MAD a summary line writes from the MAD header columns alone: a class
     ``ibwire.mads`` does not decode, or a decoded class's attribute it does not know (the
     body is kept as payload) where the checks ``ibwire.mads.parse_body`` makes before such a
     body pass (a failing one is an error on the line): an RMPP DATA segment's number and
     length (``check_rmpp``), a directed-route SMP's hop fields (``check_directed``), the
-    body's first header before the ICRC. ``rmpp``: the rows with an RMPP header."""
+    body's first header before the ICRC. ``field`` gives the MAD rows' columns, ``rmpp``
+    which of them have an RMPP header."""
     from ibwire.mad_numbers import (
         MAD_SIZE,
         MAX_HOPS,
@@ -145,11 +154,10 @@ def _mad_header_tells(field: Callable[[str], np.ndarray], rmpp: np.ndarray) -> n
         SA_CLASS,
         SMP_DIRECTED,
     )
-    from ibwire.tables import mad_attributes
 
     klass, attribute = field("mad.mgmtclass") & 0xFF, field("mad.attributeid")
     tells = ~_decoded_classes()[klass]
-    pairs = np.array(sorted(c << 16 | a for c, a in mad_attributes()), np.int64)
+    pairs = _attribute_pairs()
     wanted = klass << 16 | attribute
     known = pairs[np.minimum(np.searchsorted(pairs, wanted), len(pairs) - 1)] == wanted
     room = field("offset.icrc") - field("offset.payload")
@@ -191,9 +199,10 @@ def address_bits() -> int:
 def _relevant(mode: str) -> np.uint64:
     """The bits of the shape key that change what ``mode`` writes (fewer shapes to make)."""
     everything = (1 << 61) - 1
-    if mode == "line":  # no link, VLAN count, IPv4 options, or headers it does not show
-        return np.uint64(everything & ~(0xFFFFFFFF | 7 << 44 | 15 << 47 | 1 << 56)
-                         | line_slots())
+    if mode == "line":  # no opcode (its name is a text column), link, VLAN count, IPv4
+        # options, or headers it does not show
+        return np.uint64(everything & ~(0xFFFFFFFF | 0xFF << 32 | 7 << 44 | 15 << 47
+                                        | 1 << 56) | line_slots())
     if mode == "json":  # no payload flag: the length is always written
         return np.uint64(everything & ~(1 << 55))
     return np.uint64(everything)
@@ -240,8 +249,11 @@ def classify(cols: dict[str, np.ndarray], mode: str = "tree"
         klass = field("mad.mgmtclass") & 0xFF
         cut_rmpp = (program.rmpp_classes()[klass] != 0) & ~has("rmpp")
         ib &= ~(mad & (_decoded_classes()[klass] | cut_rmpp))
-    elif mad.any():
-        ib &= ~(mad & ~_mad_header_tells(field, has("rmpp")))
+    elif mad.any():  # worked out on the MAD rows only
+        rows = np.flatnonzero(mad)
+        tells = _mad_header_tells(lambda name: cols[name][rows].astype(np.int64),
+                                  has("rmpp")[rows])
+        ib[rows[~tells]] = False
     known = _KNOWN[opcode]
     warned = known & _NO_PAYLOAD[opcode] & (cols["offset.icrc"] > cols["offset.payload"])
     warned |= (known & _UD[opcode] & ~has("mad")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ibwire.cli.shapes import CLASSIFY_KEYS, ETHERNET_LEN, MAD_KEYS, TAG_LEN, classify
-from ibwire.cli.templates import SYNDROME_TEXTS, compile_shape
+from ibwire.cli.templates import SYNDROME_TEXTS, compile_shape, opcode_names
 from ibwire.headers.aeth import decode_syndrome
 from ibwire.scan import program
 from ibwire.scan.batch import distinct_values
@@ -79,11 +79,14 @@ class _Rows:
 
     def strs(self, name: str) -> list[str]:
         """``name``: an address column (its text), ``"hex:KEY"`` (a bytes field in hex),
-        ``"aeth:MODE"`` (the syndrome's derived keys as MODE writes them), ``"name:KEY"`` (`` (name)``
+        ``"aeth:MODE"`` (the syndrome's derived keys as MODE writes them), ``"opcode:line"`` (the
+        opcode's name, ``templates.opcode_names``), ``"name:KEY"`` (`` (name)``
         beside each value of column KEY, ``names.column``), ``ip.options``
         (in hex), or ``dissected`` (set by the caller)."""
         if name.startswith("hex:"):
             return [v.hex() for v in self.batch.values(name[4:])[:self.count]]
+        if name == "opcode:line":  # the opcode's name: one table lookup
+            return _opcode_table()[self.cols["bth.opcode"][:self.count]].tolist()
         if name.startswith("aeth:"):  # the syndrome is 8 bits: one table lookup
             syndromes = self.cols["aeth.syndrome"][:self.count].astype(np.intp)
             return _syndrome_table(name[5:])[syndromes].tolist()
@@ -130,6 +133,11 @@ class _Rows:
         at = np.full(self.count, len(shown) - 1, np.intp)  # the last: "", no header
         at[present] = index
         return shown[at].tolist()
+
+
+@cache
+def _opcode_table() -> np.ndarray:
+    return np.array(opcode_names(), object)
 
 
 @cache

@@ -164,6 +164,16 @@ def _key_fields(header_bits: int) -> Block:
     return Block(t.ops)
 
 
+@cache
+def opcode_names() -> list[str]:
+    """Each of the 256 opcodes as a summary line names it."""
+    names = []
+    for value in range(256):
+        op = opcodes().get(value)
+        names.append(op.name if op else f"{opcode_status(value)} opcode 0x{value:02x}")
+    return names
+
+
 def line(t: Template, shape: Shape, when: str | None) -> None:
     """The summary line (``show.summary``); ``when`` a fixed time text, None for the row's."""
     from ibwire.cli.show import _NAMES
@@ -185,9 +195,9 @@ def line(t: Template, shape: Shape, when: str | None) -> None:
         else:
             t.text(reason)
         return
-    op = opcodes().get(shape.opcode)
-    name = op.name if op else f"{opcode_status(shape.opcode)} opcode 0x{shape.opcode:02x}"
-    t.text(f"{_NAMES.get(shape.encapsulation, shape.encapsulation)} {name} ")
+    t.text(f"{_NAMES.get(shape.encapsulation, shape.encapsulation)} ")
+    t.string("opcode:line")  # the opcode's name: a line's shape does not depend on it
+    t.text(" ")
     t.number("bth.destqp", "QP={:#08x}")
     t.number("bth.psn", " PSN={}")
     t.ops.append(_key_fields(shape.headers & line_slots()))

@@ -98,6 +98,24 @@ def test_formats_and_windows(tmp_path, monkeypatch, kind, window, rows):
     assert_scan_agrees(io.BytesIO(data), records, window)
 
 
+@pytest.mark.parametrize("kind", ["pcap", "erf"])
+def test_batches_start_small_and_double(tmp_path, monkeypatch, kind):
+    """On both classic pcap paths (frames scanned as walked; ERF records located first) the
+    first batch holds FIRST_ROWS rows, each next one twice as many up to BATCH_ROWS, so
+    that a caller starts soon; every record is still there once, in order."""
+    monkeypatch.setattr("ibwire.scan.capture.FIRST_ROWS", 3)
+    monkeypatch.setattr("ibwire.scan.capture.BATCH_ROWS", 16)
+    if kind == "pcap":
+        data = pcap_file(FRAMES)
+    else:
+        data = pcap_file([erf_record(T0, 2, b"\0\0" + f) for f in FRAMES], linktype=197)
+    path = tmp_path / "capture"
+    path.write_bytes(data)
+    sizes = [len(batch) for batch in scan_capture(path)]
+    assert sizes == [3, 6, 12, 16, 3]
+    assert_scan_agrees(path, list(read_capture(path)), 1 << 20)
+
+
 @pytest.mark.parametrize("window", [64, 1 << 20])
 def test_erf_records_cut_by_their_pcap_record_are_warned(tmp_path, window):
     """An ERF record whose pcap record ends inside its frame is usable with a warning, in the

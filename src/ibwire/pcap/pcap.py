@@ -176,4 +176,4 @@ def pcap_stop(walker: PcapWalker, buf: Buffer, stop: int, status: int, final: bo
         if end - stop >= RECORD_HEADER_LEN:
             want += struct.unpack_from(walker.header.byte_order + "I", buf, stop + 8)[0]
         return None, want, False
-    return None, 0, final and stop == end  # the data ended, or BATCH_ROWS rows were taken
+    return None, 0, final and stop == end  # the data ended, or a batch's rows were taken

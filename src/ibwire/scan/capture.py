@@ -35,24 +35,32 @@ Item = CaptureIndex | ScanBatch
 WINDOW = 16 * 1024 * 1024
 BATCH_ROWS = 1 << 16
 """Rows per batch at most on the pcap fast path: the columns stay in cache."""
+FIRST_ROWS = 1 << 13
+"""Rows of the first batch at most on the pcap fast path, doubled batch by batch up to
+BATCH_ROWS: the caller starts on a batch soon, while the next ones are scanned."""
 _NATIVE = "<" if sys.byteorder == "little" else ">"
 
 
 class _RowGuess:
     """How many rows to make room for before walking a window (the fused path fills its
     columns as it walks): the window's bytes over the mean record size seen so far, with a
-    margin. Too few ends the batch early (the next one goes on); too many costs memory."""
+    margin. Too few ends the batch early (the next one goes on); too many costs memory.
+    ``cap``: the rows of this window's batch at most, from FIRST_ROWS doubling (``grow``)."""
 
     def __init__(self) -> None:
         self.records, self.size = 0, 0
+        self.cap = min(FIRST_ROWS, BATCH_ROWS)
 
     def rows(self, window: int) -> int:
         mean = self.size / self.records if self.records else 64
-        return max(256, min(BATCH_ROWS, int(window / mean * 1.25) + 64))
+        return min(self.cap, max(256, int(window / mean * 1.25) + 64))
 
     def saw(self, records: int, size: int) -> None:
         self.records += records
         self.size += size
+
+    def grow(self) -> None:
+        self.cap = min(self.cap * 2, BATCH_ROWS)
 
 
 def _pcap_rows(walker: PcapWalker, buf: memoryview, start: int, final: bool, base: int,
@@ -81,7 +89,7 @@ def _pcap_rows(walker: PcapWalker, buf: memoryview, start: int, final: bool, bas
             items.append(error_index(tail))
         return items, stop, want, finished
     offs, caplen, orig, ts, stop, status = pcap_records(
-        buf, start, len(buf), swapped, walker.fraction_ns, MAX_CAPLEN, BATCH_ROWS)
+        buf, start, len(buf), swapped, walker.fraction_ns, MAX_CAPLEN, guess.cap)
     tail, want, finished = pcap_stop(walker, buf, stop, status, final, base)
     count = len(offs)
     rows = count + (tail is not None)
@@ -210,6 +218,7 @@ def _items(feed: Feed, window: int, fields: object) -> Iterator[tuple[Item, int]
         items, resume, want, finished = rows_of(walker, buf, pos - base, final, base,  # type: ignore[operator]
                                                 record, fields, guess)
         feed.check(record)  # the walk read zeros where the file's bytes vanished
+        guess.grow()
         for item in items:
             yield item, record
             record += len(item) if isinstance(item, ScanBatch) else len(item.offsets)

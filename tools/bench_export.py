@@ -16,8 +16,9 @@ is the first 2 GB (cut at a record) of a bigger one.
   peak RSS           of ``ibwire export`` of the --big-gb capture to Parquet
   Dask               ``read_captures`` of --dask-files captures, every partition turned into
                      rows, on a LocalCluster of 1 then 2 worker processes (1 thread each),
-                     each worker warmed first (imports, tables made on first use) by reading
-                     one capture, the client by building one frame
+                     each worker warmed first (imports, Dask's DataFrame modules too, tables
+                     made on first use) by reading one capture, the client by building one
+                     frame
 
 Wall and CPU time (user + system of the child processes) are printed; on a shared machine
 the wall times swing with the load, CPU times much less. For Dask, the CPU time of the
@@ -113,6 +114,11 @@ from ibwire.dask import read_captures
 
 
 def warm(path):
+    # the modules a worker loads to run a Dask DataFrame's tasks (about 150: dask.dataframe,
+    # dask.array, fsspec, pyarrow.dataset ...), imported otherwise in the worker's event loop
+    # thread during its second task, which then waits ~0.5 s for the GIL
+    import dask.dataframe  # noqa: F401
+
     from ibwire.dask import _read_part
     from ibwire.export.chunks import Chunk
     from ibwire.export.schema import selected_columns

@@ -102,7 +102,8 @@ def test_formats_and_windows(tmp_path, monkeypatch, kind, window, rows):
 def test_batches_start_small_and_double(tmp_path, monkeypatch, kind):
     """On both classic pcap paths (frames scanned as walked; ERF records located first) the
     first batch holds FIRST_ROWS rows, each next one twice as many up to BATCH_ROWS, so
-    that a caller starts soon; every record is still there once, in order."""
+    that a caller starts soon while the next ones are scanned; in one thread, whole batches
+    at once. Every record is still there once, in order."""
     monkeypatch.setattr("ibwire.scan.capture.FIRST_ROWS", 3)
     monkeypatch.setattr("ibwire.scan.capture.BATCH_ROWS", 16)
     if kind == "pcap":
@@ -113,6 +114,7 @@ def test_batches_start_small_and_double(tmp_path, monkeypatch, kind):
     path.write_bytes(data)
     sizes = [len(batch) for batch in scan_capture(path)]
     assert sizes == [3, 6, 12, 16, 3]
+    assert [len(batch) for batch in scan_capture(path, threads=1)] == [16, 16, 8]
     assert_scan_agrees(path, list(read_capture(path)), 1 << 20)
 
 

@@ -45,11 +45,12 @@ class _RowGuess:
     """How many rows to make room for before walking a window (the fused path fills its
     columns as it walks): the window's bytes over the mean record size seen so far, with a
     margin. Too few ends the batch early (the next one goes on); too many costs memory.
-    ``cap``: the rows of this window's batch at most, from FIRST_ROWS doubling (``grow``)."""
+    ``cap``: the rows of this window's batch at most: BATCH_ROWS, or with ``ramp`` from
+    FIRST_ROWS doubling (``grow``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, ramp: bool = True) -> None:
         self.records, self.size = 0, 0
-        self.cap = min(FIRST_ROWS, BATCH_ROWS)
+        self.cap = min(FIRST_ROWS, BATCH_ROWS) if ramp else BATCH_ROWS
 
     def rows(self, window: int) -> int:
         mean = self.size / self.records if self.records else 64
@@ -193,11 +194,14 @@ def _next_batch(items: Iterator[tuple[Item, int]], fields: object) -> ScanBatch 
 
 def _batches(feed: Feed, window: int, fields: object, pool: ThreadPoolExecutor | None
              ) -> Iterator[ScanBatch]:
-    yield from _scanned(_items(feed, window, fields), fields, pool)
+    # small first batches only help where the next ones are scanned meanwhile
+    yield from _scanned(_items(feed, window, fields, pool is not None), fields, pool)
 
 
-def _items(feed: Feed, window: int, fields: object) -> Iterator[tuple[Item, int]]:
-    """The records of each window, as (index or scanned batch, number of its first record)."""
+def _items(feed: Feed, window: int, fields: object, ramp: bool = True
+           ) -> Iterator[tuple[Item, int]]:
+    """The records of each window, as (index or scanned batch, number of its first record);
+    with ``ramp``, the first batches start small (FIRST_ROWS)."""
     buf, base, final = feed.window(0, HEAD_LEN)
     fmt = detect_format(buf, final, feed.name)
     if fmt == "gzip":
@@ -210,7 +214,7 @@ def _items(feed: Feed, window: int, fields: object) -> Iterator[tuple[Item, int]
     walker, pos, _header = started
     rows_of = _pcap_rows if isinstance(walker, PcapWalker) else _walker_rows
     record, need, finished = 0, 0, False
-    guess = _RowGuess()
+    guess = _RowGuess(ramp)
     while True:
         feed.record = record
         buf, base, at_end = feed.window(pos, need)

@@ -205,3 +205,32 @@ def test_export_does_not_import_pandas(tmp_path: Path) -> None:
                           check=True)
     assert done.stdout.split()[-1] == "False", done.stdout
     assert list((tmp_path / "parquet" / "packets").glob("*.parquet"))
+
+
+@pytest.mark.parametrize("failing_write", [1, 2])
+def test_a_failed_write_fails_the_capture_and_leaves_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing_write: int) -> None:
+    """Row groups are written in a thread of their own: a write that fails there (a full
+    disk), during the rows or at the end, is the capture's failure; no file, temporary file,
+    note or thread is left."""
+    import threading
+
+    from ibwire.export import write
+
+    monkeypatch.setattr(write, "ROW_GROUP", 16)  # several row groups
+    real = write._File._write
+    calls = []
+
+    def fail(self: write._File, pending: list) -> None:
+        calls.append(len(pending))
+        if len(calls) == failing_write:
+            raise OSError(28, "No space left on device")
+        real(self, pending)
+
+    monkeypatch.setattr(write._File, "_write", fail)
+    out = tmp_path / "ds"
+    outcome = write.export_capture(str(RPING), write.Options(str(out)))
+    assert outcome.failure == "[Errno 28] No space left on device"
+    assert len(calls) >= failing_write and outcome.files == []
+    assert [p for p in out.rglob("*") if p.is_file()] == []
+    assert not any(t.name.startswith("ibwire-export-write") for t in threading.enumerate())

@@ -18,6 +18,7 @@ whose note exists was exported whole and is skipped unless ``force``. Row groups
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterator, Sequence
@@ -79,11 +80,40 @@ def note_path(out: str, name: str) -> Path:
     return Path(out) / NOTES / f"{name}.json"
 
 
-class _File:
-    """One output file being written under a temporary name, a row group at a time."""
+class _Writer:
+    """One thread that encodes and writes row groups (pyarrow, without the GIL) while the
+    caller makes the next ones; one write at a time in flight, so memory stays bounded.
+    A write's error is raised by the next ``submit`` or ``wait``."""
 
-    def __init__(self, path: Path, fmt: str, schema: Any) -> None:
-        self.path, self.fmt, self.schema = path, fmt, schema
+    def __init__(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="ibwire-export-write")
+        self.last: Any = None
+
+    def submit(self, work: Any) -> None:
+        self.wait()
+        self.last = self.pool.submit(work)
+
+    def wait(self) -> None:
+        last, self.last = self.last, None
+        if last is not None:
+            last.result()
+
+    def close(self) -> None:
+        try:
+            self.wait()
+        finally:
+            self.pool.shutdown(wait=True)
+
+
+class _File:
+    """One output file being written under a temporary name, a row group at a time (in
+    ``thread``'s thread where one is given)."""
+
+    def __init__(self, path: Path, fmt: str, schema: Any, thread: _Writer | None = None
+                 ) -> None:
+        self.path, self.fmt, self.schema, self.thread = path, fmt, schema, thread
         path.parent.mkdir(parents=True, exist_ok=True)
         self.tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
         self.pending: list[Any] = []
@@ -113,20 +143,28 @@ class _File:
         return pacsv.CSVWriter(str(self.tmp), self.schema)
 
     def flush(self) -> None:
+        pending, self.pending, self.count = self.pending, [], 0
+        if self.thread is None:
+            self._write(pending)
+        else:
+            self.thread.submit(lambda: self._write(pending))
+
+    def _write(self, pending: list[Any]) -> None:
         import pyarrow as pa
 
         if self.writer is None:
             self.writer = self._open()
-        if self.pending:
-            table = pa.concat_tables(self.pending)
+        if pending:
+            table = pa.concat_tables(pending)
             if self.fmt == "parquet":
                 self.writer.write_table(table, row_group_size=ROW_GROUP)
             else:
                 self.writer.write_table(table)
-        self.pending, self.count = [], 0
 
     def close(self) -> None:
         self.flush()
+        if self.thread is not None:
+            self.thread.wait()
         self.writer.close()
         os.replace(self.tmp, self.path)
 
@@ -152,11 +190,13 @@ class _Partitions:
                              if c not in dropped.get(opts.partition_by or "", ()))
         self.schema = sch.schema(self.columns)
         self.files: dict[str, _File] = {}
+        self.thread = _Writer()
 
     def _file(self, where: str) -> _File:
         f = self.files.get(where)
         if f is None:
-            f = self.files[where] = _File(self.root / where, self.opts.fmt, self.schema)
+            f = self.files[where] = _File(self.root / where, self.opts.fmt, self.schema,
+                                          self.thread)
         return f
 
     def add(self, table: Any, connection: np.ndarray, timestamps: np.ndarray) -> None:
@@ -185,13 +225,20 @@ class _Partitions:
             if not self.files:
                 self._file(f"{self.name}{self.ext}" if self.opts.partition_by in (None, "date")
                            else f"capture={self.name}/part-0{self.ext}")
-        for f in self.files.values():
-            f.close()
+        try:
+            for f in self.files.values():
+                f.close()
+        finally:
+            self.thread.close()
         return [str(f.path.relative_to(self.opts.out)) for f in self.files.values()]
 
     def abandon(self) -> None:
-        for f in self.files.values():
-            f.abandon()
+        try:
+            with contextlib.suppress(Exception):  # the export failed already; its files go
+                self.thread.close()
+        finally:
+            for f in self.files.values():
+                f.abandon()
 
 
 def _remove_previous(opts: Options, name: str) -> None:
@@ -225,6 +272,7 @@ def export_capture(path: str, opts: Options) -> Outcome:
     parts = _Partitions(opts, name, columns)
     try:
         analysis = _write_rows(path, opts, columns, parts, outcome)
+        outcome.files = parts.close()  # the last row groups' writes end here
     except (IbwireError, OSError) as exc:
         parts.abandon()
         outcome.failure = str(exc)
@@ -232,7 +280,6 @@ def export_capture(path: str, opts: Options) -> Outcome:
     except BaseException:
         parts.abandon()
         raise
-    outcome.files = parts.close()
     if opts.qp:
         outcome.files.append(_write_connections(opts, name, analysis))
     _write_note(opts, outcome)

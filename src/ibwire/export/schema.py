@@ -128,6 +128,17 @@ def schema(columns: Sequence[str] | None = None, metadata: dict[str, str] | None
 
 
 @cache
+def _column_types() -> dict[str, Any]:
+    """Each column's Arrow type, by name."""
+    return {name: _arrow_type(t) for name, t, _ in all_columns()}
+
+
+@cache
+def _fields_by_name() -> dict[str, program.Column]:
+    return {c.name: c for c in field_columns()}
+
+
+@cache
 def _opcode_names() -> tuple[np.ndarray, np.ndarray]:
     names = opcodes()
     known = np.array([op in names for op in range(256)], bool)
@@ -188,7 +199,7 @@ def to_table(batch: ScanBatch, rows: np.ndarray, capture: str, connection: np.nd
 
     cols = batch.columns
     n = len(rows)
-    types = {name: _arrow_type(t) for name, t, _ in all_columns()}
+    types = _column_types()
     headers = cols["headers"][rows]
     error = cols["error"][rows]
     out: dict[str, Any] = {}
@@ -198,7 +209,7 @@ def to_table(batch: ScanBatch, rows: np.ndarray, capture: str, connection: np.nd
         return (headers & np.uint32(1 << slot)) != 0
 
     slot_present: dict[int, np.ndarray] = {}
-    field_names = {c.name: c for c in field_columns()}
+    field_names = _fields_by_name()
     for name in columns:
         if name == "capture":
             out[name] = arrays.pick([capture], np.zeros(n, np.int32))

@@ -122,7 +122,7 @@ def _decoded_classes() -> np.ndarray:
 @cache
 def _body_headers() -> dict[int, int]:
     """The size of the header every body of a decoded MAD class starts with
-    (``ibwire.scan.program.mad_body_headers``, as written to ``_layout``)."""
+    (``ibwire.scan.declared.mad_body_headers``, as written to ``_layout``)."""
     from ibwire.scan._layout import MAD_BODY_HEADERS
 
     return dict(MAD_BODY_HEADERS)

@@ -39,14 +39,9 @@ def display(value: int, field: Field) -> Any:
     text, other byte fields as bytes."""
     if field.fmt is None:
         return value
-    raw = value.to_bytes(field.bits // 8, "big")
-    if field.fmt == "mac":
-        return ":".join(f"{b:02x}" for b in raw)
-    if field.fmt == "ipv4":
-        return str(ipaddress.IPv4Address(raw))
-    if field.fmt == "ipv6":
-        return str(ipaddress.IPv6Address(raw))
-    return raw
+    if field.fmt == "bytes":
+        return value.to_bytes(field.bits // 8, "big")
+    return _address(value, field.fmt, field.bits // 8)
 
 
 @lru_cache(maxsize=4096)

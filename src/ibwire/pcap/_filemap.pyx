@@ -18,7 +18,7 @@ cdef extern from "<sys/mman.h>" nogil:
     void *mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset)
     int munmap(void *addr, size_t length)
     int madvise(void *addr, size_t length, int advice)
-    int PROT_READ, MAP_SHARED, MADV_SEQUENTIAL
+    int PROT_READ, MAP_SHARED, MADV_SEQUENTIAL, MADV_DONTNEED
     void *MAP_FAILED
 
 
@@ -97,6 +97,12 @@ cdef class CaptureMap:
         self.closing = True
         if self.exports == 0:
             self._unmap()
+
+    def release(self) -> None:
+        """Let the pages read so far go from the process's memory (they stay in the page
+        cache): a read after this faults them in again, as after the kernel reclaimed them."""
+        if self.addr != NULL:
+            madvise(self.addr, self.length, MADV_DONTNEED)
 
     @property
     def faulted(self) -> bool:

@@ -33,6 +33,9 @@ class CaptureMap(bytearray):
     def close(self) -> None:
         """Nothing to unmap: the bytes go with the object."""
 
+    def release(self) -> None:
+        """Nothing to let go: the bytes were read, not mapped."""
+
 
 def faults() -> int:
     """Faults caught in maps: none, nothing is mapped."""

@@ -57,11 +57,16 @@ class MappedFeed:
         self.error: IbwireError | None = None
         self.record = 0
         self.map: Any = None
+        #: Let a window's pages go when the next is mapped (``CaptureMap.release``): for
+        #: readers that rarely look at a batch's frames once it is scanned.
+        self.release = False
         self.maps: list[tuple[weakref.ref[Any], int]] = []
         """The maps handed out that may still be read (a batch holds a view of one), with
         where each ends in the file."""
 
     def window(self, pos: int, need: int) -> tuple[memoryview, int, bool]:
+        if self.release and self.map is not None:
+            self.map.release()
         self._unmap()
         self.check(self.record)
         now = os.fstat(self.handle.fileno()).st_size

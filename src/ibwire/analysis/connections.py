@@ -128,10 +128,12 @@ class Connections:
         self._by_pair.setdefault((*requester, *responder), []).append(c)
         return c
 
-    def feed(self, cols: dict[str, np.ndarray]
+    def feed(self, cols: dict[str, np.ndarray], numbers: np.ndarray | None = None
              ) -> list[tuple[Connection, dict[str, np.ndarray]]]:
         """Take one scanned batch; returns each connection's rows of it (``ROW_FIELDS``
-        columns, capture order) after feeding them to its observer."""
+        columns, capture order) after feeding them to its observer. ``numbers``, one per
+        batch row, gets the ``index`` of each row's connection (left as it is for rows of
+        none)."""
         keyed = stream_keys(cols)
         if keyed is None:
             return []
@@ -168,6 +170,8 @@ class Connections:
                     (request_psns.get(c.index, np.zeros(0, psn.dtype)), psn[members]))
             conn_of[s] = c.index
         row_conn = conn_of[inverse]
+        if numbers is not None:
+            numbers[rows] = row_conn
         to_responder = np.zeros(len(rows), bool)
         for s in range(len(keys)):
             if keys[s] in self._to_responder:
@@ -281,11 +285,12 @@ class Connections:
                     c.requester_qpn = back[0].responder_qpn
         self._cm_only()
 
-    def stream_connections(self) -> Iterator[tuple[tuple[int, ...], Connection]]:
+    def stream_connections(self) -> Iterator[tuple[tuple[int, ...], Connection, int]]:
         """Each stream key (:func:`stream_keys`) with the connection it ended in, after
-        :meth:`finish` (which may fold one connection into another)."""
+        :meth:`finish` (which may fold one connection into another), and the ``index`` of
+        the connection it was given when first seen."""
         for key, c in self._streams.items():
-            yield key, self._folded.get(id(c), c)
+            yield key, self._folded.get(id(c), c), c.index
 
     def _cm_only(self) -> None:
         """A connection for each CM session no traffic joined (rejected, or set up and

@@ -3,7 +3,10 @@
 ``pyarrow.array`` asks pandas whether its argument is a pandas object, and importing pandas
 for that costs more than half a second of an export's start; these builders hand Arrow the
 numpy buffers themselves (no copy for numbers of the column's width), so an export never
-imports pandas.
+imports pandas. A text column's distinct values are found by ibwire's row grouping, and
+for Parquet it stays a dictionary array, so that a Parquet export never calls Arrow's
+compute functions: ``pyarrow.compute`` costs a tenth of a second to import (it writes the
+docstrings of its functions then).
 """
 
 from __future__ import annotations
@@ -45,29 +48,41 @@ def strings(texts: Sequence[str]) -> Any:
                                  [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))])
 
 
-def distinct(values: np.ndarray) -> Any:
-    """The distinct values of a column (unsigned numbers, or rows of 16 bytes) and each
-    value's index among them: an Arrow ``DictionaryArray`` (hashed in Arrow, no sort)."""
-    import pyarrow as pa
+def groups(columns: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Rows equal in every column (uint64 arrays) grouped by hashing (the C twin of
+    ``ibwire.analysis._streams``): the first row of each group, in the order they first
+    appear, and each row's group number."""
+    from ibwire._twins import load_twin
 
+    streams, _ = load_twin("ibwire.analysis._streams", "ibwire.analysis._streams_python")
+    first, order, starts = streams.group_rows(columns)
+    group = np.empty(len(order), np.int32)
+    group[order] = np.repeat(np.arange(len(first), dtype=np.int32), np.diff(starts))
+    return first, group
+
+
+def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values of a column (unsigned numbers, or rows of 16 bytes) in the order
+    they first appear, and each row's index among them (int32)."""
     if values.ndim == 2:
-        data = pa.py_buffer(np.ascontiguousarray(values, np.uint8))
-        column = pa.Array.from_buffers(pa.binary(values.shape[1]), len(values), [None, data])
+        words = np.ascontiguousarray(values, np.uint8).view(np.uint64)
+        keys = tuple(words[:, i] for i in range(words.shape[1]))
     else:
-        column = numeric(values, pa.uint64())
-    return column.dictionary_encode()
+        keys = (values.astype(np.uint64, copy=False),)
+    if not len(values):
+        return values[:0], np.zeros(0, np.int32)
+    first, group = groups(keys)
+    return values[first], group
 
 
-def pick(texts: Sequence[str] | Any, indices: np.ndarray | Any,
-         valid: np.ndarray | None = None) -> Any:
-    """``texts[indices[i]]`` for each i (null where ``valid`` is False); ``texts`` a sequence
-    of str or an Arrow string array, ``indices`` numbers or an Arrow int32 array."""
+def pick(texts: Sequence[str], indices: np.ndarray, valid: np.ndarray | None = None,
+         dictionary: bool = False) -> Any:
+    """``texts[indices[i]]`` for each i (null where ``valid`` is False): with
+    ``dictionary``, as an Arrow dictionary array of ``texts`` (nothing gathered, no compute
+    function: what the Parquet writer takes fastest), else a string array (taken in Arrow)."""
     import pyarrow as pa
 
-    table = texts if isinstance(texts, pa.Array) else strings(texts)
-    if isinstance(indices, pa.Array):
-        data = indices.buffers()[1].slice(indices.offset * 4)
-        taken = pa.Array.from_buffers(pa.int32(), len(indices), [_validity(valid), data])
-    else:
-        taken = numeric(indices.astype(np.int32, copy=False), pa.int32(), valid)
-    return table.take(taken)
+    taken = numeric(indices.astype(np.int32, copy=False), pa.int32(), valid)
+    if dictionary:
+        return pa.DictionaryArray.from_arrays(taken, strings(texts), safe=False)
+    return strings(texts).take(taken)

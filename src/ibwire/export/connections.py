@@ -1,19 +1,23 @@
 """Each packet's connection, as ``ibwire qp`` numbers them, for a streamed export.
 
 ``ibwire qp`` joins streams (packets of one kind going one way to one QP) into connections
-(``ibwire.analysis.connections``) and settles some only at the end of the capture. An export
-writes rows as it goes, so it first runs the analysis over the capture (a scan of a few
-columns), keeping which connection each stream ended in; then, while it writes, it gives each
-row the connection of its stream. Memory grows with streams, not packets.
+(``ibwire.analysis.connections``), numbered in the order they are first seen. An export runs
+that analysis over the batches it writes (:class:`Labeller`): each row gets the number its
+stream's connection has when the row is read. The end of a capture settles what needs all of
+it, and may fold one connection into another, which renumbers those after it; only then
+(``Labeller.finish`` says so) are the rows written again, with the numbers now known
+(:class:`Labels`: each stream's connection at the end). Memory grows with streams, not
+packets.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from ibwire.analysis import Analysis, batches, report
+from ibwire.analysis import SCAN_FIELDS, Analysis, batches, report
 from ibwire.analysis.cnp_check import CnpCheck
 from ibwire.analysis.connections import Connections, stream_keys, streams_of
 from ibwire.pcap.source import Source
@@ -25,9 +29,12 @@ class Labels:
 
     streams: dict[tuple[int, ...], int]
     analysis: Analysis
+    #: Scanner columns ``of`` needs besides the export's (its ``scan_fields`` has them).
+    fields = ()
 
-    def of(self, cols: dict[str, np.ndarray]) -> np.ndarray:
-        """The connection of every row of a batch's columns (-1: none)."""
+    def of(self, batch: Any) -> np.ndarray:
+        """The connection of every row of a scanned batch (-1: none)."""
+        cols = batch.columns
         out = np.full(len(cols["record"]), -1, np.int64)
         keyed = stream_keys(cols)
         if keyed is None:
@@ -40,23 +47,54 @@ class Labels:
         return out
 
 
+class Labeller:
+    """The analysis of ``ibwire.analysis.analyse``, fed the batches of an export as they are
+    read: ``of`` numbers each row's connection as the capture so far has it; ``finish``
+    ends the analysis, makes ``labels`` and says whether every number given stands."""
+
+    #: Scanner columns ``of`` needs: the analysis's. Its batches must be cut as the
+    #: analysis cuts them (``ibwire.analysis.WINDOW``), so that it pairs streams alike.
+    fields = SCAN_FIELDS
+
+    def __init__(self, *, pmtu: int | None = None, cnp_scope: str = "qp",
+                 cnp_interval_us: float = 4.0) -> None:
+        self.conns = Connections(pmtu, True)
+        self.check = CnpCheck(cnp_scope, round(cnp_interval_us * 1000))
+        self.records = 0
+        self.labels: Labels | None = None
+
+    def of(self, batch: Any) -> np.ndarray:
+        """Feed the next batch; the connection of each of its rows so far (-1: none)."""
+        self.records += len(batch)
+        self.conns.cm.feed(batch)
+        numbers = np.full(len(batch), -1, np.int64)
+        self.check.feed(self.conns.feed(batch.columns, numbers))
+        return numbers
+
+    def finish(self) -> bool:
+        """End the analysis (``labels``); True if every number ``of`` gave is final."""
+        self.check.finish()
+        self.conns.finish()
+        kept = self.conns.list
+        number = {id(c): i for i, c in enumerate(kept)}
+        streams: dict[tuple[int, ...], int] = {}
+        settled = True
+        for key, c, first in self.conns.stream_connections():
+            final = number.get(id(c), -1)
+            if final >= 0:
+                streams[key] = final
+            settled = settled and final == first
+        self.labels = Labels(streams, Analysis([report(c) for c in kept], self.records))
+        return settled
+
+
 def label(source: Source, *, pmtu: int | None = None, cnp_scope: str = "qp",
           cnp_interval_us: float = 4.0, threads: int = 2) -> Labels:
     """Analyse ``source`` as ``ibwire.analysis.analyse`` does, keeping the stream keys;
     ``threads`` as for ``scan_capture``."""
-    conns = Connections(pmtu, True)
-    check = CnpCheck(cnp_scope, round(cnp_interval_us * 1000))
-    records = 0
+    labeller = Labeller(pmtu=pmtu, cnp_scope=cnp_scope, cnp_interval_us=cnp_interval_us)
     for batch in batches(source, threads=threads):
-        records += len(batch)
-        conns.cm.feed(batch)
-        check.feed(conns.feed(batch.columns))
-    check.finish()
-    conns.finish()
-    kept = conns.list
-    number = {id(c): i for i, c in enumerate(kept)}
-    streams: dict[tuple[int, ...], int] = {}
-    for key, c in conns.stream_connections():
-        if id(c) in number:
-            streams[key] = number[id(c)]
-    return Labels(streams, Analysis([report(c) for c in kept], records))
+        labeller.of(batch)
+    labeller.finish()
+    assert labeller.labels is not None
+    return labeller.labels

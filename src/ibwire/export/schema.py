@@ -116,21 +116,33 @@ def scan_fields(columns: Sequence[str]) -> tuple[str, ...]:
     return tuple(n for n in (c.name for c in field_columns()) if n in need)
 
 
-def schema(columns: Sequence[str] | None = None, metadata: dict[str, str] | None = None
-           ) -> Any:
-    """The ``pyarrow.Schema`` of ``columns`` (default all), with the schema version."""
+def schema(columns: Sequence[str] | None = None, metadata: dict[str, str] | None = None,
+           dictionaries: bool = False) -> Any:
+    """The ``pyarrow.Schema`` of ``columns`` (default all), with the schema version; with
+    ``dictionaries``, text columns as ``to_table`` makes them for Parquet."""
     import pyarrow as pa
 
-    types = {name: t for name, t, _ in all_columns()}
+    types = _column_types(dictionaries)
     names = columns or [name for name, _, _ in all_columns()]
     meta = {"ibwire.schema_version": SCHEMA_VERSION, **(metadata or {})}
-    return pa.schema([pa.field(n, _arrow_type(types[n])) for n in names], metadata=meta)
+    return pa.schema([pa.field(n, types[n]) for n in names], metadata=meta)
+
+
+def _text_type(dictionary: bool) -> Any:
+    """Text columns' Arrow type: strings, or strings in a dictionary (``arrays.pick``)."""
+    import pyarrow as pa
+
+    return pa.dictionary(pa.int32(), pa.string()) if dictionary else pa.string()
 
 
 @cache
-def _column_types() -> dict[str, Any]:
-    """Each column's Arrow type, by name."""
-    return {name: _arrow_type(t) for name, t, _ in all_columns()}
+def _column_types(dictionaries: bool = False) -> dict[str, Any]:
+    """Each column's Arrow type, by name (text columns as ``_text_type`` gives them)."""
+    import pyarrow as pa
+
+    types = {name: _arrow_type(t) for name, t, _ in all_columns()}
+    text = _text_type(dictionaries)
+    return {name: text if t == pa.string() else t for name, t in types.items()}
 
 
 @cache
@@ -160,17 +172,18 @@ def _syndrome_tables() -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-def _text_column(batch: ScanBatch, name: str, rows: np.ndarray, present: np.ndarray) -> Any:
+def _text_column(batch: ScanBatch, name: str, rows: np.ndarray, present: np.ndarray,
+                 dictionary: bool) -> Any:
     """Address or bytes column ``name`` of ``rows`` as text, each distinct value made once,
     null where not ``present``."""
     c = program.column(name)
     f = program.SLOTS[c.slot].by_name[c.field]
-    encoded = arrays.distinct(batch.columns[name][rows])
+    values, indices = arrays.distinct(batch.columns[name][rows])
     texts = []
-    for v in encoded.dictionary.to_pylist():
-        shown = display(int.from_bytes(v, "big") if isinstance(v, bytes) else v, f)
+    for v in values.tolist():
+        shown = display(int.from_bytes(bytes(v), "big") if isinstance(v, list) else v, f)
         texts.append(shown.hex() if isinstance(shown, bytes) else shown)
-    return arrays.pick(texts, encoded.indices, present)
+    return arrays.pick(texts, indices, present, dictionary)
 
 
 def _masked(values: np.ndarray, present: np.ndarray, arrow_type: Any) -> Any:
@@ -181,25 +194,29 @@ def _masked(values: np.ndarray, present: np.ndarray, arrow_type: Any) -> Any:
     return arrays.numeric(values, arrow_type, present)
 
 
-def _named(names: Sequence[str], codes: np.ndarray, present: np.ndarray) -> Any:
+def _named(names: Sequence[str], codes: np.ndarray, present: np.ndarray, dictionary: bool
+           ) -> Any:
     """Text ``names[code]`` for each code, null where not ``present`` (made in Arrow)."""
     import pyarrow as pa
 
     if not present.any():
-        return pa.nulls(len(codes), pa.string())
-    return arrays.pick(names, codes, present)
+        return pa.nulls(len(codes), _text_type(dictionary))
+    return arrays.pick(names, codes, present, dictionary)
 
 
 def to_table(batch: ScanBatch, rows: np.ndarray, capture: str, connection: np.ndarray,
-             columns: Sequence[str], payload: np.ndarray | None = None) -> Any:
+             columns: Sequence[str], payload: np.ndarray | None = None,
+             dictionaries: bool = False) -> Any:
     """Rows ``rows`` of a scanned batch as a ``pyarrow.Table`` of ``columns``;
     ``connection`` gives each batch row's connection (-1 none), ``payload`` the
-    ``payload.length`` show gives each batch row (default the scanner's)."""
+    ``payload.length`` show gives each batch row (default the scanner's); with
+    ``dictionaries``, text columns as dictionary arrays (``schema(dictionaries=True)``)."""
     import pyarrow as pa
 
     cols = batch.columns
     n = len(rows)
-    types = _column_types()
+    types = _column_types(dictionaries)
+    text = _text_type(dictionaries)
     headers = cols["headers"][rows]
     error = cols["error"][rows]
     out: dict[str, Any] = {}
@@ -212,16 +229,16 @@ def to_table(batch: ScanBatch, rows: np.ndarray, capture: str, connection: np.nd
     field_names = _fields_by_name()
     for name in columns:
         if name == "capture":
-            out[name] = arrays.pick([capture], np.zeros(n, np.int32))
+            out[name] = arrays.pick([capture], np.zeros(n, np.int32), None, dictionaries)
         elif name in ("record", "timestamp_ns", "frame.len", "frame.orig_len"):
             out[name] = arrays.numeric(cols[name][rows], types[name])
         elif name == "link":
             names = [LINK_NAMES.get(k, LINK_NAMES[LINK_OTHER]) for k in range(256)]
-            out[name] = _named(names, cols["link"][rows], everywhere)
+            out[name] = _named(names, cols["link"][rows], everywhere, dictionaries)
         elif name == "encapsulation":
             kinds = ["other"] + [program.PACKET_ENCAPSULATIONS[k] for k in KIND_NAMES[1:]]
             kind = np.where(error == NOT_IB, 0, cols["encapsulation"][rows])
-            out[name] = _named(kinds, kind, everywhere)
+            out[name] = _named(kinds, kind, everywhere, dictionaries)
         elif name == "connection":
             conn = connection[rows]
             out[name] = _masked(conn.astype(np.int32), conn >= 0, types[name])
@@ -232,21 +249,21 @@ def to_table(batch: ScanBatch, rows: np.ndarray, capture: str, connection: np.nd
             present = slot_present[c.slot]
             if not present.any():
                 out[name] = pa.nulls(n, types[name])
-            elif types[name] == pa.string():
-                out[name] = _text_column(batch, name, rows, present)
+            elif types[name] == text:
+                out[name] = _text_column(batch, name, rows, present, dictionaries)
             else:
                 out[name] = _masked(cols[name][rows], present, types[name])
         elif name == "bth.opcode.name":
             known, names = _opcode_names()
             op = cols["bth.opcode"][rows] if "bth.opcode" in cols else np.zeros(n, np.uint8)
             has = present_of(program.SLOT["bth"]) & known[op]
-            out[name] = _named(names.tolist(), op, has)
+            out[name] = _named(names.tolist(), op, has, dictionaries)
         elif name.startswith("aeth.syndrome."):
             present_tab, values = _syndrome_tables()[name]
             syn = cols["aeth.syndrome"][rows]
             has = present_of(program.SLOT["aeth"]) & present_tab[syn]
             if values.dtype == object:
-                out[name] = _named(values.tolist(), syn, has)
+                out[name] = _named(values.tolist(), syn, has, dictionaries)
             else:
                 out[name] = _masked(values[syn], has, types[name])
         elif name in ("icrc", "vcrc"):
@@ -259,19 +276,20 @@ def to_table(batch: ScanBatch, rows: np.ndarray, capture: str, connection: np.nd
             v = cols[name][rows]
             out[name] = _masked(v == 1, v >= 0, types[name])
         elif name == "error":
-            out[name] = _errors(batch, rows, error)
+            out[name] = _errors(batch, rows, error, dictionaries)
         else:  # pragma: no cover - the schema lists nothing else
             raise KeyError(name)
-    return pa.Table.from_arrays([out[n] for n in columns], schema=schema(columns))
+    return pa.Table.from_arrays([out[n] for n in columns],
+                                schema=schema(columns, dictionaries=dictionaries))
 
 
-def _errors(batch: ScanBatch, rows: np.ndarray, error: np.ndarray) -> Any:
+def _errors(batch: ScanBatch, rows: np.ndarray, error: np.ndarray, dictionary: bool) -> Any:
     """The error text of each row (null for a packet read whole, and for other traffic)."""
     import pyarrow as pa
 
     bad = np.flatnonzero((error != 0) & (error != NOT_IB))
     if not len(bad):
-        return pa.nulls(len(rows), pa.string())
+        return pa.nulls(len(rows), _text_type(dictionary))
     texts: list[str] = []
     where = np.zeros(len(rows), np.int32)
     valid = np.zeros(len(rows), bool)
@@ -280,4 +298,4 @@ def _errors(batch: ScanBatch, rows: np.ndarray, error: np.ndarray) -> Any:
         if found is not None:
             where[i], valid[i] = len(texts), True
             texts.append(found.in_record())
-    return arrays.pick(texts, where, valid)
+    return arrays.pick(texts, where, valid, dictionary)

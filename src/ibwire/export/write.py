@@ -13,7 +13,9 @@ Hive partitions (``key=value`` directories) as pyarrow, DuckDB, Polars and Spark
 partition column is in the path, not the files. Each file is written under a temporary name
 beside its place and renamed when complete; the ``_ibwire`` note is written last, so a capture
 whose note exists was exported whole and is skipped unless ``force``. Row groups hold
-``ROW_GROUP`` rows; memory holds a row group per open file, whatever the capture's size.
+at most ``ROW_GROUP`` rows, at least half that (but the last): a file's rows are written once
+half a row group is pending, so memory holds about two batches per open file (one being
+written, one coming), whatever the capture's size.
 """
 
 from __future__ import annotations
@@ -123,17 +125,31 @@ class _File:
     def add(self, table: Any) -> None:
         self.pending.append(table)
         self.count += table.num_rows
-        if self.count >= ROW_GROUP:
+        if self.count >= ROW_GROUP // 2:
             self.flush()
 
     def _open(self) -> Any:
         if self.fmt == "parquet":
+            import pyarrow as pa
             import pyarrow.parquet as pq
 
-            strings = [f.name for f in self.schema if str(f.type) == "string"]
+            strings = [f.name for f in self.schema
+                       if pa.types.is_string(f.type) or pa.types.is_dictionary(f.type)]
             stats = [n for n in STATISTICS if n in self.schema.names]
-            return pq.ParquetWriter(self.tmp, self.schema, compression="zstd",
-                                    use_dictionary=strings, write_statistics=stats)
+            # Text columns come as dictionary arrays (written as they are, not hashed
+            # again); without Arrow's own schema in the file, every reader, pyarrow too,
+            # reads them as the strings they are in Parquet, with the schema's metadata
+            plain = any(pa.types.is_dictionary(f.type) for f in self.schema)
+            # the system allocator hands freed encoding buffers back at once; Arrow's
+            # default pool keeps them for reuse (60 MB more at the peak of a big export)
+            writer = pq.ParquetWriter(self.tmp, self.schema, compression="zstd",
+                                      use_dictionary=strings, write_statistics=stats,
+                                      store_schema=not plain,
+                                      memory_pool=pa.system_memory_pool())
+            if plain and self.schema.metadata:
+                writer.add_key_value_metadata(
+                    {k.decode(): v.decode() for k, v in self.schema.metadata.items()})
+            return writer
         if self.fmt == "arrow":
             import pyarrow as pa
 
@@ -188,7 +204,9 @@ class _Partitions:
         dropped = {"capture": ("capture",), "qp": ("capture", "connection")}
         self.columns = tuple(c for c in columns
                              if c not in dropped.get(opts.partition_by or "", ()))
-        self.schema = sch.schema(self.columns)
+        #: Parquet takes text columns as dictionary arrays (``schema.to_table``)
+        self.dictionaries = opts.fmt == "parquet"
+        self.schema = sch.schema(self.columns, dictionaries=self.dictionaries)
         self.files: dict[str, _File] = {}
         self.thread = _Writer()
 
@@ -268,36 +286,57 @@ def export_capture(path: str, opts: Options) -> Outcome:
         outcome.skipped = True
         return outcome
     _remove_previous(opts, name)
-    columns = sch.selected_columns(opts.fields)
-    parts = _Partitions(opts, name, columns)
     try:
-        analysis = _write_rows(path, opts, columns, parts, outcome)
-        outcome.files = parts.close()  # the last row groups' writes end here
+        analysis = _write_rows(path, opts, outcome)
     except (IbwireError, OSError) as exc:
-        parts.abandon()
         outcome.failure = str(exc)
         return outcome
-    except BaseException:
-        parts.abandon()
-        raise
     if opts.qp:
         outcome.files.append(_write_connections(opts, name, analysis))
     _write_note(opts, outcome)
     return outcome
 
 
-def _write_rows(path: str, opts: Options, columns: tuple[str, ...], parts: _Partitions,
-                outcome: Outcome) -> Any:
-    """Write the rows; returns the capture's ``ibwire qp`` analysis."""
-    from ibwire.export.connections import label
+def _write_rows(path: str, opts: Options, outcome: Outcome) -> Any:
+    """Write the rows, analysing the capture as they are read (one scan); returns its
+    ``ibwire qp`` analysis. Where the end of the capture renumbers connections
+    (``Labeller.finish``), the rows are written again with the final numbers."""
+    from ibwire.analysis import WINDOW
+    from ibwire.export.connections import Labeller
 
-    labels = label(path)
-    for table, conn, stamps, errors in capture_tables(path, outcome.capture, columns, labels,
-                                                      opts.other):
-        parts.add(table, conn, stamps)
-        outcome.rows += table.num_rows
-        outcome.error_rows += errors
-    return labels.analysis
+    labeller = Labeller()
+    if not _write_files(path, opts, outcome, labeller, WINDOW):
+        assert labeller.labels is not None
+        outcome.rows = outcome.error_rows = 0
+        _write_files(path, opts, outcome, labeller.labels, WINDOW)
+    assert labeller.labels is not None
+    return labeller.labels.analysis
+
+
+def _write_files(path: str, opts: Options, outcome: Outcome, labels: Any, window: int
+                 ) -> bool:
+    """Write the capture's files with connections from ``labels`` (a ``Labels``, or a
+    ``Labeller`` that analyses as it goes); False, and nothing written, where a
+    ``Labeller``'s numbers did not stand."""
+    from ibwire.export.connections import Labeller
+
+    columns = sch.selected_columns(opts.fields)
+    parts = _Partitions(opts, outcome.capture, columns)
+    try:
+        for table, conn, stamps, errors in capture_tables(
+                path, outcome.capture, columns, labels, opts.other, window=window,
+                dictionaries=parts.dictionaries):
+            parts.add(table, conn, stamps)
+            outcome.rows += table.num_rows
+            outcome.error_rows += errors
+        if isinstance(labels, Labeller) and not labels.finish():
+            parts.abandon()
+            return False
+        outcome.files = parts.close()  # the last row groups' writes end here
+    except BaseException:
+        parts.abandon()
+        raise
+    return True
 
 
 Rows = tuple[Any, np.ndarray, np.ndarray, int]
@@ -306,33 +345,43 @@ Rows = tuple[Any, np.ndarray, np.ndarray, int]
 
 def capture_tables(source: Any, name: str, columns: tuple[str, ...], labels: Any,
                    other: bool, first_record: int = 0, seen: list[int] | None = None,
-                   threads: int = 2) -> Iterator[Rows]:
+                   threads: int = 2, window: int | None = None, dictionaries: bool = False
+                   ) -> Iterator[Rows]:
     """The rows of a capture (path or binary file) as tables, batch by batch: (table, each
-    row's connection, its timestamp, how many rows have errors). ``first_record`` is added
-    to the record numbers (a chunk of a bigger capture); ``seen`` gets each batch's number
-    of records and of capture-level errors; ``threads`` as for ``scan_capture``."""
+    row's connection, its timestamp, how many rows have errors). ``labels`` numbers the
+    connections (``ibwire.export.connections``); ``first_record`` is added to the record
+    numbers (a chunk of a bigger capture); ``seen`` gets each batch's number of records and
+    of capture-level errors; ``threads`` and ``window`` as for ``scan_capture``;
+    ``dictionaries`` as for ``schema.to_table``."""
     from ibwire.cli.shapes import CLASSIFY_KEYS, classify
     from ibwire.scan import scan_capture
+    from ibwire.scan.capture import WINDOW
 
-    wanted = sch.scan_fields(columns)
+    wanted = tuple(dict.fromkeys((*sch.scan_fields(columns), *labels.fields)))
     if other:
         wanted = tuple(dict.fromkeys((*wanted, *CLASSIFY_KEYS)))
-    for batch in scan_capture(source, fields=wanted, threads=threads):
+    batches = scan_capture(source, fields=wanted, threads=threads, window=window or WINDOW,
+                           release=True)  # frames are read only for a few rows
+    while (batch := next(batches, None)) is not None:
         cols = batch.columns
         if seen is not None:
             seen.append(len(batch))
             seen.append(-len(batch.errors))
+        if first_record:
+            cols["record"] += first_record
+        conn = labels.of(batch)  # every batch: a Labeller analyses them all
         keep = np.arange(len(batch)) if other else np.flatnonzero(cols["error"] != sch.NOT_IB)
         if not len(keep):
             continue
-        if first_record:
-            cols["record"] += first_record
-        conn = labels.of(cols)
         payload = _payload(batch, classify) if other else None
-        table = sch.to_table(batch, keep, name, conn, columns, payload)
+        table = sch.to_table(batch, keep, name, conn, columns, payload, dictionaries)
         errors = int(np.count_nonzero((cols["error"][keep] != 0)
                                       & (cols["error"][keep] != sch.NOT_IB)))
-        yield table, conn[keep], cols["timestamp_ns"][keep], errors
+        stamps = cols["timestamp_ns"][keep]
+        # nothing of the batch is held while the caller writes (which may wait for the
+        # writer thread): its columns and its window go now, not when the next one comes
+        del batch, cols
+        yield table, conn[keep], stamps, errors
 
 
 def _payload(batch: Any, classify: Any) -> np.ndarray:

@@ -1,0 +1,111 @@
+"""The ``connection`` column: numbered in the export's one pass as ``ibwire qp`` numbers its
+connections, rows written again where the end of the capture renumbered them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ibwire.analysis import analyse, batches
+from ibwire.export import schema as sch
+from ibwire.export import write
+from ibwire.export.connections import Labeller, label
+from tests.analysis.conftest import A, B, frame, write_frames
+from tests.export.conftest import shared_captures
+from tests.export.helpers import run
+
+pq = pytest.importorskip("pyarrow.parquet")
+
+QP_B1, QP_B2, QP_A2 = 0x11, 0x12, 0x23   # two responder QPs at B; a requester QP at A
+QP_A = 0x22
+
+
+def _exported(path: Path, out: Path, *args: str) -> list[int | None]:
+    status, _, err = run("export", "--all", "-o", str(out), *args, str(path))
+    assert status == 0, err
+    return pq.read_table(out / "packets" / f"{path.name}.parquet")["connection"].to_pylist()
+
+
+def _final(path: Path) -> list[int | None]:
+    """Each record's connection from the finished analysis (``Labels``: stream keys)."""
+    labels = label(str(path))
+    got: list[int | None] = []
+    for batch in batches(str(path)):
+        got.extend(None if c < 0 else c for c in labels.of(batch).tolist())
+    return got
+
+
+@pytest.mark.parametrize("capture", shared_captures(), ids=lambda p: p.name)
+def test_one_pass_numbers_rows_as_the_finished_analysis(tmp_path: Path, capture: Path
+                                                        ) -> None:
+    assert _exported(capture, tmp_path / "ds") == _final(capture)
+
+
+def test_a_generated_conversation_with_faults(tmp_path: Path) -> None:
+    capture = tmp_path / "faulty.pcap"
+    status, _, err = run("gen", "-o", str(capture), "--qps", "4", "--iters", "30",
+                         "--size", "4096", "--drop", "rate=0.02", "--ecn-mark", "rate=0.05",
+                         "--no-progress")
+    assert status == 0, err
+    got = _exported(capture, tmp_path / "ds")
+    assert got == _final(capture)
+    assert sorted(set(got) - {None}) == list(range(4))
+
+
+def _cnp_first(tmp_path: Path) -> Path:
+    """WRITEs from A to two QPs of B, a CNP to A's QP (which of the two it belongs to, the
+    capture cannot tell yet: a connection of its own), other traffic to the end of the
+    scanner's first batch (FIRST_ROWS records), then B's ACK of one QP's WRITEs: at the end
+    of the capture the other is the only one the CNP can belong to, and it is folded in."""
+    from ibwire.scan.capture import FIRST_ROWS
+
+    def write_(psn: int, qp: int) -> bytes:
+        return frame("RC_RDMA_WRITE_ONLY", psn, qp, payload=64, reth_dmalen=64)
+
+    frames = [write_(k, QP_B1) for k in range(3)] + [write_(1000 + k, QP_B2) for k in range(3)]
+    frames.append(frame("CNP", 0, QP_A, src=B, dst=A, bth_becn=1))
+    other = bytes(12) + b"\x88\xb5" + bytes(46)  # an Ethernet frame that is not RoCE
+    frames += [other] * (FIRST_ROWS - len(frames))
+    frames.append(frame("RC_ACKNOWLEDGE", 1002, QP_A2, src=B, dst=A, syndrome=0))
+    return Path(write_frames(tmp_path / "cnp-first.pcap",
+                             [(1000 * (i + 1), f) for i, f in enumerate(frames)]))
+
+
+def test_rows_are_written_again_when_the_end_renumbers(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch
+                                                       ) -> None:
+    capture = _cnp_first(tmp_path)
+    first, second = analyse(str(capture)).as_dicts()  # the CNP joined the first
+    assert (first["cnps"], first["data_packets"], second["cnps"]) == (1, 3, 0)
+    settled: list[bool] = []
+    real = Labeller.finish
+
+    def finish(self: Labeller) -> bool:
+        settled.append(real(self))
+        return settled[-1]
+
+    monkeypatch.setattr(Labeller, "finish", finish)
+    outcome = write.export_capture(str(capture), write.Options(str(tmp_path / "ds"),
+                                                               other=True))
+    assert settled == [False] and outcome.ok and outcome.rows == len(_final(capture))
+    table = pq.read_table(tmp_path / "ds" / "packets" / "cnp-first.pcap.parquet")
+    got = table["connection"].to_pylist()
+    assert got == _final(capture)
+    opcodes = table["bth.opcode"].to_pylist()
+    assert [c for c, op in zip(got, opcodes, strict=True) if op is not None] == [
+        0, 0, 0, 1, 1, 1, 0, 1]
+    assert not list((tmp_path / "ds").rglob(".*tmp*"))  # the first attempt's files went
+
+
+def test_text_columns_read_back_as_strings(tmp_path: Path) -> None:
+    """Parquet gets text columns as dictionary arrays; readers see the strings and the
+    schema version, without Arrow's own schema in the file."""
+    capture = shared_captures()[0]
+    _exported(capture, tmp_path / "ds")
+    table = pq.read_table(tmp_path / "ds" / "packets" / f"{capture.name}.parquet")
+    expected = sch.schema()
+    assert table.schema.metadata[b"ibwire.schema_version"] == sch.SCHEMA_VERSION.encode()
+    assert [(f.name, f.type) for f in table.schema] == [(f.name, f.type) for f in expected]
+    assert np.count_nonzero(np.array(table["encapsulation"].to_pylist()) != "other") > 0

@@ -51,28 +51,42 @@ def _frame(table: Any) -> Any:
 
 def _read_part(part: tuple[Chunk, tuple[str, ...], bool, Any]) -> Any:
     """One partition: the rows of a capture or of a chunk of one, in the task's thread alone
-    (a worker's parallelism is its tasks: threads of our own would compete with them)."""
+    (a worker's parallelism is its tasks: threads of our own would compete with them). A
+    whole capture is analysed as it is read (``ibwire.export.connections.Labeller``); a
+    chunk's connections come from the analysis of its whole file, made beforehand."""
     import io
 
     import pyarrow as pa
 
-    from ibwire.export.connections import label
+    from ibwire.analysis import WINDOW
+    from ibwire.export.connections import Labeller
     from ibwire.export.write import capture_tables
 
     chunk, columns, other, streams = part
     name = capture_name(chunk.path)
-    labels = label(chunk.path, threads=1) if streams is None else streams
-    source: Any = chunk.path
-    if chunk.stop >= 0:
-        source = io.BufferedReader(ChunkFile(chunk), 1 << 20)
-    seen: list[int] = []
-    tables = [t for t, *_ in capture_tables(source, name, columns, labels, other,
-                                            chunk.first_record, seen, threads=1)]
-    if chunk.stop >= 0:
-        source.close()
-        _verify_chunk(chunk, seen)
+
+    def tables(labels: Any) -> list[Any]:
+        source: Any = chunk.path
+        if chunk.stop >= 0:
+            source = io.BufferedReader(ChunkFile(chunk), 1 << 20)
+        seen: list[int] = []
+        got = [t for t, *_ in capture_tables(source, name, columns, labels, other,
+                                             chunk.first_record, seen, threads=1,
+                                             window=WINDOW)]
+        if chunk.stop >= 0:
+            source.close()
+            _verify_chunk(chunk, seen)
+        return got
+
+    if streams is not None:
+        found = tables(streams)
+    else:
+        labeller = Labeller()
+        found = tables(labeller)
+        if not labeller.finish():  # the end renumbered connections: again, with the final
+            found = tables(labeller.labels)
     schema = sch.schema(columns)
-    return _frame(pa.concat_tables(tables) if tables else schema.empty_table())
+    return _frame(pa.concat_tables(found) if found else schema.empty_table())
 
 
 def _verify_chunk(chunk: Chunk, seen: list[int]) -> None:

@@ -115,6 +115,20 @@ def test_console_script_runs(tmp_path):
     assert result.returncode == 0, result.stderr
 
 
+def test_the_command_keeps_its_status_and_all_its_output(tmp_path, capsys):
+    """The command leaves without the interpreter's teardown (``command``): its status and
+    every line it wrote, block-buffered into a file, still come out."""
+    corrupt = str(SAMPLES / "sample-corrupt.pcap")
+    assert main(["check", corrupt]) == 1
+    expected = capsys.readouterr().out
+    out = tmp_path / "out.txt"
+    with open(out, "w") as f:
+        done = subprocess.run([sys.executable, "-m", "ibwire.cli.main", "check", corrupt],
+                              stdout=f, stderr=subprocess.PIPE, text=True)
+    assert done.returncode == 1, done.stderr
+    assert out.read_text() == expected and expected.count("\n") > 2
+
+
 def test_shipped_samples_are_what_the_generator_writes(tmp_path):
     import importlib.util
 

@@ -140,5 +140,19 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def command() -> None:
+    """The ``ibwire`` command: ``main``, then out of the process without the interpreter's
+    teardown (freeing every module, numpy's and pyarrow's state: 0.03-0.05 s of every run).
+    A verb has closed (and renamed into place) every file it wrote and stopped its threads
+    before it returns; only the standard streams are left to flush."""
+    status = main()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, ValueError):  # the reader went away, or it was closed
+            pass
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    command()

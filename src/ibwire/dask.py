@@ -70,9 +70,11 @@ def _read_part(part: tuple[Chunk, tuple[str, ...], bool, Any]) -> Any:
         if chunk.stop >= 0:
             source = io.BufferedReader(ChunkFile(chunk), 1 << 20)
         seen: list[int] = []
+        # the partition's rows are held whole: its tables may as well hold the batches'
+        # columns themselves (views) as copies of them
         got = [t for t, *_ in capture_tables(source, name, columns, labels, other,
                                              chunk.first_record, seen, threads=1,
-                                             window=WINDOW)]
+                                             window=WINDOW, views=True)]
         if chunk.stop >= 0:
             source.close()
             _verify_chunk(chunk, seen)

@@ -172,8 +172,8 @@ def _syndrome_tables() -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-def _text_column(batch: ScanBatch, name: str, rows: np.ndarray, present: np.ndarray,
-                 dictionary: bool) -> Any:
+def _text_column(batch: ScanBatch, name: str, rows: np.ndarray | slice,
+                 present: np.ndarray, dictionary: bool) -> Any:
     """Address or bytes column ``name`` of ``rows`` as text, each distinct value made once,
     null where not ``present``."""
     c = program.column(name)
@@ -206,19 +206,22 @@ def _named(names: Sequence[str], codes: np.ndarray, present: np.ndarray, diction
 
 def to_table(batch: ScanBatch, rows: np.ndarray, capture: str, connection: np.ndarray,
              columns: Sequence[str], payload: np.ndarray | None = None,
-             dictionaries: bool = False) -> Any:
+             dictionaries: bool = False, views: bool = False) -> Any:
     """Rows ``rows`` of a scanned batch as a ``pyarrow.Table`` of ``columns``;
     ``connection`` gives each batch row's connection (-1 none), ``payload`` the
     ``payload.length`` show gives each batch row (default the scanner's); with
-    ``dictionaries``, text columns as dictionary arrays (``schema(dictionaries=True)``)."""
+    ``dictionaries``, text columns as dictionary arrays (``schema(dictionaries=True)``);
+    with ``views``, where ``rows`` are all the batch's rows, number columns are the batch's
+    own (no copy; the table then holds the batch's column block, all of it)."""
     import pyarrow as pa
 
     cols = batch.columns
     n = len(rows)
+    picked: np.ndarray | slice = slice(None) if views and n == len(cols["record"]) else rows
     types = _column_types(dictionaries)
     text = _text_type(dictionaries)
-    headers = cols["headers"][rows]
-    error = cols["error"][rows]
+    headers = cols["headers"][picked]
+    error = cols["error"][picked]
     out: dict[str, Any] = {}
     everywhere = np.ones(n, bool)
 
@@ -231,16 +234,16 @@ def to_table(batch: ScanBatch, rows: np.ndarray, capture: str, connection: np.nd
         if name == "capture":
             out[name] = arrays.pick([capture], np.zeros(n, np.int32), None, dictionaries)
         elif name in ("record", "timestamp_ns", "frame.len", "frame.orig_len"):
-            out[name] = arrays.numeric(cols[name][rows], types[name])
+            out[name] = arrays.numeric(cols[name][picked], types[name])
         elif name == "link":
             names = [LINK_NAMES.get(k, LINK_NAMES[LINK_OTHER]) for k in range(256)]
-            out[name] = _named(names, cols["link"][rows], everywhere, dictionaries)
+            out[name] = _named(names, cols["link"][picked], everywhere, dictionaries)
         elif name == "encapsulation":
             kinds = ["other"] + [program.PACKET_ENCAPSULATIONS[k] for k in KIND_NAMES[1:]]
-            kind = np.where(error == NOT_IB, 0, cols["encapsulation"][rows])
+            kind = np.where(error == NOT_IB, 0, cols["encapsulation"][picked])
             out[name] = _named(kinds, kind, everywhere, dictionaries)
         elif name == "connection":
-            conn = connection[rows]
+            conn = connection[picked]
             out[name] = _masked(conn.astype(np.int32), conn >= 0, types[name])
         elif name in field_names:
             c = field_names[name]
@@ -250,30 +253,30 @@ def to_table(batch: ScanBatch, rows: np.ndarray, capture: str, connection: np.nd
             if not present.any():
                 out[name] = pa.nulls(n, types[name])
             elif types[name] == text:
-                out[name] = _text_column(batch, name, rows, present, dictionaries)
+                out[name] = _text_column(batch, name, picked, present, dictionaries)
             else:
-                out[name] = _masked(cols[name][rows], present, types[name])
+                out[name] = _masked(cols[name][picked], present, types[name])
         elif name == "bth.opcode.name":
             known, names = _opcode_names()
-            op = cols["bth.opcode"][rows] if "bth.opcode" in cols else np.zeros(n, np.uint8)
+            op = cols["bth.opcode"][picked] if "bth.opcode" in cols else np.zeros(n, np.uint8)
             has = present_of(program.SLOT["bth"]) & known[op]
             out[name] = _named(names.tolist(), op, has, dictionaries)
         elif name.startswith("aeth.syndrome."):
             present_tab, values = _syndrome_tables()[name]
-            syn = cols["aeth.syndrome"][rows]
+            syn = cols["aeth.syndrome"][picked]
             has = present_of(program.SLOT["aeth"]) & present_tab[syn]
             if values.dtype == object:
                 out[name] = _named(values.tolist(), syn, has, dictionaries)
             else:
                 out[name] = _masked(values[syn], has, types[name])
         elif name in ("icrc", "vcrc"):
-            out[name] = _masked(cols[name][rows], cols[f"offset.{name}"][rows] >= 0,
+            out[name] = _masked(cols[name][picked], cols[f"offset.{name}"][picked] >= 0,
                                    types[name])
         elif name == "payload.length":
-            values = cols[name][rows] if payload is None else payload[rows]
+            values = cols[name][picked] if payload is None else payload[picked]
             out[name] = _masked(values.astype(np.int32), values >= 0, types[name])
         elif name in ("icrc_ok", "vcrc_ok"):
-            v = cols[name][rows]
+            v = cols[name][picked]
             out[name] = _masked(v == 1, v >= 0, types[name])
         elif name == "error":
             out[name] = _errors(batch, rows, error, dictionaries)

@@ -349,14 +349,14 @@ Rows = tuple[Any, np.ndarray, np.ndarray, int]
 
 def capture_tables(source: Any, name: str, columns: tuple[str, ...], labels: Any,
                    other: bool, first_record: int = 0, seen: list[int] | None = None,
-                   threads: int = 2, window: int | None = None, dictionaries: bool = False
-                   ) -> Iterator[Rows]:
+                   threads: int = 2, window: int | None = None, dictionaries: bool = False,
+                   views: bool = False) -> Iterator[Rows]:
     """The rows of a capture (path or binary file) as tables, batch by batch: (table, each
     row's connection, its timestamp, how many rows have errors). ``labels`` numbers the
     connections (``ibwire.export.connections``); ``first_record`` is added to the record
     numbers (a chunk of a bigger capture); ``seen`` gets each batch's number of records and
     of capture-level errors; ``threads`` and ``window`` as for ``scan_capture``;
-    ``dictionaries`` as for ``schema.to_table``."""
+    ``dictionaries`` and ``views`` as for ``schema.to_table``."""
     from ibwire.cli.shapes import CLASSIFY_KEYS, classify
     from ibwire.scan import scan_capture
     from ibwire.scan.capture import WINDOW
@@ -378,7 +378,7 @@ def capture_tables(source: Any, name: str, columns: tuple[str, ...], labels: Any
         if not len(keep):
             continue
         payload = _payload(batch, classify) if other else None
-        table = sch.to_table(batch, keep, name, conn, columns, payload, dictionaries)
+        table = sch.to_table(batch, keep, name, conn, columns, payload, dictionaries, views)
         errors = int(np.count_nonzero((cols["error"][keep] != 0)
                                       & (cols["error"][keep] != sch.NOT_IB)))
         stamps = cols["timestamp_ns"][keep]
@@ -391,13 +391,20 @@ def capture_tables(source: Any, name: str, columns: tuple[str, ...], labels: Any
 def _payload(batch: Any, classify: Any) -> np.ndarray:
     """``payload.length`` as ``show --json`` gives it for every row, other traffic too (the
     few rows show dissects, other traffic whose headers the columns cannot tell, dissected
-    here the same way)."""
+    here the same way). An InfiniBand row's is the scanner's; only the other rows are
+    classified (``classify`` works row by row)."""
     from ibwire.cli.show import _record
     from ibwire.inspect import inspect
 
-    key, extra = classify(batch.columns, "json")
-    payload = extra["json.payload"].copy()
-    for r in np.flatnonzero((key == 0) & (batch.columns["error"] == sch.NOT_IB)).tolist():
+    cols = batch.columns
+    payload = cols["payload.length"].copy()
+    other = np.flatnonzero(cols["error"] == sch.NOT_IB)
+    if not len(other):
+        return payload
+    key, extra = classify({k: v[other] for k, v in cols.items()}, "json")
+    payload[other] = extra["json.payload"]
+    for i in np.flatnonzero(key == 0).tolist():
+        r = int(other[i])
         payload[r] = inspect(_record(batch, r)).fields().get("payload.length", -1)
     return payload
 

@@ -257,3 +257,19 @@ def test_row_groups_hold_between_half_and_one_row_group(tmp_path: Path,
     assert sum(sizes) == outcome.rows and len(sizes) > 4
     assert all(32 <= n <= 64 for n in sizes[:-1]) and 0 < sizes[-1] <= 64, sizes
     assert f.read(columns=["record"])["record"].to_pylist() == list(range(outcome.rows))
+
+
+def test_fields_without_verdicts_are_the_full_exports(tmp_path: Path) -> None:
+    """Without icrc_ok/vcrc_ok (and --qp) the scan reads the CRCs without checking them:
+    every column asked for is the full export's, connections included."""
+    from tests.conftest import ROOT
+
+    for path in (WRITE_BW, ROOT / "captures" / "sample-corrupt.pcap"):
+        fields = "bth,icrc,vcrc,ip.src,lrh"
+        assert run("export", "--all", "--fields", fields, "-o", str(tmp_path / "some"),
+                   str(path))[0] in (0, 1)
+        assert run("export", "--all", "-o", str(tmp_path / "all"), str(path))[0] in (0, 1)
+        some = pq.read_table(tmp_path / "some" / "packets" / f"{path.name}.parquet")
+        full = pq.read_table(tmp_path / "all" / "packets" / f"{path.name}.parquet")
+        assert some.num_rows == full.num_rows > 0
+        assert some.equals(full.select(some.column_names)), path

@@ -92,3 +92,34 @@ def test_walk_and_scan_in_one_pass_twins_agree(scan_engine, frames, link, cap, t
     want = _python.scan_pcap(data, 0, len(data), False, 1000, MAX_CAPLEN, cap, link)
     assert [np.asarray(x).tolist() for x in got[:6]] == [np.asarray(x).tolist() for x in want[:6]]
     assert rows_equal(got[6], want[6]) == []
+
+
+def _unverified_is_verified_without_verdicts(scanner, args) -> None:
+    """``Unverified`` fields: every column as the verified scan's, but no verdict (-1)."""
+    from ibwire.scan.program import Unverified
+
+    checked = scanner.scan_frames(*args)
+    read = scanner.scan_frames(*args, Unverified(None))
+    assert (read["icrc_ok"] == -1).all() and (read["vcrc_ok"] == -1).all()
+    for name in ("icrc_ok", "vcrc_ok"):
+        checked[name][:] = -1
+    assert rows_equal(read, checked) == []
+
+
+@SETTINGS
+@given(st.lists(st.one_of(packets().map(lambda g: (g.frame, LINKS[g.link])),
+                          mutated().map(lambda m: (m.frame, LINKS[m.link]))),
+                min_size=1, max_size=12))
+def test_unverified_scans_read_the_crcs_without_checking_them(scanner, frames):
+    _unverified_is_verified_without_verdicts(scanner, _batch(frames))
+
+
+def test_unverified_scans_of_shared_captures(scanner):
+    from tests.conftest import ROOT
+
+    paths = sorted(p for p in SHARED_CAPTURES.iterdir() if p.suffix in (".pcap", ".pcapng"))
+    paths.append(ROOT / "captures" / "sample-corrupt.pcap")  # bad CRCs: verdicts 0 there
+    for path in paths:
+        index = index_capture(path)
+        _unverified_is_verified_without_verdicts(
+            scanner, (index.buffer, index.offsets, index.lengths, index.link_codes))

@@ -327,9 +327,11 @@ def _write_files(path: str, opts: Options, outcome: Outcome, labels: Any, window
     columns = sch.selected_columns(opts.fields)
     parts = _Partitions(opts, outcome.capture, columns)
     try:
+        # the verdicts: where the rows or ibwire qp's table (its bad_icrc findings) show them
+        verdicts = opts.qp or bool({"icrc_ok", "vcrc_ok"} & set(columns))
         for table, conn, stamps, errors in capture_tables(
                 path, outcome.capture, columns, labels, opts.other, window=window,
-                dictionaries=parts.dictionaries):
+                dictionaries=parts.dictionaries, verdicts=verdicts):
             parts.add(table, conn, stamps)
             outcome.rows += table.num_rows
             outcome.error_rows += errors
@@ -350,13 +352,14 @@ Rows = tuple[Any, np.ndarray, np.ndarray, int]
 def capture_tables(source: Any, name: str, columns: tuple[str, ...], labels: Any,
                    other: bool, first_record: int = 0, seen: list[int] | None = None,
                    threads: int = 2, window: int | None = None, dictionaries: bool = False,
-                   views: bool = False) -> Iterator[Rows]:
+                   views: bool = False, verdicts: bool | None = None) -> Iterator[Rows]:
     """The rows of a capture (path or binary file) as tables, batch by batch: (table, each
     row's connection, its timestamp, how many rows have errors). ``labels`` numbers the
     connections (``ibwire.export.connections``); ``first_record`` is added to the record
     numbers (a chunk of a bigger capture); ``seen`` gets each batch's number of records and
     of capture-level errors; ``threads`` and ``window`` as for ``scan_capture``;
-    ``dictionaries`` and ``views`` as for ``schema.to_table``."""
+    ``dictionaries`` and ``views`` as for ``schema.to_table``; ``verdicts``: whether the
+    scan checks the CRCs (default: where ``columns`` hold the verdicts)."""
     from ibwire.cli.shapes import CLASSIFY_KEYS, classify
     from ibwire.scan import scan_capture
     from ibwire.scan.capture import WINDOW
@@ -364,8 +367,11 @@ def capture_tables(source: Any, name: str, columns: tuple[str, ...], labels: Any
     wanted = tuple(dict.fromkeys((*sch.scan_fields(columns), *labels.fields)))
     if other:
         wanted = tuple(dict.fromkeys((*wanted, *CLASSIFY_KEYS)))
+    if verdicts is None:
+        verdicts = bool({"icrc_ok", "vcrc_ok"} & set(columns))
     batches = scan_capture(source, fields=wanted, threads=threads, window=window or WINDOW,
-                           release=True)  # frames are read only for a few rows
+                           release=True,  # frames are read only for a few rows
+                           verdicts=verdicts)
     while (batch := next(batches, None)) is not None:
         cols = batch.columns
         if seen is not None:

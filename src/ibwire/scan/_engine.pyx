@@ -48,8 +48,9 @@ cdef class _Compiled:
     cdef ibw_scan_prog prog
     cdef ibw_scan_instr *instr
 
-    def __cinit__(self, tuple selected):
+    def __cinit__(self, tuple selected, bint verdicts):
         fill_layout(&self.prog)
+        self.prog.verdicts = verdicts
         instructions = [_program.instructions()[i] for i in selected]
         self.instr = <ibw_scan_instr *>malloc(sizeof(ibw_scan_instr) * max(1, len(instructions)))
         if self.instr == NULL:
@@ -78,10 +79,10 @@ cdef void *_data(dict cols, str name):
     return cnp.PyArray_DATA(cols[name])
 
 
-cdef _Compiled _program_for(tuple selected):
-    compiled = _compiled.get(selected)
+cdef _Compiled _program_for(tuple selected, bint verdicts):
+    compiled = _compiled.get((selected, verdicts))
     if compiled is None:
-        compiled = _compiled[selected] = _Compiled(selected)
+        compiled = _compiled[selected, verdicts] = _Compiled(selected, verdicts)
     return compiled
 
 
@@ -124,7 +125,7 @@ def scan_frames(buffer, offsets, lengths, links, fields=None):
     offs, lens, codes = frame_arrays(offsets, lengths, links)
     cdef int64_t count = offs.shape[0]
     selected = _program.select(fields)
-    cdef _Compiled program = _program_for(selected)
+    cdef _Compiled program = _program_for(selected, _program.verdicts(fields))
     cols = _program.empty_columns(count, selected)
     cdef ibw_scan_out out
     cdef Py_buffer view
@@ -198,7 +199,7 @@ def _walk(buffer, Py_ssize_t pos, Py_ssize_t end, bint swapped, int64_t fraction
                                         p_ts, &next_pos, &status)
             return offs[:rows], caplen[:rows], orig[:rows], ts[:rows], next_pos, status
         selected = _program.select(fields)
-        program = _program_for(selected)
+        program = _program_for(selected, _program.verdicts(fields))
         cols = _program.empty_columns(cap, selected)
         pointers = _outputs(cols, selected, &out)
         with nogil:

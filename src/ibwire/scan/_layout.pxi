@@ -33,6 +33,7 @@ cdef extern from "scan.h" nogil:
         int32_t view_slot[32]
         int32_t eth, vlan, ip, ipv6, udp, lrh, grh, bth, deth, mad, rmpp_slot
         int32_t site_slot_base, site_padcnt
+        int32_t verdicts
 
     ctypedef struct ibw_scan_out:
         void *const *cols
@@ -70,6 +71,7 @@ cdef int fill_layout(ibw_scan_prog *prog) except -1:
         prog.slot_first[s] = 0
         prog.slot_count[s] = 0
     prog.instr = NULL
+    prog.verdicts = 1
     # the tables are bytes constants of _layout: they live as long as the process
     table = _layout.CHAIN
     prog.chain = <const uint8_t *>table

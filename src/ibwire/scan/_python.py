@@ -181,12 +181,18 @@ def _transport(r: _Row, bth: int, icrc: int) -> None:
     r["payload.length"] = icrc - cursor - pad
 
 
-def _verdicts(r: _Row, span: IcrcSpan) -> None:
-    """The CRC columns of a row."""
-    v = _verdict(r.frame, span)
-    for name, ok, wire in (("icrc", v.icrc_ok, v.icrc_wire), ("vcrc", v.vcrc_ok, v.vcrc_wire)):
-        if ok is not None:
-            r[name + "_ok"], r[name] = ok, wire
+def _verdicts(r: _Row, span: IcrcSpan, compute: bool) -> None:
+    """The CRC columns of a row; without ``compute``, the CRCs as on the wire only."""
+    if compute:
+        v = _verdict(r.frame, span)
+        for name, ok, wire in (("icrc", v.icrc_ok, v.icrc_wire),
+                               ("vcrc", v.vcrc_ok, v.vcrc_wire)):
+            if ok is not None:
+                r[name + "_ok"], r[name] = ok, wire
+    else:
+        for name, at, size in (("icrc", span.icrc, 4), ("vcrc", span.vcrc, 2)):
+            if at >= 0:
+                r[name] = int.from_bytes(r.frame[at:at + size], "little")
     r["offset.icrc"], r["offset.vcrc"] = span.icrc, span.vcrc
 
 
@@ -197,6 +203,7 @@ def scan_frames(buffer: Buffer, offsets: object, lengths: object, links: object,
     offs, lens, codes = frame_arrays(offsets, lengths, links)
     count = offs.size
     selected = program.select(fields)
+    compute = program.verdicts(fields)
     cols = program.empty_columns(count, selected)
     by_slot: dict[int, list[program.Column]] = {}
     for i in selected:
@@ -221,10 +228,10 @@ def scan_frames(buffer: Buffer, offsets: object, lengths: object, links: object,
             r["encapsulation"] = f.kind
             r.fault(f.code, f.site, f.offset)
             if f.span is not None:  # the fault leaves the CRCs placed: their verdicts
-                _verdicts(r, f.span)
+                _verdicts(r, f.span, compute)
             continue
         r["encapsulation"] = _KINDS[span.kind]
-        _verdicts(r, span)
+        _verdicts(r, span, compute)
         if span.bth >= 0:
             _transport(r, span.bth, span.icrc)
         else:

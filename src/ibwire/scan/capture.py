@@ -29,6 +29,7 @@ from ibwire.pcap.source import (
 )
 from ibwire.scan.batch import ScanBatch, make_batch, scan_index
 from ibwire.scan.feed import Feed, MappedFeed, StreamFeed, open_feed
+from ibwire.scan.program import Unverified
 
 Item = CaptureIndex | ScanBatch
 """A window's records: to be scanned, or scanned as they were walked."""
@@ -139,7 +140,8 @@ def _walker_rows(walker: Walker, buf: memoryview, start: int, final: bool, base:
 
 
 def scan_capture(source: Source, *, window: int = WINDOW, fields: object = None,
-                 threads: int = 2, release: bool = False) -> Iterator[ScanBatch]:
+                 threads: int = 2, release: bool = False, verdicts: bool = True
+                 ) -> Iterator[ScanBatch]:
     """Scan a capture (path, '-' for standard input, or a binary file object), one batch per
     window; ``fields`` picks the header-field columns (default all, see
     ``ibwire.scan.program.select``).
@@ -151,6 +153,7 @@ def scan_capture(source: Source, *, window: int = WINDOW, fields: object = None,
     on this one (the C loops run without the GIL); 1 does everything in the calling thread, as does a live
     capture (``ibwire.pcap.live``: each batch is handed out as soon as its records arrived).
 
+    Without ``verdicts``, the CRCs are read but not checked (``ibwire.scan.program.Unverified``).
     With ``release``, a mapped window's pages leave the process's memory once the next
     window is mapped (``ibwire.scan.feed.MappedFeed``): memory then holds about one window,
     and a batch's frames read later come from the page cache again, for callers that rarely
@@ -159,6 +162,8 @@ def scan_capture(source: Source, *, window: int = WINDOW, fields: object = None,
     A file that shrinks while it is scanned ends as a capture cut short (a last row whose
     error says so) when the scan finds it shorter before reading on, or raises CaptureError
     when bytes vanished under a window being read (``ibwire.pcap.filemap``)."""
+    if not verdicts:
+        fields = Unverified(fields)
     feed = open_feed(source, max(window, 1))
     if isinstance(feed, MappedFeed):
         feed.release = release

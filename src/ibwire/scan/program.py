@@ -223,9 +223,27 @@ def _select(fields: frozenset[str] | None) -> tuple[int, ...]:
                  if c.name in fields or SLOTS[c.slot].name in fields)
 
 
+@dataclass(frozen=True)
+class Unverified:
+    """``fields`` for the scanners with the CRC verdicts left out: the CRCs are placed and
+    read from the wire (``icrc``, ``vcrc``, their offsets) but not computed, and
+    ``icrc_ok``/``vcrc_ok`` are -1, as where there is none. For readers that do not look at
+    verdicts (``ibwire export`` without those columns): a tenth of a 1 KiB packet's scan."""
+
+    fields: object = None
+
+
+def verdicts(fields: object) -> bool:
+    """Whether a scan of ``fields`` computes the CRC verdicts (not :class:`Unverified`)."""
+    return not isinstance(fields, Unverified)
+
+
 def select(fields: object = None) -> tuple[int, ...]:
     """Indexes into :func:`columns` of the header-field columns wanted: all for None, else
-    the named keys (``"bth.psn"``) and every field of the named headers (``"reth"``)."""
+    the named keys (``"bth.psn"``) and every field of the named headers (``"reth"``); the
+    same for :class:`Unverified` ones."""
+    if isinstance(fields, Unverified):
+        fields = fields.fields
     if fields is None:
         return _select(None)
     if isinstance(fields, str):

@@ -48,6 +48,9 @@ typedef struct ibw_scan_prog {
     int32_t view_slot[IBW_SCAN_MAX_VIEWS];
     int32_t eth, vlan, ip, ipv6, udp, lrh, grh, bth, deth, mad, rmpp_slot;
     int32_t site_slot_base, site_padcnt;
+    /* 1: compute the CRC verdicts; 0: place the CRCs and read them from the wire only
+     * (icrc_ok and vcrc_ok -1), for readers that do not look at verdicts */
+    int32_t verdicts;
 } ibw_scan_prog;
 
 /* Output columns, count rows each; cols[i] is header-field column i. */

@@ -64,17 +64,19 @@ def _read_part(part: tuple[Chunk, tuple[str, ...], bool, Any]) -> Any:
 
     chunk, columns, other, streams = part
     name = capture_name(chunk.path)
+    every = columns == sch.selected_columns(None)
 
     def tables(labels: Any) -> list[Any]:
         source: Any = chunk.path
         if chunk.stop >= 0:
             source = io.BufferedReader(ChunkFile(chunk), 1 << 20)
         seen: list[int] = []
-        # the partition's rows are held whole: its tables may as well hold the batches'
-        # columns themselves (views) as copies of them
+        # the partition's rows are held whole: with every column, its tables may as well
+        # hold the batches' scanned columns themselves (views) as copies of nearly all of
+        # them; with some, copies keep only what was asked for
         got = [t for t, *_ in capture_tables(source, name, columns, labels, other,
                                              chunk.first_record, seen, threads=1,
-                                             window=WINDOW, views=True)]
+                                             window=WINDOW, views=every)]
         if chunk.stop >= 0:
             source.close()
             _verify_chunk(chunk, seen)

@@ -67,7 +67,10 @@ def veth_namespace() -> Iterator[Veth]:
                     ["sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"],
                     ["ip", "link", "add", veth.tx, "type", "veth", "peer", "name", veth.rx],
                     ["ip", "link", "set", veth.tx, "up"], ["ip", "link", "set", veth.rx, "up"]):
-            veth.run(*cmd, check=True)
+            done = veth.run(*cmd)
+            if done.returncode:
+                raise RuntimeError(f"in {veth.ns}: {' '.join(cmd)}: exit {done.returncode}: "
+                                   f"{done.stderr.strip() or done.stdout.strip()}")
         yield veth
     finally:
         subprocess.run(["ip", "netns", "del", veth.ns], check=False)

@@ -360,12 +360,13 @@ def capture_tables(source: Any, name: str, columns: tuple[str, ...], labels: Any
     of capture-level errors; ``threads`` and ``window`` as for ``scan_capture``;
     ``dictionaries`` and ``views`` as for ``schema.to_table``; ``verdicts``: whether the
     scan checks the CRCs (default: where ``columns`` hold the verdicts)."""
-    from ibwire.cli.shapes import CLASSIFY_KEYS, classify
     from ibwire.scan import scan_capture
     from ibwire.scan.capture import WINDOW
 
     wanted = tuple(dict.fromkeys((*sch.scan_fields(columns), *labels.fields)))
-    if other:
+    if other:  # what show's classification of other traffic reads (``_payload``)
+        from ibwire.cli.shapes import CLASSIFY_KEYS
+
         wanted = tuple(dict.fromkeys((*wanted, *CLASSIFY_KEYS)))
     if verdicts is None:
         verdicts = bool({"icrc_ok", "vcrc_ok"} & set(columns))
@@ -383,7 +384,7 @@ def capture_tables(source: Any, name: str, columns: tuple[str, ...], labels: Any
         keep = np.arange(len(batch)) if other else np.flatnonzero(cols["error"] != sch.NOT_IB)
         if not len(keep):
             continue
-        payload = _payload(batch, classify) if other else None
+        payload = _payload(batch) if other else None
         table = sch.to_table(batch, keep, name, conn, columns, payload, dictionaries, views)
         errors = int(np.count_nonzero((cols["error"][keep] != 0)
                                       & (cols["error"][keep] != sch.NOT_IB)))
@@ -394,11 +395,12 @@ def capture_tables(source: Any, name: str, columns: tuple[str, ...], labels: Any
         yield table, conn[keep], stamps, errors
 
 
-def _payload(batch: Any, classify: Any) -> np.ndarray:
+def _payload(batch: Any) -> np.ndarray:
     """``payload.length`` as ``show --json`` gives it for every row, other traffic too (the
     few rows show dissects, other traffic whose headers the columns cannot tell, dissected
     here the same way). An InfiniBand row's is the scanner's; only the other rows are
     classified (``classify`` works row by row)."""
+    from ibwire.cli.shapes import classify
     from ibwire.cli.show import _record
     from ibwire.inspect import inspect
 

@@ -63,8 +63,10 @@ def veth_namespace() -> Iterator[Veth]:
     veth = Veth(f"ibwire-test-{os.getpid()}")
     subprocess.run(["ip", "netns", "add", veth.ns], check=True)
     try:
-        for cmd in (["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"],
-                    ["sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"],
+        # /proc/sys written directly: sysctl lives in /sbin, which a PATH may leave out
+        ipv6_off = ("for k in ('all', 'default'): "
+                    "open(f'/proc/sys/net/ipv6/conf/{k}/disable_ipv6', 'w').write('1')")
+        for cmd in ([sys.executable, "-c", ipv6_off],
                     ["ip", "link", "add", veth.tx, "type", "veth", "peer", "name", veth.rx],
                     ["ip", "link", "set", veth.tx, "up"], ["ip", "link", "set", veth.rx, "up"]):
             done = veth.run(*cmd)

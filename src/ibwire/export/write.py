@@ -143,13 +143,10 @@ class _File:
             # again); without Arrow's own schema in the file, every reader, pyarrow too,
             # reads them as the strings they are in Parquet, with the schema's metadata
             plain = any(pa.types.is_dictionary(f.type) for f in self.schema)
-            # the system allocator hands freed encoding buffers back at once; Arrow's
-            # default pool keeps them for reuse (60 MB more at the peak of a big export)
             deltas = {n: "DELTA_BINARY_PACKED" for n in DELTAS if n in self.schema.names}
             writer = pq.ParquetWriter(self.tmp, self.schema, compression="zstd",
                                       use_dictionary=strings, write_statistics=stats,
-                                      column_encoding=deltas or None, store_schema=not plain,
-                                      memory_pool=pa.system_memory_pool())
+                                      column_encoding=deltas or None, store_schema=not plain)
             if plain and self.schema.metadata:
                 writer.add_key_value_metadata(
                     {k.decode(): v.decode() for k, v in self.schema.metadata.items()})

@@ -109,3 +109,25 @@ def test_text_columns_read_back_as_strings(tmp_path: Path) -> None:
     assert table.schema.metadata[b"ibwire.schema_version"] == sch.SCHEMA_VERSION.encode()
     assert [(f.name, f.type) for f in table.schema] == [(f.name, f.type) for f in expected]
     assert np.count_nonzero(np.array(table["encapsulation"].to_pylist()) != "other") > 0
+
+
+def test_standard_input_is_read_once(tmp_path: Path) -> None:
+    """A capture on standard input is exported in its one pass; one whose connections the
+    end renumbers would need a second read, and fails saying so (nothing left behind)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    def export(data: bytes, out: Path) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run([sys.executable, "-m", "ibwire.cli.main", "export", "--all",
+                               "-o", str(out), "-"], input=data, capture_output=True)
+
+    sample = ROOT / "captures" / "sample-rocev2.pcap"
+    done = export(sample.read_bytes(), tmp_path / "in")
+    assert done.returncode == 0, done.stderr
+    assert _exported(sample, tmp_path / "file") == pq.read_table(
+        tmp_path / "in" / "packets" / "-.parquet")["connection"].to_pylist()
+    done = export(_cnp_first(tmp_path).read_bytes(), tmp_path / "cnp")
+    assert done.returncode == 1 and b"takes a second read" in done.stderr, done.stderr
+    assert not [p for p in (tmp_path / "cnp").rglob("*") if p.is_file()]

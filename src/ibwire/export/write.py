@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ibwire.errors import IbwireError
+from ibwire.errors import IbwireError, UnsupportedError
 from ibwire.export import schema as sch
 
 ROW_GROUP = 1 << 16
@@ -307,6 +307,11 @@ def _write_rows(path: str, opts: Options, outcome: Outcome) -> Any:
 
     labeller = Labeller()
     if not _write_files(path, opts, outcome, labeller, WINDOW):
+        if not os.path.isfile(path):  # standard input: what was read is gone
+            raise UnsupportedError(
+                f"{path}: the end of the capture renumbered its connections (CNPs seen "
+                "before the one connection they belong to), which takes a second read; "
+                "export it from a file")
         assert labeller.labels is not None
         outcome.rows = outcome.error_rows = 0
         _write_files(path, opts, outcome, labeller.labels, WINDOW)

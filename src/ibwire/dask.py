@@ -58,7 +58,6 @@ def _read_part(part: tuple[Chunk, tuple[str, ...], bool, Any]) -> Any:
 
     import pyarrow as pa
 
-    from ibwire.analysis import WINDOW
     from ibwire.export.connections import Labeller
     from ibwire.export.write import capture_tables
 
@@ -76,7 +75,7 @@ def _read_part(part: tuple[Chunk, tuple[str, ...], bool, Any]) -> Any:
         # them; with some, copies keep only what was asked for
         got = [t for t, *_ in capture_tables(source, name, columns, labels, other,
                                              chunk.first_record, seen, threads=1,
-                                             window=WINDOW, views=every)]
+                                             views=every)]
         if chunk.stop >= 0:
             source.close()
             _verify_chunk(chunk, seen)

@@ -344,6 +344,16 @@ def streams_of(columns: tuple[np.ndarray, ...]) -> tuple[np.ndarray, list[np.nda
     return first, [order[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
+def group_numbers(columns: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Rows with equal values in every column, numbered: (first row of each group, in the
+    order the groups first appear; each row's group number, int32), by the same grouping
+    as :func:`streams_of`."""
+    first, order, starts = _streams.group_rows(columns)
+    group = np.empty(len(order), np.int32)
+    group[order] = np.repeat(np.arange(len(first), dtype=np.int32), np.diff(starts))
+    return first, group
+
+
 def _merge_cnps(into: Connection, cnps: Connection) -> None:
     """Fold a connection that holds only CNPs into the one they belong to."""
     a, b = into.observed, cnps.observed

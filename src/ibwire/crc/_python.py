@@ -339,16 +339,20 @@ def vcrc(frame: Buffer, link: str = "infiniband") -> int:
     return crc16(b[:s.vcrc])
 
 
-def _verdict(b: memoryview, s: IcrcSpan) -> CrcVerdict:
+def _verdict(b: memoryview, s: IcrcSpan, compute: bool = True) -> CrcVerdict:
+    """The CRCs ``s`` places, as on the wire, and (``compute``) checked (the C ``ibw_verify``;
+    without, ``ibw_place``: no verdict)."""
     icrc_ok = icrc_wire = icrc_computed = vcrc_ok = vcrc_wire = vcrc_computed = None
     if s.icrc >= 0:
-        icrc_computed = _icrc_of(b, s)
         icrc_wire = int.from_bytes(b[s.icrc:s.icrc + 4], "little")
-        icrc_ok = icrc_wire == icrc_computed
+        if compute:
+            icrc_computed = _icrc_of(b, s)
+            icrc_ok = icrc_wire == icrc_computed
     if s.vcrc >= 0:
-        vcrc_computed = crc16(b[:s.vcrc])
         vcrc_wire = int.from_bytes(b[s.vcrc:s.vcrc + 2], "little")
-        vcrc_ok = vcrc_wire == vcrc_computed
+        if compute:
+            vcrc_computed = crc16(b[:s.vcrc])
+            vcrc_ok = vcrc_wire == vcrc_computed
     return CrcVerdict(icrc_ok, vcrc_ok, icrc_wire, icrc_computed, vcrc_wire, vcrc_computed)
 
 

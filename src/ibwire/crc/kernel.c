@@ -362,7 +362,7 @@ static inline uint32_t le32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-int ibw_verify(const uint8_t *p, int64_t n, int link, ibw_span *s, ibw_check *c)
+int ibw_place(const uint8_t *p, int64_t n, int link, ibw_span *s, ibw_check *c)
 {
     c->icrc_ok = c->vcrc_ok = -1;
     c->icrc_wire = c->icrc_computed = 0;
@@ -371,14 +371,22 @@ int ibw_verify(const uint8_t *p, int64_t n, int link, ibw_span *s, ibw_check *c)
     c->kind = (uint8_t)s->kind;
     if (c->error != IBW_OK && s->icrc < 0 && s->vcrc < 0)
         return c->error; /* the fault leaves no CRC placed */
+    if (s->icrc >= 0)
+        c->icrc_wire = le32(p + s->icrc);
+    if (s->vcrc >= 0)
+        c->vcrc_wire = (uint16_t)(p[s->vcrc] | p[s->vcrc + 1] << 8);
+    return c->error;
+}
+
+int ibw_verify(const uint8_t *p, int64_t n, int link, ibw_span *s, ibw_check *c)
+{
+    ibw_place(p, n, link, s, c); /* a fault that places no CRC leaves both < 0 */
     if (s->icrc >= 0) {
         c->icrc_computed = ibw_icrc_of(p, s);
-        c->icrc_wire = le32(p + s->icrc);
         c->icrc_ok = c->icrc_computed == c->icrc_wire;
     }
     if (s->vcrc >= 0) {
         c->vcrc_computed = ibw_vcrc_of(p, s);
-        c->vcrc_wire = (uint16_t)(p[s->vcrc] | p[s->vcrc + 1] << 8);
         c->vcrc_ok = c->vcrc_computed == c->vcrc_wire;
     }
     return c->error;

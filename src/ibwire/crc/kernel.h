@@ -138,7 +138,10 @@ int ibw_locate(const uint8_t *p, int64_t n, int link, ibw_span *s);
 /* CRC values for a span that ibw_locate accepted (icrc >= 0, resp. vcrc >= 0). */
 uint32_t ibw_icrc_of(const uint8_t *p, const ibw_span *s);
 uint16_t ibw_vcrc_of(const uint8_t *p, const ibw_span *s);
-/* locate + both checks, also of the CRCs a fault leaves placed; returns c->error. */
+/* locate + the CRCs as on the wire (c->icrc_wire, c->vcrc_wire), also those a fault leaves
+ * placed, without checking them (verdicts -1); returns c->error. */
+int ibw_place(const uint8_t *p, int64_t n, int link, ibw_span *s, ibw_check *c);
+/* ibw_place + both checks; returns c->error. */
 int ibw_verify(const uint8_t *p, int64_t n, int link, ibw_span *s, ibw_check *c);
 /* locate + write the ICRC (and the VCRC after it) in place; returns s->error. placed: also
  * write the CRCs that a fault leaves placed (else a fault writes nothing). */

@@ -48,22 +48,12 @@ def strings(texts: Sequence[str]) -> Any:
                                  [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))])
 
 
-def groups(columns: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """Rows equal in every column (uint64 arrays) grouped by hashing (the C twin of
-    ``ibwire.analysis._streams``): the first row of each group, in the order they first
-    appear, and each row's group number."""
-    from ibwire._twins import load_twin
-
-    streams, _ = load_twin("ibwire.analysis._streams", "ibwire.analysis._streams_python")
-    first, order, starts = streams.group_rows(columns)
-    group = np.empty(len(order), np.int32)
-    group[order] = np.repeat(np.arange(len(first), dtype=np.int32), np.diff(starts))
-    return first, group
-
-
 def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct values of a column (unsigned numbers, or rows of 16 bytes) in the order
-    they first appear, and each row's index among them (int32)."""
+    they first appear, and each row's index among them (int32), hashed by the analysis's
+    row grouping (``ibwire.analysis.connections.group_numbers``)."""
+    from ibwire.analysis.connections import group_numbers
+
     if values.ndim == 2:
         words = np.ascontiguousarray(values, np.uint8).view(np.uint64)
         keys = tuple(words[:, i] for i in range(words.shape[1]))
@@ -71,7 +61,7 @@ def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         keys = (values.astype(np.uint64, copy=False),)
     if not len(values):
         return values[:0], np.zeros(0, np.int32)
-    first, group = groups(keys)
+    first, group = group_numbers(keys)
     return values[first], group
 
 

@@ -13,11 +13,11 @@ packets.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from ibwire.analysis import SCAN_FIELDS, Analysis, batches, report
+from ibwire.analysis import SCAN_FIELDS, WINDOW, Analysis, batches, report
 from ibwire.analysis.cnp_check import CnpCheck
 from ibwire.analysis.connections import Connections, stream_keys, streams_of
 from ibwire.pcap.source import Source
@@ -29,8 +29,10 @@ class Labels:
 
     streams: dict[tuple[int, ...], int]
     analysis: Analysis
-    #: Scanner columns ``of`` needs besides the export's (its ``scan_fields`` has them).
+    #: Scanner columns ``of`` needs besides the export's (its ``scan_fields`` has them),
+    #: and the window its batches are cut by (any: the numbers do not depend on it).
     fields = ()
+    window: ClassVar[int | None] = None
 
     def of(self, batch: Any) -> np.ndarray:
         """The connection of every row of a scanned batch (-1: none)."""
@@ -55,6 +57,7 @@ class Labeller:
     #: Scanner columns ``of`` needs: the analysis's. Its batches must be cut as the
     #: analysis cuts them (``ibwire.analysis.WINDOW``), so that it pairs streams alike.
     fields = SCAN_FIELDS
+    window = WINDOW
 
     def __init__(self, *, pmtu: int | None = None, cnp_scope: str = "qp",
                  cnp_interval_us: float = 4.0) -> None:

@@ -302,11 +302,10 @@ def _write_rows(path: str, opts: Options, outcome: Outcome) -> Any:
     """Write the rows, analysing the capture as they are read (one scan); returns its
     ``ibwire qp`` analysis. Where the end of the capture renumbers connections
     (``Labeller.finish``), the rows are written again with the final numbers."""
-    from ibwire.analysis import WINDOW
     from ibwire.export.connections import Labeller
 
     labeller = Labeller()
-    if not _write_files(path, opts, outcome, labeller, WINDOW):
+    if not _write_files(path, opts, outcome, labeller):
         if not os.path.isfile(path):  # standard input: what was read is gone
             raise UnsupportedError(
                 f"{path}: the end of the capture renumbered its connections (CNPs seen "
@@ -314,13 +313,12 @@ def _write_rows(path: str, opts: Options, outcome: Outcome) -> Any:
                 "export it from a file")
         assert labeller.labels is not None
         outcome.rows = outcome.error_rows = 0
-        _write_files(path, opts, outcome, labeller.labels, WINDOW)
+        _write_files(path, opts, outcome, labeller.labels)
     assert labeller.labels is not None
     return labeller.labels.analysis
 
 
-def _write_files(path: str, opts: Options, outcome: Outcome, labels: Any, window: int
-                 ) -> bool:
+def _write_files(path: str, opts: Options, outcome: Outcome, labels: Any) -> bool:
     """Write the capture's files with connections from ``labels`` (a ``Labels``, or a
     ``Labeller`` that analyses as it goes); False, and nothing written, where a
     ``Labeller``'s numbers did not stand."""
@@ -329,11 +327,10 @@ def _write_files(path: str, opts: Options, outcome: Outcome, labels: Any, window
     columns = sch.selected_columns(opts.fields)
     parts = _Partitions(opts, outcome.capture, columns)
     try:
-        # the verdicts: where the rows or ibwire qp's table (its bad_icrc findings) show them
-        verdicts = opts.qp or bool({"icrc_ok", "vcrc_ok"} & set(columns))
+        # ibwire qp's table shows the verdicts too (its bad_icrc findings)
         for table, conn, stamps, errors in capture_tables(
-                path, outcome.capture, columns, labels, opts.other, window=window,
-                dictionaries=parts.dictionaries, verdicts=verdicts):
+                path, outcome.capture, columns, labels, opts.other,
+                dictionaries=parts.dictionaries, verdicts=True if opts.qp else None):
             parts.add(table, conn, stamps)
             outcome.rows += table.num_rows
             outcome.error_rows += errors
@@ -353,13 +350,14 @@ Rows = tuple[Any, np.ndarray, np.ndarray, int]
 
 def capture_tables(source: Any, name: str, columns: tuple[str, ...], labels: Any,
                    other: bool, first_record: int = 0, seen: list[int] | None = None,
-                   threads: int = 2, window: int | None = None, dictionaries: bool = False,
-                   views: bool = False, verdicts: bool | None = None) -> Iterator[Rows]:
+                   threads: int = 2, dictionaries: bool = False, views: bool = False,
+                   verdicts: bool | None = None) -> Iterator[Rows]:
     """The rows of a capture (path or binary file) as tables, batch by batch: (table, each
     row's connection, its timestamp, how many rows have errors). ``labels`` numbers the
     connections (``ibwire.export.connections``); ``first_record`` is added to the record
     numbers (a chunk of a bigger capture); ``seen`` gets each batch's number of records and
-    of capture-level errors; ``threads`` and ``window`` as for ``scan_capture``;
+    of capture-level errors; ``threads`` as for ``scan_capture``, batches cut by
+    ``labels.window``;
     ``dictionaries`` and ``views`` as for ``schema.to_table``; ``verdicts``: whether the
     scan checks the CRCs (default: where ``columns`` hold the verdicts)."""
     from ibwire.scan import scan_capture
@@ -372,7 +370,8 @@ def capture_tables(source: Any, name: str, columns: tuple[str, ...], labels: Any
         wanted = tuple(dict.fromkeys((*wanted, *CLASSIFY_KEYS)))
     if verdicts is None:
         verdicts = bool({"icrc_ok", "vcrc_ok"} & set(columns))
-    batches = scan_capture(source, fields=wanted, threads=threads, window=window or WINDOW,
+    batches = scan_capture(source, fields=wanted, threads=threads,
+                           window=labels.window or WINDOW,
                            release=True,  # frames are read only for a few rows
                            verdicts=verdicts)
     while (batch := next(batches, None)) is not None:

@@ -183,16 +183,12 @@ def _transport(r: _Row, bth: int, icrc: int) -> None:
 
 def _verdicts(r: _Row, span: IcrcSpan, compute: bool) -> None:
     """The CRC columns of a row; without ``compute``, the CRCs as on the wire only."""
-    if compute:
-        v = _verdict(r.frame, span)
-        for name, ok, wire in (("icrc", v.icrc_ok, v.icrc_wire),
-                               ("vcrc", v.vcrc_ok, v.vcrc_wire)):
-            if ok is not None:
-                r[name + "_ok"], r[name] = ok, wire
-    else:
-        for name, at, size in (("icrc", span.icrc, 4), ("vcrc", span.vcrc, 2)):
-            if at >= 0:
-                r[name] = int.from_bytes(r.frame[at:at + size], "little")
+    v = _verdict(r.frame, span, compute)
+    for name, ok, wire in (("icrc", v.icrc_ok, v.icrc_wire), ("vcrc", v.vcrc_ok, v.vcrc_wire)):
+        if wire is not None:
+            r[name] = wire
+        if ok is not None:
+            r[name + "_ok"] = ok
     r["offset.icrc"], r["offset.vcrc"] = span.icrc, span.vcrc
 
 

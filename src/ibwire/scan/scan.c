@@ -246,22 +246,6 @@ static inline void verdicts(const ibw_scan_out *out, int64_t i, const ibw_span *
     out->off_vcrc[i] = (int32_t)s->vcrc;
 }
 
-/* ibw_verify without computing the CRCs: placed and read from the wire, no verdict (-1). */
-static inline int placed(const uint8_t *p, int64_t n, int link, ibw_span *s, ibw_check *c)
-{
-    c->icrc_ok = c->vcrc_ok = -1;
-    c->icrc_wire = c->icrc_computed = 0;
-    c->vcrc_wire = c->vcrc_computed = 0;
-    c->error = (uint8_t)ibw_locate(p, n, link, s);
-    c->kind = (uint8_t)s->kind;
-    if (s->icrc >= 0)
-        c->icrc_wire = (uint32_t)p[s->icrc] | (uint32_t)p[s->icrc + 1] << 8
-                       | (uint32_t)p[s->icrc + 2] << 16 | (uint32_t)p[s->icrc + 3] << 24;
-    if (s->vcrc >= 0)
-        c->vcrc_wire = (uint16_t)(p[s->vcrc] | p[s->vcrc + 1] << 8);
-    return c->error;
-}
-
 /* One frame into row i; network 0: not the link and network columns (only verdicts and the
  * transport walk, which can fail). */
 static inline void scan_frame(const ibw_scan_prog *prog, const ibw_scan_out *out, int64_t i,
@@ -274,7 +258,7 @@ static inline void scan_frame(const ibw_scan_prog *prog, const ibw_scan_out *out
     if (prog->verdicts)
         ibw_verify(p, n, link, &s, &c);
     else
-        placed(p, n, link, &s, &c);
+        ibw_place(p, n, link, &s, &c);
     out->encapsulation[i] = c.kind;
     if (c.error != IBW_OK) {
         fault(out, i, c.error, s.site, s.where);

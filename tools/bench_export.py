@@ -27,6 +27,7 @@ the work's split allows when the two cores are free.
 
 Usage: python tools/bench_export.py [--dir /tmp/ibwire-bench] [--packets 1000000]
        [--big-gb 2] [--dask-files 4] [--dask-packets 200000] [--repeat 1] [--no-tshark]
+       [--also CAPTURE ...]
 """
 
 from __future__ import annotations
@@ -160,6 +161,37 @@ def dask_seconds(files: list[Path], workers: int) -> tuple[float, int, float]:
     return float(secs), int(rows), float(busiest)
 
 
+def records_of(path: Path) -> int:
+    from ibwire.scan import scan_capture
+
+    return sum(len(batch) for batch in scan_capture(str(path), fields=()))
+
+
+def compare(f: str, packets: int, repeat: int, no_tshark: bool, extra: list[str]) -> None:
+    """The export rows of the table, and tshark's, for capture ``f``."""
+    rows = [
+        ("export parquet", best(lambda out: [*IBWIRE, "export", *extra, "-o", out, f],
+                                repeat)),
+        ("export --fields", best(lambda out: [*IBWIRE, "export", *extra, "--fields",
+                                              EXPORT_FIELDS, "-o", out, f], repeat)),
+        ("export csv", best(lambda out: [*IBWIRE, "export", *extra, "--format", "csv",
+                                         "--fields", EXPORT_FIELDS, "-o", out, f], repeat)),
+    ]
+    if not no_tshark and shutil.which("tshark"):
+        argv = ["tshark", "-r", f, "-T", "fields", "-E", "separator=,", "-E", "header=y"]
+        for name in TSHARK_FIELDS:
+            argv += ["-e", name]
+        rows.append(("tshark -T fields", best(lambda out: argv, repeat, stdout_of=True)))
+    tshark = rows[-1][1] if rows[-1][0].startswith("tshark") else None
+    print(f"{'what':<18} {'packets':>9} {'wall s':>8} {'packets/s':>11} {'vs tshark':>9} "
+          f"{'CPU s':>8} {'vs tshark':>9}")
+    for name, (secs, cpu) in rows:
+        ratio = f"{tshark[0] / secs:>8.1f}x" if tshark else f"{'-':>9}"
+        cpu_ratio = f"{tshark[1] / cpu:>8.1f}x" if tshark else f"{'-':>9}"
+        print(f"{name:<18} {packets:>9} {secs:>8.2f} {packets / secs:>11,.0f} "
+              f"{ratio} {cpu:>8.2f} {cpu_ratio}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", default="/tmp/ibwire-bench", type=Path)
@@ -169,30 +201,16 @@ def main() -> int:
     ap.add_argument("--dask-packets", type=int, default=200_000)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--no-tshark", action="store_true")
+    ap.add_argument("--also", type=Path, nargs="*", default=[],
+                    help="more captures to compare on (every record: --all), e.g. "
+                         "tools/bench_scan.py's every-kind and native IB ERF ones")
     args = ap.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
     capture = ensure(args.dir / f"qp-{args.packets}-8.pcap", args.packets, 8)
-    f = str(capture)
-    rows = [
-        ("export parquet", best(lambda out: [*IBWIRE, "export", "-o", out, f], args.repeat)),
-        ("export --fields", best(lambda out: [*IBWIRE, "export", "--fields", EXPORT_FIELDS,
-                                              "-o", out, f], args.repeat)),
-        ("export csv", best(lambda out: [*IBWIRE, "export", "--format", "csv", "--fields",
-                                         EXPORT_FIELDS, "-o", out, f], args.repeat)),
-    ]
-    if not args.no_tshark and shutil.which("tshark"):
-        argv = ["tshark", "-r", f, "-T", "fields", "-E", "separator=,", "-E", "header=y"]
-        for name in TSHARK_FIELDS:
-            argv += ["-e", name]
-        rows.append(("tshark -T fields", best(lambda out: argv, args.repeat, stdout_of=True)))
-    tshark = rows[-1][1] if rows[-1][0].startswith("tshark") else None
-    print(f"{'what':<18} {'packets':>9} {'wall s':>8} {'packets/s':>11} {'vs tshark':>9} "
-          f"{'CPU s':>8} {'vs tshark':>9}")
-    for name, (secs, cpu) in rows:
-        ratio = f"{tshark[0] / secs:>8.1f}x" if tshark else f"{'-':>9}"
-        cpu_ratio = f"{tshark[1] / cpu:>8.1f}x" if tshark else f"{'-':>9}"
-        print(f"{name:<18} {args.packets:>9} {secs:>8.2f} {args.packets / secs:>11,.0f} "
-              f"{ratio} {cpu:>8.2f} {cpu_ratio}")
+    compare(str(capture), args.packets, args.repeat, args.no_tshark, [])
+    for other in args.also:  # every record exported (--all), as tshark writes a line for each
+        print(f"\n{other.name}")
+        compare(str(other), records_of(other), args.repeat, args.no_tshark, ["--all"])
     print()
     big_source = ensure(args.dir / "qp-4000000-8.pcap", 4_000_000, 8)
     big = first_gb(big_source, args.dir / f"qp-first-{args.big_gb:g}gb.pcap", args.big_gb)

@@ -1,6 +1,8 @@
 /* ibwire pcap layer: runs of pcapng Enhanced Packet Blocks; see pcapng_walk.h. */
 #include "pcapng_walk.h"
 
+#include "ahead.h"
+
 #include <string.h>
 
 static inline uint32_t rd32(const uint8_t *p, int swapped)
@@ -35,9 +37,10 @@ int64_t ibw_pcapng_epbs(const uint8_t *buf, int64_t pos, int64_t end, int swappe
                         int64_t cap, int64_t *offs, int64_t *caplen, uint32_t *orig_len,
                         int64_t *ts, uint32_t *iface, int64_t *next)
 {
-    int64_t rows = 0;
+    int64_t rows = 0, line = pos;
     while (rows < cap && end - pos >= 32) {
         const uint8_t *b = buf + pos;
+        ibw_ahead(buf, &line, pos, end);
         uint32_t len = rd32(b + 4, swapped);
         if (rd32(b, swapped) != PCAPNG_EPB || len < 32 || (len & 3) || len > max_len
             || (int64_t)len > end - pos || rd32(b + len - 4, swapped) != len)

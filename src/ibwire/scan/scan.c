@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "ahead.h"
 #include "kernel.h"
 
 #define ETHERNET_LEN 14
@@ -280,6 +281,10 @@ void ibw_scan(const uint8_t *buf, int64_t buflen, const int64_t *offs, const int
               const ibw_scan_out *out)
 {
     for (int64_t i = 0; i < count; i++) {
+        int64_t k = i + IBW_AHEAD_FRAMES;
+        if (k < count && offs[k] >= 0 && lens[k] >= 0 && offs[k] <= buflen
+            && lens[k] <= buflen - offs[k])
+            ibw_ahead_frame(buf + offs[k], lens[k]);
         defaults(out, i);
         int link = links[i];
         int64_t off = offs[i], n = lens[i];
@@ -336,10 +341,11 @@ static int64_t pcap_walk(const uint8_t *buf, int64_t pos, int64_t end, int swapp
                          int *status, int link, const ibw_scan_prog *prog,
                          const ibw_scan_out *out)
 {
-    int64_t rows = 0;
+    int64_t rows = 0, line = pos;
     *status = 0;
     while (rows < cap && end - pos >= 16) {
         const uint8_t *h = buf + pos;
+        ibw_ahead(buf, &line, pos, end);
         int64_t len = record_caplen(buf, pos, end, swapped, max_caplen, status);
         if (len < 0)
             break;
@@ -349,9 +355,6 @@ static int64_t pcap_walk(const uint8_t *buf, int64_t pos, int64_t end, int swapp
         ts[rows] = (int64_t)rd32(h, swapped) * 1000000000 + (int64_t)rd32(h + 4, swapped) * fraction_ns;
         pos += 16 + len;
         if (out != NULL) {
-            /* the next header's cache miss overlaps the checks of this frame */
-            if (end - pos >= 16)
-                __builtin_prefetch(buf + pos);
             defaults(out, rows);
             if (link >= IBW_LINK_COUNT)
                 out->error[rows] = IBW_NOT_IB;
@@ -478,18 +481,17 @@ int64_t ibw_check_pcap(const uint8_t *buf, int64_t pos, int64_t end, int swapped
 {
     counter k;
     counter_init(&k, prog, sll);
-    int64_t listed = 0, first = tally->records + 1;
+    int64_t listed = 0, first = tally->records + 1, line = pos;
     *status = 0;
     while (listed < cap_flagged && end - pos >= 16) {
         const uint8_t *h = buf + pos;
+        ibw_ahead(buf, &line, pos, end);
         int64_t len = record_caplen(buf, pos, end, swapped, max_caplen, status);
         if (len < 0)
             break;
         uint32_t orig = rd32(h + 12, swapped);
         int64_t data = pos + 16;
         pos = data + len;
-        if (end - pos >= 16)
-            __builtin_prefetch(buf + pos);
         int failed = count_record(&k, tally, h + 16, len, link.header, link.code);
         if (failed || (uint64_t)len > orig || (snaplen > 0 && (uint64_t)len > snaplen)) {
             flagged[2 * listed] = tally->records - first;
@@ -533,13 +535,14 @@ int64_t ibw_check_pcapng(const uint8_t *buf, int64_t pos, int64_t end, int swapp
 {
     counter k;
     counter_init(&k, prog, sll);
-    int64_t listed = 0, first = tally->records + 1;
+    int64_t listed = 0, first = tally->records + 1, line = pos;
     *status = 0;
     while (pos < end) {
         if (listed >= cap_flagged) {
             *status = 1;
             break;
         }
+        ibw_ahead(buf, &line, pos, end);
         int64_t len = epb_length(buf, pos, end, swapped, max_len, status);
         if (len == 0)
             break;
@@ -549,8 +552,6 @@ int64_t ibw_check_pcapng(const uint8_t *buf, int64_t pos, int64_t end, int swapp
         if ((int64_t)id >= n_iface || ifaces[id].header < 0 || cap_len > orig
             || (ifaces[id].snaplen && cap_len > ifaces[id].snaplen))
             break;
-        if (end - pos - len >= 32)
-            __builtin_prefetch(b + len);
         if (count_record(&k, tally, b + 28, cap_len, ifaces[id].header, ifaces[id].code)) {
             flagged[2 * listed] = tally->records - first;
             flagged[2 * listed + 1] = pos;

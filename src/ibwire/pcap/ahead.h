@@ -1,0 +1,40 @@
+/* ibwire: reading a capture front to back without waiting on memory at every record.
+ *
+ * A walk of records is a chain of dependent loads: the next record's place is known only
+ * once this record's length is read. When records are far apart (RoCE WRITEs of 1 KiB and
+ * more), every step is a cache miss that the hardware prefetchers do not hide, about
+ * 130 ns a record on an EPYC VM against 35 ns when every cache line up to 2 KiB ahead of the
+ * walk is asked for in advance (tools/bench_scan.py). A prefetch never faults: where the
+ * pages ahead are not mapped yet, it costs nothing and does nothing. */
+#ifndef IBWIRE_AHEAD_H
+#define IBWIRE_AHEAD_H
+
+#include <stdint.h>
+
+#define IBW_AHEAD_BYTES 2048
+#define IBW_LINE 64
+/* How many frames ahead of a walk by offsets its frames are asked for. */
+#define IBW_AHEAD_FRAMES 4
+
+/* Ask for every cache line of buf from *line up to pos + IBW_AHEAD_BYTES (not past end);
+ * *line starts at the walk's first position and only moves forward. */
+static inline void ibw_ahead(const uint8_t *buf, int64_t *line, int64_t pos, int64_t end)
+{
+    int64_t want = pos + IBW_AHEAD_BYTES < end ? pos + IBW_AHEAD_BYTES : end;
+    int64_t l = *line;
+    for (; l < want; l += IBW_LINE)
+        __builtin_prefetch(buf + l);
+    *line = l;
+}
+
+/* The same for a walk whose records' places are known (an index of offsets): the first two
+ * cache lines of a frame (the headers) and its last (the ICRC). Bounds are the caller's. */
+static inline void ibw_ahead_frame(const uint8_t *frame, int64_t n)
+{
+    __builtin_prefetch(frame);
+    __builtin_prefetch(frame + IBW_LINE);
+    if (n > 4)
+        __builtin_prefetch(frame + n - 4);
+}
+
+#endif

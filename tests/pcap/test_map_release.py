@@ -67,3 +67,32 @@ def test_a_releasing_scan_gives_the_same_batches_and_frames(tmp_path: Path,
     assert released == scanned(False)
     assert [f[-4:] for _, frames in released for f in frames] == [
         k.to_bytes(4, "big") for k in range(6000)]
+
+
+def test_a_releasing_walk_lets_go_of_the_pages_it_passed(tmp_path: Path,
+                                                         filemap_twin: str) -> None:
+    """A window bigger than ``LET_GO_EVERY``: once it is walked, at most the last stretch of
+    it is still in the process (C maps), and its frames read the same as without release;
+    windows read into memory (the Python twin) are never let go of (that would zero them)."""
+    from ibwire.scan import feed
+
+    path = tmp_path / "big.pcap"
+    count = 4 * feed.LET_GO_EVERY // len(FRAME)
+    with PcapWriter(path, 1, nanoseconds=True) as writer:
+        for k in range(count):
+            writer.write(FRAME[:-4] + k.to_bytes(4, "big"), T0 + k)
+    window = 4 * feed.LET_GO_EVERY
+
+    def frames(release: bool) -> list[bytes]:
+        out: list[bytes] = []
+        for batch in scan_capture(path, window=window, fields=("ip.src",), threads=1,
+                                  release=release):
+            if release and filemap_twin == "c" and len(batch) > count // 2:
+                rss = _resident_kib(np.frombuffer(batch.buffer, np.uint8).ctypes.data)
+                assert rss * 1024 <= feed.LET_GO_EVERY + (64 << 10)  # (the lines asked ahead)
+            out.extend(bytes(batch.frame(r)) for r in range(len(batch)))
+        return out
+
+    released = frames(True)
+    assert [f[-4:] for f in released] == [k.to_bytes(4, "big") for k in range(count)]
+    assert released == frames(False)

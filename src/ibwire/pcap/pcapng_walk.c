@@ -1,7 +1,7 @@
 /* ibwire pcap layer: runs of pcapng Enhanced Packet Blocks; see pcapng_walk.h. */
 #include "pcapng_walk.h"
 
-#include "ahead.h"
+#include "sequential.h"
 
 #include <string.h>
 

@@ -35,7 +35,7 @@ cdef extern from "scan.h" nogil:
                           int64_t fraction_ns, uint32_t max_caplen, int64_t cap, int link,
                           const ibw_scan_prog *prog, const ibw_scan_out *out, int64_t *offs,
                           int64_t *caplen, uint32_t *orig_len, int64_t *ts, int64_t *next,
-                          int *status)
+                          int *status, int64_t release_every)
 
 
 ibw_init()
@@ -163,14 +163,19 @@ def pcap_records(buffer, Py_ssize_t pos, Py_ssize_t end, bint swapped, int64_t f
 
 
 def scan_pcap(buffer, Py_ssize_t pos, Py_ssize_t end, bint swapped, int64_t fraction_ns,
-              uint32_t max_caplen, Py_ssize_t cap, int link, fields=None):
+              uint32_t max_caplen, Py_ssize_t cap, int link, fields=None,
+              int64_t release_every=0):
     """``pcap_records`` and ``scan_frames`` in one pass over the records (frames starting at
-    ``link``): the same six values, then the columns."""
-    return _walk(buffer, pos, end, swapped, fraction_ns, max_caplen, cap, link, fields)
+    ``link``): the same six values, then the columns. ``release_every`` > 0: ``buffer`` is
+    a read-only map of a file, whose pages the walk lets go of (``madvise``
+    MADV_DONTNEED) every that many bytes it passes: they stay in the page cache, and a
+    later read of them faults them in again."""
+    return _walk(buffer, pos, end, swapped, fraction_ns, max_caplen, cap, link, fields,
+                 release_every)
 
 
 def _walk(buffer, Py_ssize_t pos, Py_ssize_t end, bint swapped, int64_t fraction_ns,
-          uint32_t max_caplen, Py_ssize_t cap, int link, fields):
+          uint32_t max_caplen, Py_ssize_t cap, int link, fields, int64_t release_every=0):
     cdef Py_buffer view
     cdef int64_t next_pos = pos, rows = 0
     cdef int status = 0
@@ -205,7 +210,7 @@ def _walk(buffer, Py_ssize_t pos, Py_ssize_t end, bint swapped, int64_t fraction
         with nogil:
             rows = ibw_scan_pcap(<const uint8_t *>view.buf, pos, end, swapped, fraction_ns,
                                  max_caplen, cap, link, &program.prog, &out, p_offs, p_caplen,
-                                 p_orig, p_ts, &next_pos, &status)
+                                 p_orig, p_ts, &next_pos, &status, release_every)
     finally:
         PyBuffer_Release(&view)
         free(pointers)

@@ -268,10 +268,11 @@ def pcap_records(buffer: Buffer, pos: int, end: int, swapped: bool, fraction_ns:
 
 
 def scan_pcap(buffer: Buffer, pos: int, end: int, swapped: bool, fraction_ns: int,
-              max_caplen: int, cap: int, link: int, fields: object = None
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, int,
-                         dict[str, np.ndarray]]:
-    """``pcap_records`` and ``scan_frames`` in one pass over the records (see the C twin)."""
+              max_caplen: int, cap: int, link: int, fields: object = None,
+              release_every: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                               np.ndarray, int, int, dict[str, np.ndarray]]:
+    """``pcap_records`` and ``scan_frames`` in one pass over the records (see the C twin;
+    ``release_every``, which only bounds the C walk's memory, is not needed here)."""
     offs, caplen, orig, ts, stop, status = pcap_records(buffer, pos, end, swapped,
                                                         fraction_ns, max_caplen, cap)
     cols = scan_frames(buffer, offs, caplen, np.full(len(offs), link, np.uint8), fields)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -66,11 +68,12 @@ class _RowGuess:
 
 
 def _pcap_rows(walker: PcapWalker, buf: memoryview, start: int, final: bool, base: int,
-               record: int, fields: object, guess: _RowGuess
+               record: int, fields: object, guess: _RowGuess, let_go: int = 0
                ) -> tuple[list[Item], int, int, bool]:
     """Classic pcap records of one window through the fast path; (items, resume, want,
     finished) as the streaming walkers report them. Frames that start right at the record
-    (Ethernet, raw IP, LRH, or a link ibwire does not read) are scanned as they are walked."""
+    (Ethernet, raw IP, LRH, or a link ibwire does not read) are scanned as they are walked,
+    letting the pages passed go every ``let_go`` bytes (``MappedFeed.let_go_every``)."""
     from ibwire.scan import pcap_records, scan_pcap
 
     header = walker.header
@@ -79,7 +82,8 @@ def _pcap_rows(walker: PcapWalker, buf: memoryview, start: int, final: bool, bas
     if header_kind(header.linktype) is None:
         offs, caplen, orig, ts, stop, status, cols = scan_pcap(
             buf, start, len(buf), swapped, walker.fraction_ns, MAX_CAPLEN,
-            guess.rows(len(buf) - start), LINK_OTHER if code is None else code, fields)
+            guess.rows(len(buf) - start), LINK_OTHER if code is None else code, fields,
+            let_go)
         guess.saw(len(offs), stop - start)
         tail, want, finished = pcap_stop(walker, buf, stop, status, final, base)
         warnings = caplen_warnings(caplen, orig, header.snaplen, offs, base)
@@ -224,14 +228,17 @@ def _items(feed: Feed, window: int, fields: object, ramp: bool = True
         buf, base, final = feed.window(0, need)
     feed.check(0)
     walker, pos, _header = started
-    rows_of = _pcap_rows if isinstance(walker, PcapWalker) else _walker_rows
+    rows_of: Any = _walker_rows
+    if isinstance(walker, PcapWalker):
+        let_go = feed.let_go_every() if isinstance(feed, MappedFeed) else 0
+        rows_of = partial(_pcap_rows, let_go=let_go)
     record, need, finished = 0, 0, False
     guess = _RowGuess(ramp)
     while True:
         feed.record = record
         buf, base, at_end = feed.window(pos, need)
         final = at_end and feed.error is None
-        items, resume, want, finished = rows_of(walker, buf, pos - base, final, base,  # type: ignore[operator]
+        items, resume, want, finished = rows_of(walker, buf, pos - base, final, base,
                                                 record, fields, guess)
         feed.check(record)  # the walk read zeros where the file's bytes vanished
         guess.grow()

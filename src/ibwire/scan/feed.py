@@ -18,7 +18,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 from ibwire.errors import CaptureError, IbwireError
-from ibwire.pcap.filemap import faulted, map_window, shrunk_error, vanished_error
+from ibwire.pcap.filemap import faulted, map_window, maps, shrunk_error, vanished_error
 from ibwire.pcap.gunzip import GZIP_MAGIC, GunzipStream, PrefixedStream, read_upto
 
 if TYPE_CHECKING:
@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 
 PIPE_READ = 1 << 20
+#: How far a walk of a mapped window goes between two lets-go of the pages behind it
+#: (``MappedFeed.let_go_every``).
+LET_GO_EVERY = 4 << 20
 """The most a live capture's pipe holds (Linux's default /proc/sys/fs/pipe-max-size)."""
 
 
@@ -63,6 +66,13 @@ class MappedFeed:
         self.maps: list[tuple[weakref.ref[Any], int]] = []
         """The maps handed out that may still be read (a batch holds a view of one), with
         where each ends in the file."""
+
+    def let_go_every(self) -> int:
+        """With ``release``, the bytes after which a walk of a window lets the pages it
+        passed go (``ibwire.scan.scan_pcap``'s ``release_every``), so that memory holds a
+        few MiB of the window, not all of it; 0 where windows are not maps (the pure-Python
+        twin reads them into memory)."""
+        return LET_GO_EVERY if self.release and maps() else 0
 
     def window(self, pos: int, need: int) -> tuple[memoryview, int, bool]:
         if self.release and self.map is not None:

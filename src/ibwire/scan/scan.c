@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "ahead.h"
+#include "sequential.h"
 #include "kernel.h"
 
 #define ETHERNET_LEN 14
@@ -339,13 +339,14 @@ static int64_t pcap_walk(const uint8_t *buf, int64_t pos, int64_t end, int swapp
                          int64_t fraction_ns, uint32_t max_caplen, int64_t cap, int64_t *offs,
                          int64_t *caplen, uint32_t *orig_len, int64_t *ts, int64_t *next,
                          int *status, int link, const ibw_scan_prog *prog,
-                         const ibw_scan_out *out)
+                         const ibw_scan_out *out, int64_t release_every)
 {
-    int64_t rows = 0, line = pos;
+    int64_t rows = 0, line = pos, released = pos;
     *status = 0;
     while (rows < cap && end - pos >= 16) {
         const uint8_t *h = buf + pos;
         ibw_ahead(buf, &line, pos, end);
+        ibw_let_go(buf, &released, pos, release_every);
         int64_t len = record_caplen(buf, pos, end, swapped, max_caplen, status);
         if (len < 0)
             break;
@@ -373,17 +374,17 @@ int64_t ibw_pcap_records(const uint8_t *buf, int64_t pos, int64_t end, int swapp
                          int *status)
 {
     return pcap_walk(buf, pos, end, swapped, fraction_ns, max_caplen, cap, offs, caplen,
-                     orig_len, ts, next, status, IBW_SCAN_LINK_NONE, NULL, NULL);
+                     orig_len, ts, next, status, IBW_SCAN_LINK_NONE, NULL, NULL, 0);
 }
 
 int64_t ibw_scan_pcap(const uint8_t *buf, int64_t pos, int64_t end, int swapped,
                       int64_t fraction_ns, uint32_t max_caplen, int64_t cap, int link,
                       const ibw_scan_prog *prog, const ibw_scan_out *out, int64_t *offs,
                       int64_t *caplen, uint32_t *orig_len, int64_t *ts, int64_t *next,
-                      int *status)
+                      int *status, int64_t release_every)
 {
     return pcap_walk(buf, pos, end, swapped, fraction_ns, max_caplen, cap, offs, caplen,
-                     orig_len, ts, next, status, link, prog, out);
+                     orig_len, ts, next, status, link, prog, out, release_every);
 }
 
 /* One row of columns, for a scan that only counts. */

@@ -84,12 +84,13 @@ int64_t ibw_pcap_records(const uint8_t *buf, int64_t pos, int64_t end, int swapp
                          int *status);
 
 /* ibw_pcap_records and ibw_scan in one pass: each record is scanned as it is walked (frames
- * start at `link`), and the next record header is fetched while this frame is checked. */
+ * start at `link`), the lines ahead asked for (sequential.h); release_every > 0: buf is a
+ * read-only map of a file whose pages the walk lets go every that many bytes (ibw_let_go). */
 int64_t ibw_scan_pcap(const uint8_t *buf, int64_t pos, int64_t end, int swapped,
                       int64_t fraction_ns, uint32_t max_caplen, int64_t cap, int link,
                       const ibw_scan_prog *prog, const ibw_scan_out *out, int64_t *offs,
                       int64_t *caplen, uint32_t *orig_len, int64_t *ts, int64_t *next,
-                      int *status);
+                      int *status, int64_t release_every);
 
 /* What ibw_check_pcap counts (the summary of `ibwire check`). */
 typedef struct ibw_tally {

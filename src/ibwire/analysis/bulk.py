@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ibwire.transport.observed import MAX_ANSWERS, MAX_PENDING, ROW_FIELDS, Observed, Rows
+from ibwire.transport.observed import MAX_PENDING, ROW_FIELDS, Observed, Rows
 from ibwire.transport.opkinds import (
     ACK,
     ATOMIC,
@@ -49,8 +49,7 @@ def quiet(o: Observed) -> bool:
     if holes and holes[-1][1] > (o.open_start if o.open_start is not None else o.seen.high):
         return False
     for k, a in enumerate(o.answers):
-        mask = a[2]
-        if (k > 0 and mask) or mask & (mask + 1):
+        if a.extra or (k > 0 and a.done):
             return False
     return True
 
@@ -170,10 +169,10 @@ def _answers_in_order(o: Observed, resp: np.ndarray, kind: np.ndarray, ext: np.n
     the run's length when all are."""
     starts, counts, fams, after = [], [], [], []
     for a in o.answers:  # carried over: the first may be partly answered
-        done = a[2].bit_length()
-        starts.append(a[0] + done)
-        counts.append(a[1] - done)
-        fams.append(a[3])
+        done = a.answered_to()
+        starts.append(a.start + done)
+        counts.append(a.count - done)
+        fams.append(a.family)
         after.append(-1)
     pos = np.searchsorted(req, answer_rows)
     starts_a = np.concatenate((np.array(starts, np.int64), ext[answer_rows]))
@@ -240,9 +239,7 @@ def _apply(o: Observed, rows: Rows, i: int, k: int, kind: np.ndarray, op: np.nda
         c["messages_completed"] += int((sw & (pos == ONLY)).sum())
         _messages(o, er[sw], pos[sw])
         for r in np.searchsorted(req, answer_rows).tolist():
-            o.answers.append([int(er[r]), int(cnt[r]), 0, int(fam[r])])
-        while len(o.answers) > MAX_ANSWERS:
-            o.answers.popleft()
+            o.expect(int(er[r]), int(cnt[r]), int(fam[r]))
         if o.seen.low is None:
             o.seen.low = int(er[0])
         o.seen.low = min(o.seen.low, int(er[0]))
@@ -295,11 +292,11 @@ def _answer(o: Observed, n: int) -> None:
     answers = o.answers
     while n:
         a = answers[0]
-        done = a[2].bit_length()
-        take = min(n, a[1] - done)
-        a[2] = (1 << (done + take)) - 1
+        done = a.answered_to()
+        take = min(n, a.count - done)
+        a.done, a.extra = done + take, None
         n -= take
-        if done + take == a[1]:
+        if done + take == a.count:
             o.counts["messages_completed"] += 1
             answers.popleft()
 

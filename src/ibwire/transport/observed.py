@@ -15,7 +15,7 @@ rules to runs of in-order rows at once, and a test checks the two agree.
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
@@ -64,6 +64,43 @@ MAX_PENDING = 1 << 16
 MAX_ANSWERS = 4096
 
 
+class Waiting:
+    """A READ or atomic waiting for its answers: PSNs ``start`` .. ``start + count - 1``, of
+    which the first ``done`` are answered, and the offsets in ``extra`` (answered out of
+    order, past ``done``). Not a bit mask: a READ of a GiB at a PMTU of 256 is four million
+    PSNs, and a mask that long, remade at every response, made the analysis quadratic."""
+
+    __slots__ = ("count", "done", "extra", "family", "start")
+
+    def __init__(self, start: int, count: int, family: int) -> None:
+        self.start, self.count, self.family = start, count, family
+        self.done = 0
+        self.extra: set[int] | None = None
+
+    def answered_to(self) -> int:
+        """One past the highest offset answered (0: none)."""
+        return max(self.extra) + 1 if self.extra else self.done
+
+    def mark(self, offset: int) -> bool:
+        """Mark PSN ``start + offset``; True when it was not answered before."""
+        if offset < self.done or (self.extra is not None and offset in self.extra):
+            return False
+        if offset != self.done:
+            self.extra = self.extra or set()
+            self.extra.add(offset)
+            return True
+        self.done += 1
+        extra = self.extra
+        while extra and self.done in extra:
+            extra.remove(self.done)
+            self.done += 1
+        return True
+
+
+def _start(answer: Waiting) -> int:
+    return answer.start
+
+
 #: Opcodes whose packets fill a whole PMTU: FIRST and MIDDLE requests and READ responses.
 _FULL = ((POSITION == FIRST) | (POSITION == MIDDLE)) & ((KIND == REQUEST) | (KIND == READ_RESP))
 
@@ -99,7 +136,11 @@ class Observed:
         self._history: deque[tuple[int, int, int, int]] = deque(maxlen=HISTORY)
         self._chunks: list[tuple[np.ndarray, ...]] = []  # recent requests, not yet in it
         self._chunk_rows = 0
-        self.answers: deque[list[int]] = deque()  # [start, count, answered mask bits, family]
+        self.answers: deque[Waiting] = deque()
+        #: Every entry of ``answers`` ends before the next starts (``expect`` says): the one
+        #: that can hold a PSN is then found by bisection, not by a walk of up to
+        #: MAX_ANSWERS entries at every READ response.
+        self.answers_ordered = True
         self.resp_high: int | None = None
         self.pending: list[tuple[int, int]] = []  # (ext, time) of AckReq packets, sorted
         self.rtt = [0, 0, None, None]  # count, sum, min, max
@@ -305,9 +346,7 @@ class Observed:
         if position in (FIRST, ONLY):
             c["messages"] += 1
         if family in (READ, ATOMIC):
-            self.answers.append([e, count, 0, family])
-            if len(self.answers) > MAX_ANSWERS:
-                self.answers.popleft()
+            self.expect(e, count, family)
         elif position == ONLY:
             c["messages_completed"] += 1
         elif position == FIRST:
@@ -328,20 +367,41 @@ class Observed:
             if not fill:
                 self.open_start = None
 
+    def expect(self, start: int, count: int, family: int) -> None:
+        """A READ or atomic of PSNs ``start`` .. ``start + count - 1`` waits for its answers
+        (the oldest waiting are forgotten beyond MAX_ANSWERS)."""
+        answers = self.answers
+        if not answers:
+            self.answers_ordered = True
+        elif start < answers[-1].start + answers[-1].count:
+            self.answers_ordered = False
+        answers.append(Waiting(start, count, family))
+        if len(answers) > MAX_ANSWERS:
+            answers.popleft()
+
     def _answered(self, e: int) -> bool:
-        """Mark response PSN ``e`` of a READ or atomic; True when seen for the first time."""
-        for a in self.answers:
-            start, count = a[0], a[1]
-            if start <= e < start + count:
-                bit = 1 << (e - start)
-                if a[2] & bit:
-                    return False
-                a[2] |= bit
-                if a[2] == (1 << count) - 1:
-                    self.counts["messages_completed"] += 1
-                    self.answers.remove(a)
-                return True
+        """Mark response PSN ``e`` of a READ or atomic; True when seen for the first time.
+        The answer it belongs to is the first waiting whose PSNs hold it."""
+        answers = self.answers
+        if self.answers_ordered:  # at most one holds it: the last that starts at or before
+            i = bisect_right(answers, e, key=_start) - 1
+            if i >= 0 and e < answers[i].start + answers[i].count:
+                return self._mark(i, e)
+        else:
+            for i, a in enumerate(answers):
+                if a.start <= e < a.start + a.count:
+                    return self._mark(i, e)
         return self.resp_high is None or e > self.resp_high
+
+    def _mark(self, i: int, e: int) -> bool:
+        """Mark PSN ``e`` of waiting answer ``i``; True when seen for the first time."""
+        a = self.answers[i]
+        if not a.mark(e - a.start):
+            return False
+        if a.done == a.count:
+            self.counts["messages_completed"] += 1
+            del self.answers[i]
+        return True
 
     def _response(self, record: int, t: int, e: int, payload: int) -> None:
         self.counts["read_responses"] += 1

@@ -84,7 +84,7 @@ def _read_part(part: tuple[Chunk, tuple[str, ...], bool, Any]) -> Any:
     if streams is not None:
         found = tables(streams)
     else:
-        labeller = Labeller()
+        labeller = Labeller(observe=False)  # the numbers, not ibwire qp's table
         found = tables(labeller)
         if not labeller.finish():  # the end renumbered connections: again, with the final
             found = tables(labeller.labels)
@@ -118,7 +118,7 @@ def read_captures(paths_or_glob: str | Sequence[str], fields: Sequence[str] | No
         if len(pieces) > 1:
             from ibwire.export.connections import label
 
-            labels = label(path)
+            labels = label(path, observe=False)
         parts.extend((piece, columns, other, labels) for piece in pieces)
     meta = _frame(sch.schema(columns).empty_table())
     import dask

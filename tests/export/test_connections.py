@@ -131,3 +131,44 @@ def test_standard_input_is_read_once(tmp_path: Path) -> None:
     done = export(_cnp_first(tmp_path).read_bytes(), tmp_path / "cnp")
     assert done.returncode == 1 and b"takes a second read" in done.stderr, done.stderr
     assert not [p for p in (tmp_path / "cnp").rglob("*") if p.is_file()]
+
+
+def _numbers(path: Path, observe: bool) -> list[int]:
+    """Each record's connection as the one pass numbers it (``Labeller.of``)."""
+    labeller = Labeller(observe=observe)
+    got: list[int] = []
+    for batch in batches(str(path)):
+        got.extend(labeller.of(batch).tolist())
+    labeller.finish()
+    return got
+
+
+@pytest.mark.parametrize("pending", [None, 64])
+def test_numbers_without_observers_are_those_with(tmp_path: Path, pending: int | None,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without ``--qp`` the observers run only when the joining of streams reads them (or
+    too many rows wait): the numbers are those of the full analysis, on the benchmarks'
+    captures of every kind (hundreds of connections, answers joined by their PSNs), also
+    when waiting rows are fed every few batches (``pending``)."""
+    from ibwire.analysis import connections
+    from ibwire.scan import capture
+    from tools import mixed_capture
+
+    monkeypatch.setattr(capture, "BATCH_ROWS", 512)  # many batches: rows wait across them
+    if pending is not None:
+        monkeypatch.setattr(connections, "PENDING_ROWS", pending)
+    caught: list[int] = []
+    real = connections.Connections._catch_up
+
+    def catch_up(self: connections.Connections, c: connections.Connection) -> None:
+        caught.append(len(c.pending))
+        real(self, c)
+
+    monkeypatch.setattr(connections.Connections, "_catch_up", catch_up)
+    for path in (mixed_capture.write_ethernet(tmp_path / "mixed.pcap", 4000, seed=7),
+                 mixed_capture.write_infiniband(tmp_path / "mixed-ib.pcap", 3000, seed=7)):
+        caught.clear()
+        lazy = _numbers(path, observe=False)
+        assert any(caught), "no observer was ever caught up: rule 3 not exercised"
+        assert lazy == _numbers(path, observe=True)
+        assert len(set(lazy)) > 50

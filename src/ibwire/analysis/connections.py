@@ -77,6 +77,10 @@ class Connection:
     trace: list[dict[str, np.ndarray]] | None = field(default=None)
     cm: CmSession | None = None        # the CM session that set it up, when captured
     udp_sport: int = 0                 # RoCEv2 UDP source port of its requests (0: none)
+    #: Rows not yet fed to ``observed`` (``Connections(observe=False)``), batch by batch,
+    #: and how many.
+    pending: list[dict[str, np.ndarray]] = field(default_factory=list)
+    pending_rows: int = 0
 
     def identity(self) -> dict[str, Any]:
         return {"requester": {"address": address_text(*self.requester),
@@ -103,14 +107,30 @@ def _psn_in(psns: np.ndarray, observed: Observed, batch_psns: np.ndarray) -> boo
     return bool((((psns - low) & 0xFFFFFF) <= span).any())
 
 
+#: Rows held for observers not fed yet (``Connections(observe=False)``), at most (about 40
+#: bytes a row): past it, the connections with the most waiting catch up, until half as
+#: many wait. Those of many rows are fed in bulk cheaply; the many of a few rows each,
+#: which the per-row rules would take, mostly never are.
+PENDING_ROWS = 1 << 18
+
+
 class Connections:
-    """Connections of one capture, fed batch by batch."""
+    """Connections of one capture, fed batch by batch.
+
+    With ``observe`` False, only the numbering is wanted (``ibwire export`` without
+    ``--qp``): a connection's rows wait, batch by batch, until the joining of an answer
+    stream reads what its observer has seen (rule 3 above) or PENDING_ROWS rows wait in
+    all, and are then fed as they came; the observers' reports are not made. The numbers
+    are those of ``observe`` True: an observer fed the same batches in the same order ends
+    in the same state whenever it is fed."""
 
     def __init__(self, pmtu: int | None = None, vectorise: bool = True,
-                 trace: bool = False) -> None:
+                 trace: bool = False, observe: bool = True) -> None:
         self.pmtu = pmtu
         self.vectorise = vectorise
         self.trace = trace
+        self.observe = observe
+        self._pending_rows = 0
         self.list: list[Connection] = []
         self.cm = CmIndex()
         self._streams: dict[tuple[int, ...], Connection] = {}
@@ -187,13 +207,34 @@ class Connections:
         bounds = [0, *cuts.tolist(), len(by_conn)]
         for a, b in zip(bounds, bounds[1:], strict=False):
             c = self.list[int(row_conn[by_conn[a]])]
-            mine = {k: v[a:b] for k, v in fields.items()}
-            if self.vectorise:
-                bulk.feed(c.observed, mine)
-            else:
-                c.observed.feed(mine)
-            out.append((c, mine))
+            if self.observe:
+                mine = {k: v[a:b] for k, v in fields.items()}
+                self._observe(c, mine)
+                out.append((c, mine))
+            else:  # copies: a slice would hold the whole batch's columns
+                c.pending.append({k: v[a:b].copy() for k, v in fields.items()})
+                c.pending_rows += b - a
+                self._pending_rows += b - a
+        if self._pending_rows > PENDING_ROWS:
+            for c in sorted(self.list, key=lambda x: x.pending_rows, reverse=True):
+                if self._pending_rows <= PENDING_ROWS // 2:
+                    break
+                self._catch_up(c)
         return out
+
+    def _observe(self, c: Connection, rows: dict[str, np.ndarray]) -> None:
+        if self.vectorise:
+            bulk.feed(c.observed, rows)
+        else:
+            c.observed.feed(rows)
+
+    def _catch_up(self, c: Connection) -> None:
+        """Feed ``c``'s observer the rows waiting for it."""
+        for rows in c.pending:
+            self._observe(c, rows)
+        self._pending_rows -= c.pending_rows
+        c.pending.clear()
+        c.pending_rows = 0
 
     def _stream(self, key: tuple[int, ...], opcode: int, psns: np.ndarray,
                 kinds: np.ndarray, request_psns: dict[int, np.ndarray], sport: int
@@ -238,7 +279,7 @@ class Connections:
                 c = same[0] if len(same) == 1 else None
             if c is None and len(echo):
                 found = [x for x in cands if x.requester_qpn is None and _psn_in(
-                    echo, x.observed, request_psns.get(x.index, np.zeros(0)))]
+                    echo, self._seen(x), request_psns.get(x.index, np.zeros(0)))]
                 c = found[0] if len(found) == 1 else None
             if c is None:
                 free = [x for x in cands if x.requester_qpn is None and x.transport != "UD"]
@@ -259,19 +300,25 @@ class Connections:
         self._streams[key] = c
         return c
 
+    def _seen(self, c: Connection) -> Observed:
+        """``c``'s observer, fed every row of ``c`` so far."""
+        self._catch_up(c)
+        return c.observed
+
     def finish(self) -> None:
         """Settle what needs the whole capture: CNPs seen before their connection's
         requests join it when one connection of the address pair can take them; UC pairs
         that answer nothing but send the other way (one stream each way of an address pair)
-        name each other's QPN."""
-        for c in self.list:
-            c.observed.finish()
+        name each other's QPN. (Without ``observe``, the observers are left as they are.)"""
+        if self.observe:
+            for c in self.list:
+                c.observed.finish()
         for c in [x for x in self.list if x.transport == "?"]:
             free = [x for x in self._by_pair.get((*c.requester, *c.responder), [])
                     if x is not c and x.transport != "?" and not x.answered
                     and x.requester_qpn in (None, c.requester_qpn)]
             if len(free) == 1:
-                _merge_cnps(free[0], c)
+                _merge_cnps(free[0], c, self.observe)
                 free[0].requester_qpn = c.requester_qpn
                 self.list.remove(c)
                 self._folded[id(c)] = free[0]
@@ -354,13 +401,15 @@ def group_numbers(columns: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarr
     return first, group
 
 
-def _merge_cnps(into: Connection, cnps: Connection) -> None:
-    """Fold a connection that holds only CNPs into the one they belong to."""
-    a, b = into.observed, cnps.observed
-    a.counts["cnps"] += b.counts["cnps"]
-    a.findings.extend(b.findings)
-    a.first_ns = min(x for x in (a.first_ns, b.first_ns) if x is not None)
-    a.last_ns = max(x for x in (a.last_ns, b.last_ns) if x is not None)
+def _merge_cnps(into: Connection, cnps: Connection, observed: bool = True) -> None:
+    """Fold a connection that holds only CNPs into the one they belong to (``observed``:
+    its observer's counts and findings too)."""
+    if observed:
+        a, b = into.observed, cnps.observed
+        a.counts["cnps"] += b.counts["cnps"]
+        a.findings.extend(b.findings)
+        a.first_ns = min(x for x in (a.first_ns, b.first_ns) if x is not None)
+        a.last_ns = max(x for x in (a.last_ns, b.last_ns) if x is not None)
     into.answered = True
     if into.trace is not None and cnps.trace is not None:
         into.trace.extend(cnps.trace)

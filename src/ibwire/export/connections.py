@@ -28,7 +28,7 @@ class Labels:
     """Stream key -> connection number (the row of ``ibwire qp``), and the analysis."""
 
     streams: dict[tuple[int, ...], int]
-    analysis: Analysis
+    analysis: Analysis | None  # None: numbers only (``Labeller(observe=False)``)
     #: Scanner columns ``of`` needs besides the export's (its ``scan_fields`` has them),
     #: and the window its batches are cut by (any: the numbers do not depend on it).
     fields = ()
@@ -52,7 +52,10 @@ class Labels:
 class Labeller:
     """The analysis of ``ibwire.analysis.analyse``, fed the batches of an export as they are
     read: ``of`` numbers each row's connection as the capture so far has it; ``finish``
-    ends the analysis, makes ``labels`` and says whether every number given stands."""
+    ends the analysis, makes ``labels`` and says whether every number given stands. Without
+    ``observe``, only the numbers (the same) are made, not ``ibwire qp``'s table: the
+    connections' observers run only where the joining of streams needs them
+    (``Connections(observe=False)``)."""
 
     #: Scanner columns ``of`` needs: the analysis's. Its batches must be cut as the
     #: analysis cuts them (``ibwire.analysis.WINDOW``), so that it pairs streams alike.
@@ -60,9 +63,9 @@ class Labeller:
     window = WINDOW
 
     def __init__(self, *, pmtu: int | None = None, cnp_scope: str = "qp",
-                 cnp_interval_us: float = 4.0) -> None:
-        self.conns = Connections(pmtu, True)
-        self.check = CnpCheck(cnp_scope, round(cnp_interval_us * 1000))
+                 cnp_interval_us: float = 4.0, observe: bool = True) -> None:
+        self.conns = Connections(pmtu, True, observe=observe)
+        self.check = CnpCheck(cnp_scope, round(cnp_interval_us * 1000)) if observe else None
         self.records = 0
         self.labels: Labels | None = None
 
@@ -71,12 +74,15 @@ class Labeller:
         self.records += len(batch)
         self.conns.cm.feed(batch)
         numbers = np.full(len(batch), -1, np.int64)
-        self.check.feed(self.conns.feed(batch.columns, numbers))
+        parts = self.conns.feed(batch.columns, numbers)
+        if self.check is not None:
+            self.check.feed(parts)
         return numbers
 
     def finish(self) -> bool:
         """End the analysis (``labels``); True if every number ``of`` gave is final."""
-        self.check.finish()
+        if self.check is not None:
+            self.check.finish()
         self.conns.finish()
         kept = self.conns.list
         number = {id(c): i for i, c in enumerate(kept)}
@@ -87,15 +93,18 @@ class Labeller:
             if final >= 0:
                 streams[key] = final
             settled = settled and final == first
-        self.labels = Labels(streams, Analysis([report(c) for c in kept], self.records))
+        analysis = (Analysis([report(c) for c in kept], self.records)
+                    if self.check is not None else None)
+        self.labels = Labels(streams, analysis)
         return settled
 
 
 def label(source: Source, *, pmtu: int | None = None, cnp_scope: str = "qp",
-          cnp_interval_us: float = 4.0, threads: int = 2) -> Labels:
+          cnp_interval_us: float = 4.0, threads: int = 2, observe: bool = True) -> Labels:
     """Analyse ``source`` as ``ibwire.analysis.analyse`` does, keeping the stream keys;
-    ``threads`` as for ``scan_capture``."""
-    labeller = Labeller(pmtu=pmtu, cnp_scope=cnp_scope, cnp_interval_us=cnp_interval_us)
+    ``threads`` as for ``scan_capture``; ``observe`` as for :class:`Labeller`."""
+    labeller = Labeller(pmtu=pmtu, cnp_scope=cnp_scope, cnp_interval_us=cnp_interval_us,
+                        observe=observe)
     for batch in batches(source, threads=threads):
         labeller.of(batch)
     labeller.finish()

@@ -300,11 +300,12 @@ def export_capture(path: str, opts: Options) -> Outcome:
 
 def _write_rows(path: str, opts: Options, outcome: Outcome) -> Any:
     """Write the rows, analysing the capture as they are read (one scan); returns its
-    ``ibwire qp`` analysis. Where the end of the capture renumbers connections
+    ``ibwire qp`` analysis (with ``--qp``; else None: only the connections' numbers are
+    made). Where the end of the capture renumbers connections
     (``Labeller.finish``), the rows are written again with the final numbers."""
     from ibwire.export.connections import Labeller
 
-    labeller = Labeller()
+    labeller = Labeller(observe=opts.qp)  # without --qp, the numbers only
     if not _write_files(path, opts, outcome, labeller):
         if not os.path.isfile(path):  # standard input: what was read is gone
             raise UnsupportedError(

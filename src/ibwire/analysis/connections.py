@@ -78,7 +78,7 @@ class Connection:
     cm: CmSession | None = None        # the CM session that set it up, when captured
     udp_sport: int = 0                 # RoCEv2 UDP source port of its requests (0: none)
     #: Rows not yet fed to ``observed`` (``Connections(observe=False)``), batch by batch,
-    #: and how many.
+    #: and how many (with CHUNK_ROWS more a batch, for the arrays that hold them).
     pending: list[dict[str, np.ndarray]] = field(default_factory=list)
     pending_rows: int = 0
 
@@ -108,10 +108,12 @@ def _psn_in(psns: np.ndarray, observed: Observed, batch_psns: np.ndarray) -> boo
 
 
 #: Rows held for observers not fed yet (``Connections(observe=False)``), at most (about 40
-#: bytes a row): past it, the connections with the most waiting catch up, until half as
+#: bytes a row; a batch's rows of one connection count CHUNK_ROWS more, the arrays that
+#: hold them): past it, the connections with the most waiting catch up, until half as
 #: many wait. Those of many rows are fed in bulk cheaply; the many of a few rows each,
 #: which the per-row rules would take, mostly never are.
 PENDING_ROWS = 1 << 18
+CHUNK_ROWS = 32
 
 
 class Connections:
@@ -213,8 +215,8 @@ class Connections:
                 out.append((c, mine))
             else:  # copies: a slice would hold the whole batch's columns
                 c.pending.append({k: v[a:b].copy() for k, v in fields.items()})
-                c.pending_rows += b - a
-                self._pending_rows += b - a
+                c.pending_rows += b - a + CHUNK_ROWS
+                self._pending_rows += b - a + CHUNK_ROWS
         if self._pending_rows > PENDING_ROWS:
             for c in sorted(self.list, key=lambda x: x.pending_rows, reverse=True):
                 if self._pending_rows <= PENDING_ROWS // 2:

@@ -235,9 +235,9 @@ class Observed:
 
     def feed_rows(self, rows: Rows, start: int, stop: int) -> None:
         """The per-row rules, for rows ``start`` .. ``stop`` - 1."""
-        cols = {k: rows[k][start:stop].tolist() for k in ROW_FIELDS}
-        for i in range(stop - start):
-            self.row(*(cols[k][i] for k in ROW_FIELDS))
+        row = self.row
+        for values in zip(*(rows[k][start:stop].tolist() for k in ROW_FIELDS), strict=True):
+            row(*values)
 
     def row(self, record: int, t: int, opcode: int, psn: int, ackreq: int, syndrome: int,
             dmalen: int, payload: int, ce: int, icrc_bad: int) -> None:

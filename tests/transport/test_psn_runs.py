@@ -20,7 +20,7 @@ def test_runs_hold_what_a_set_holds(added: list[tuple[int, int]],
         runs.add(e, count)
         plain.update(range(e, e + count))
         if runs.low is not None:
-            assert [list(h) for h in runs.holes] == sorted(runs.holes)
+            assert runs.holes == sorted(runs.holes)
             assert all(a < b for a, b in runs.holes)
             assert all(h[1] <= k[0] for h, k in zip(runs.holes, runs.holes[1:], strict=False))
     covered = {e for e in range(-2, 80) if e in runs}

@@ -50,8 +50,8 @@ def quiet(o: Observed) -> bool:
     answered may stay so: a run stops at a request with its PSN.)"""
     if o.round is not None:
         return False
-    holes = o.seen.holes
-    if holes and holes[-1][1] > (o.open_start if o.open_start is not None else o.seen.high):
+    last = o.seen.last_hole_end()
+    if last is not None and last > (o.open_start if o.open_start is not None else o.seen.high):
         return False
     for k, a in enumerate(o.answers):
         if a.extra or (k > 0 and a.done):

@@ -462,7 +462,7 @@ class Observed:
     def finish(self) -> None:
         """Settle what only the whole capture tells: gaps never filled, messages whose PSNs
         came out of order."""
-        self.counts["psn_gaps"] = len(self.seen.holes)
+        self.counts["psn_gaps"] = self.seen.hole_count()
         starts = sorted(set(self.orphan_starts) | (
             {self.open_start} if self.open_start is not None else set()))
         ends = sorted(set(self.orphan_ends))

@@ -19,56 +19,69 @@ def unwrap(psn: int, ref: int) -> int:
     return ref + (d - (1 << PSN_BITS) if d >= HALF else d)
 
 
-def _start(hole: list[int]) -> int:
-    return hole[0]
-
-
-def _end(hole: list[int]) -> int:
-    return hole[1]
-
-
 class Runs:
-    """A set of extended PSNs: everything in [low, high) but the ``holes`` (sorted, disjoint
-    [a, b) runs). Memory grows with the holes, not with the PSNs; each operation finds the
-    holes it concerns by bisection (a tap that misses every other packet makes as many
-    holes as packets)."""
+    """A set of extended PSNs: everything in [low, high) but the holes (sorted, disjoint
+    [a, b) runs, their starts and ends in two lists: a hole costs two list slots and two
+    integers, and bisection compares integers, not keys). Memory grows with the holes, not
+    with the PSNs; each operation finds the holes it concerns by bisection (a tap that misses
+    every other packet makes as many holes as packets)."""
 
-    __slots__ = ("low", "high", "holes")
+    __slots__ = ("low", "high", "starts", "ends")
 
     def __init__(self) -> None:
         self.low: int | None = None
         self.high = 0
-        self.holes: list[list[int]] = []
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+
+    @property
+    def holes(self) -> list[tuple[int, int]]:
+        """The holes, as (a, b) pairs (made on each call)."""
+        return list(zip(self.starts, self.ends, strict=True))
+
+    def hole_count(self) -> int:
+        return len(self.starts)
+
+    def last_hole_end(self) -> int | None:
+        """Where the highest hole ends (None: no hole)."""
+        return self.ends[-1] if self.ends else None
 
     def __contains__(self, e: int) -> bool:
         if self.low is None or not self.low <= e < self.high:
             return False
-        i = bisect_right(self.holes, e, key=_start) - 1
-        return i < 0 or not e < self.holes[i][1]
+        i = bisect_right(self.starts, e) - 1
+        return i < 0 or not e < self.ends[i]
 
     def hole_in(self, a: int, b: int) -> bool:
         """Some PSN of [a, b) is missing."""
         if self.low is None or a < self.low or b > self.high:
             return True
-        i = bisect_right(self.holes, a, key=_end)   # the first hole ending after a
-        return i < len(self.holes) and self.holes[i][0] < b
+        i = bisect_right(self.ends, a)   # the first hole ending after a
+        return i < len(self.starts) and self.starts[i] < b
 
     def add(self, e: int, count: int) -> None:
         end = e + count
         if self.low is None:
             self.low, self.high = e, end
             return
+        starts, ends = self.starts, self.ends
         if end < self.low:
-            self.holes.insert(0, [end, self.low])
+            starts.insert(0, end)
+            ends.insert(0, self.low)
         if e > self.high:
-            self.holes.append([self.high, e])
+            starts.append(self.high)
+            ends.append(e)
         self.low, self.high = min(self.low, e), max(self.high, end)
-        holes = self.holes
-        i = bisect_right(holes, e, key=_end)           # the first hole ending after e
-        j = bisect_left(holes, end, lo=i, key=_start)  # the first starting at or after end
+        i = bisect_right(ends, e)              # the first hole ending after e
+        j = bisect_left(starts, end, lo=i)     # the first starting at or after end
         if i == j:
             return
-        kept = [[holes[i][0], e]] if holes[i][0] < e else []
-        if holes[j - 1][1] > end:
-            kept.append([end, holes[j - 1][1]])
-        holes[i:j] = kept
+        kept_starts, kept_ends = [], []
+        if starts[i] < e:
+            kept_starts.append(starts[i])
+            kept_ends.append(e)
+        if ends[j - 1] > end:
+            kept_starts.append(end)
+            kept_ends.append(ends[j - 1])
+        starts[i:j] = kept_starts
+        ends[i:j] = kept_ends

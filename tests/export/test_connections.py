@@ -150,9 +150,10 @@ def test_numbers_without_observers_are_those_with(tmp_path: Path, pending: int |
     too many rows wait): the numbers are those of the full analysis, on the benchmarks'
     captures of every kind (hundreds of connections, answers joined by their PSNs), also
     when waiting rows are fed every few batches (``pending``)."""
+    from tools import mixed_capture
+
     from ibwire.analysis import connections
     from ibwire.scan import capture
-    from tools import mixed_capture
 
     monkeypatch.setattr(capture, "BATCH_ROWS", 512)  # many batches: rows wait across them
     if pending is not None:

@@ -16,9 +16,11 @@ is the first 2 GB (cut at a record) of a bigger one.
   peak RSS           of ``ibwire export`` of the --big-gb capture to Parquet
   Dask               ``read_captures`` of --dask-files captures, every partition turned into
                      rows, on a LocalCluster of 1 then 2 worker processes (1 thread each),
-                     the best of --dask-repeat runs on each cluster (on this VM a run's
-                     system time, page faults mostly, swings from 0.2 to 0.8 s between
-                     runs of the same work),
+                     both clusters up at once and taking turns, the best of
+                     --dask-repeat runs on each (this VM's speed drifts for seconds at a
+                     time, and a run's system time, page faults mostly, swings from 0.2 to
+                     0.8 s between runs of the same work: one cluster timed after the
+                     other saw different spells of it),
                      each worker warmed first (imports, Dask's DataFrame modules too, tables
                      made on first use, and the memory of two partitions held at once) by
                      reading one capture twice, the client by building one frame
@@ -29,7 +31,7 @@ busiest worker is printed too: one worker's total against the busier of two is t
 the work's split allows when the two cores are free.
 
 Usage: python tools/bench_export.py [--dir /tmp/ibwire-bench] [--packets 1000000]
-       [--big-gb 2] [--dask-files 4] [--dask-repeat 3] [--dask-packets 200000] [--repeat 1]
+       [--big-gb 2] [--dask-files 4] [--dask-repeat 5] [--dask-packets 200000] [--repeat 1]
        [--no-tshark]
        [--also CAPTURE ...]
 """
@@ -143,30 +145,44 @@ def cpu():
     return r.ru_utime + r.ru_stime
 
 
-workers, repeat, files = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
-with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                  dashboard_address=None) as cluster, Client(cluster) as client:
-    client.run(warm, files[0])  # every worker: imports and first-use tables out of the timing
+def once(client):
+    before = client.run(cpu)
+    t = time.perf_counter()
+    frame = read_captures(files, other=True).map_partitions(len)
+    rows = int(client.compute(frame).result().sum())
+    wall = time.perf_counter() - t
+    after = client.run(cpu)
+    return wall, rows, max(after[w] - before[w] for w in after)
+
+
+repeat, files = int(sys.argv[1]), sys.argv[2:]
+options = dict(threads_per_worker=1, processes=True, dashboard_address=None)
+with LocalCluster(n_workers=1, **options) as one, Client(one, set_as_default=False) as a, \
+        LocalCluster(n_workers=2, **options) as two, Client(two, set_as_default=False) as b:
+    for client in (a, b):  # every worker: imports and first-use tables out of the timing
+        client.run(warm, files[0])
     read_captures(files[:1], other=True)  # and the client (pandas, the schema's tables)
-    runs = []
-    for _ in range(repeat):  # the best run: the machine's other work and memory swings out
-        before = client.run(cpu)
-        t = time.perf_counter()
-        rows = int(read_captures(files, other=True).map_partitions(len).compute().sum())
-        wall = time.perf_counter() - t
-        after = client.run(cpu)
-        runs.append((wall, rows, max(after[w] - before[w] for w in after)))
-    print(*min(runs))
+    runs = {a: [], b: []}
+    # the clusters take turns, so that a slower spell of the machine falls on both; the
+    # best run of each: the machine's other work and its memory's swings out
+    for _ in range(repeat):
+        for client in (a, b):
+            runs[client].append(once(client))
+    for client in (a, b):
+        print(*min(runs[client]))
 """
 
 
-def dask_seconds(files: list[Path], workers: int, repeat: int) -> tuple[float, int, float]:
-    """(wall seconds, rows, CPU seconds of the busiest worker) of the best of ``repeat``
-    runs of the Dask job on one cluster."""
-    out = subprocess.run([sys.executable, "-c", DASK_JOB, str(workers), str(repeat),
-                          *map(str, files)], capture_output=True, text=True, check=True)
-    secs, rows, busiest = out.stdout.split()
-    return float(secs), int(rows), float(busiest)
+def dask_seconds(files: list[Path], repeat: int) -> list[tuple[float, int, float]]:
+    """For one worker, then two: (wall seconds, rows, CPU seconds of the busiest worker) of
+    the best of ``repeat`` runs of the Dask job, the two clusters taking turns."""
+    out = subprocess.run([sys.executable, "-c", DASK_JOB, str(repeat), *map(str, files)],
+                         capture_output=True, text=True, check=True)
+    found = []
+    for line in out.stdout.splitlines():
+        secs, rows, busiest = line.split()
+        found.append((float(secs), int(rows), float(busiest)))
+    return found
 
 
 def records_of(path: Path) -> int:
@@ -206,7 +222,7 @@ def main() -> int:
     ap.add_argument("--packets", type=int, default=1_000_000)
     ap.add_argument("--big-gb", type=float, default=2.0)
     ap.add_argument("--dask-files", type=int, default=4)
-    ap.add_argument("--dask-repeat", type=int, default=3)
+    ap.add_argument("--dask-repeat", type=int, default=5)
     ap.add_argument("--dask-packets", type=int, default=200_000)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--no-tshark", action="store_true")
@@ -235,8 +251,7 @@ def main() -> int:
             link = Path(where) / f"part-{i}.pcap"
             os.symlink(small, link)
             files.append(link)
-        one, n, one_cpu = dask_seconds(files, 1, args.dask_repeat)
-        two, _, two_cpu = dask_seconds(files, 2, args.dask_repeat)
+        (one, n, one_cpu), (two, _, two_cpu) = dask_seconds(files, args.dask_repeat)
     print(f"{'Dask read_captures':<20} {'files':>5} {'rows':>7} {'1 worker s':>10} "
           f"{'2 workers s':>11} {'speed-up':>8} {'busiest CPU s 1/2':>18} {'CPU speed-up':>12}")
     print(f"{'':<20} {len(files):>5} {n:>7} {one:>10.2f} {two:>11.2f} {one / two:>7.2f}x "

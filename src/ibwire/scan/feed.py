@@ -26,10 +26,10 @@ if TYPE_CHECKING:
 
 
 PIPE_READ = 1 << 20
+"""The most a live capture's pipe holds (Linux's default /proc/sys/fs/pipe-max-size)."""
 #: How far a walk of a mapped window goes between two lets-go of the pages behind it
 #: (``MappedFeed.let_go_every``).
 LET_GO_EVERY = 4 << 20
-"""The most a live capture's pipe holds (Linux's default /proc/sys/fs/pipe-max-size)."""
 
 
 class Feed(Protocol):

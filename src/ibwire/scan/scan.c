@@ -276,14 +276,19 @@ static inline void scan_frame(const ibw_scan_prog *prog, const ibw_scan_out *out
     }
 }
 
+/* Whether frame [off, off + n) lies in a buffer of buflen bytes. */
+static inline int in_buffer(int64_t off, int64_t n, int64_t buflen)
+{
+    return off >= 0 && n >= 0 && off <= buflen && n <= buflen - off;
+}
+
 void ibw_scan(const uint8_t *buf, int64_t buflen, const int64_t *offs, const int64_t *lens,
               const uint8_t *links, int64_t count, const ibw_scan_prog *prog,
               const ibw_scan_out *out)
 {
     for (int64_t i = 0; i < count; i++) {
         int64_t k = i + IBW_AHEAD_FRAMES;
-        if (k < count && offs[k] >= 0 && lens[k] >= 0 && offs[k] <= buflen
-            && lens[k] <= buflen - offs[k])
+        if (k < count && in_buffer(offs[k], lens[k], buflen))
             ibw_ahead_frame(buf + offs[k], lens[k]);
         defaults(out, i);
         int link = links[i];
@@ -292,7 +297,7 @@ void ibw_scan(const uint8_t *buf, int64_t buflen, const int64_t *offs, const int
             out->error[i] = IBW_NOT_IB;
             continue;
         }
-        if (off < 0 || n < 0 || off > buflen || n > buflen - off) {
+        if (!in_buffer(off, n, buflen)) {
             out->error[i] = IBW_TRUNCATED;
             continue;
         }

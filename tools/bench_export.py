@@ -60,10 +60,12 @@ TSHARK_FIELDS = (
     "infiniband.bth.destqp", "infiniband.bth.a", "infiniband.bth.psn", "infiniband.reth.va",
     "infiniband.reth.r_key", "infiniband.reth.dmalen", "infiniband.aeth.syndrome",
     "infiniband.aeth.msn", "infiniband.invariant.crc")
-#: The same fields as ``ibwire export --fields`` takes them (headers whole where tshark
-#: takes most of them; timestamp_ns and the placing columns are always written).
-EXPORT_FIELDS = ("eth.src,eth.dst,ip.src,ip.dst,ip.dsfield.dscp,ip.dsfield.ecn,ip.len,ip.id,"
-                 "ip.ttl,ip.proto,udp,bth,reth,aeth.syndrome,aeth.msn,icrc")
+#: The same fields as ``ibwire export --fields`` names them: tshark's names without
+#: ``infiniband.``, the ICRC as ``icrc``; the time is ``timestamp_ns``, which an export always
+#: writes, with the other placing columns (capture, record, connection) and ``error``.
+EXPORT_FIELDS = ",".join(
+    "icrc" if f == "infiniband.invariant.crc" else f.removeprefix("infiniband.")
+    for f in TSHARK_FIELDS if f != "frame.time_epoch")
 IBWIRE = [sys.executable, "-m", "ibwire.cli.main"]
 
 

@@ -122,9 +122,11 @@ class Connections:
     With ``observe`` False, only the numbering is wanted (``ibwire export`` without
     ``--qp``): a connection's rows wait, batch by batch, until the joining of an answer
     stream reads what its observer has seen (rule 3 above) or PENDING_ROWS rows wait in
-    all, and are then fed as they came; the observers' reports are not made. The numbers
-    are those of ``observe`` True: an observer fed the same batches in the same order ends
-    in the same state whenever it is fed."""
+    all, and are then fed as they came; the observers' reports are not made. Once no
+    answer stream can join a connection that way (one has, or its requester's QPN is
+    known), its rows are no longer kept and its observer is never read. The numbers are
+    those of ``observe`` True: an observer fed the same batches in the same order ends in
+    the same state whenever it is fed."""
 
     def __init__(self, pmtu: int | None = None, vectorise: bool = True,
                  trace: bool = False, observe: bool = True) -> None:
@@ -194,6 +196,13 @@ class Connections:
         row_conn = conn_of[inverse]
         if numbers is not None:
             numbers[rows] = row_conn
+        if not self.observe:
+            present = [self.list[i] for i in dict.fromkeys(conn_of.tolist())]
+            for c in present:
+                if c.pending and not self._may_join(c):
+                    self._drop_pending(c)
+            if not any(self._may_join(c) for c in present):
+                return []
         to_responder = np.zeros(len(rows), bool)
         for s in range(len(keys)):
             if keys[s] in self._to_responder:
@@ -202,18 +211,18 @@ class Connections:
         small = row_conn.astype(np.int16) if len(self.list) < (1 << 15) else row_conn
         by_conn = np.argsort(small, kind="stable")
         cuts = np.flatnonzero(np.diff(row_conn[by_conn])) + 1
-        out = []
+        out: list[tuple[Connection, dict[str, np.ndarray]]] = []
+        bounds = [0, *cuts.tolist(), len(by_conn)]
+        owners = [self.list[int(row_conn[by_conn[a]])] for a in bounds[:-1]]
         # each column gathered once, in connection order; each connection's rows a slice
         fields = _row_columns(cols, rows[by_conn])
         fields["to_responder"] = to_responder[by_conn]
-        bounds = [0, *cuts.tolist(), len(by_conn)]
-        for a, b in zip(bounds, bounds[1:], strict=False):
-            c = self.list[int(row_conn[by_conn[a]])]
+        for a, b, c in zip(bounds, bounds[1:], owners, strict=False):
             if self.observe:
                 mine = {k: v[a:b] for k, v in fields.items()}
                 self._observe(c, mine)
                 out.append((c, mine))
-            else:  # copies: a slice would hold the whole batch's columns
+            elif self._may_join(c):  # copies: a slice would hold the whole batch's columns
                 c.pending.append({k: v[a:b].copy() for k, v in fields.items()})
                 c.pending_rows += b - a + CHUNK_ROWS
                 self._pending_rows += b - a + CHUNK_ROWS
@@ -221,7 +230,10 @@ class Connections:
             for c in sorted(self.list, key=lambda x: x.pending_rows, reverse=True):
                 if self._pending_rows <= PENDING_ROWS // 2:
                     break
-                self._catch_up(c)
+                if self._may_join(c):
+                    self._catch_up(c)
+                else:
+                    self._drop_pending(c)
         return out
 
     def _observe(self, c: Connection, rows: dict[str, np.ndarray]) -> None:
@@ -230,13 +242,24 @@ class Connections:
         else:
             c.observed.feed(rows)
 
+    @staticmethod
+    def _may_join(c: Connection) -> bool:
+        """Whether an answer stream may still be joined to ``c`` by the PSNs it echoes
+        (``_stream``), the one reader of an observer's state without ``observe``: not once
+        an answer stream has joined it, nor once its requester's QPN is known."""
+        return not c.answered and c.requester_qpn is None
+
+    def _drop_pending(self, c: Connection) -> None:
+        """Forget the rows waiting for ``c``'s observer (nothing will read it)."""
+        self._pending_rows -= c.pending_rows
+        c.pending.clear()
+        c.pending_rows = 0
+
     def _catch_up(self, c: Connection) -> None:
         """Feed ``c``'s observer the rows waiting for it."""
         for rows in c.pending:
             self._observe(c, rows)
-        self._pending_rows -= c.pending_rows
-        c.pending.clear()
-        c.pending_rows = 0
+        self._drop_pending(c)
 
     def _stream(self, key: tuple[int, ...], opcode: int, psns: np.ndarray,
                 kinds: np.ndarray, request_psns: dict[int, np.ndarray], sport: int

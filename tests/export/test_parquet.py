@@ -1,0 +1,181 @@
+"""ibwire's Parquet writer, read back by pyarrow, DuckDB and Polars: values, types, statistics
+and every encoding it writes (PLAIN, dictionaries of text and of one value, DELTA_BINARY_PACKED,
+definition levels as a run or bit-packed), uncompressed and zstd column chunks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ibwire.export import arrays
+from ibwire.export.parquet import ParquetError, ParquetWriter, delta_binary_packed, hybrid
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+INTEGERS = {"uint8": (0, 2**8 - 1), "uint16": (0, 2**16 - 1), "uint32": (0, 2**32 - 1),
+            "uint64": (0, 2**64 - 1), "int32": (-2**31, 2**31 - 1),
+            "int64": (-2**63, 2**63 - 1)}
+TEXTS = ["", "ACK", "RDMA WRITE First", "192.0.2.1", "é", "zz"]
+
+
+@st.composite
+def columns(draw: st.DrawFn, n: int) -> tuple[str, object, list[object]]:
+    """(Arrow type name, array, its values as Python objects) of n rows."""
+    kind = draw(st.sampled_from([*INTEGERS, "bool", "float64", "text", "dictionary"]))
+    nulls = draw(st.sampled_from(["none", "some", "all"]))
+    valid = np.ones(n, bool) if nulls == "none" else np.zeros(n, bool) if nulls == "all" \
+        else np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), bool)
+    if kind in INTEGERS:
+        low, high = INTEGERS[kind]
+        pick = st.sampled_from([low, high, 0 if low < 0 else low + 1]) \
+            if draw(st.booleans()) else st.integers(low, high)
+        if draw(st.booleans()):  # one value: the dictionary path
+            pick = st.just(draw(pick))
+        values = draw(st.lists(pick, min_size=n, max_size=n))
+        array = arrays.numeric(np.array(values, np.dtype(kind)), getattr(pa, kind)(), valid)
+    elif kind == "bool":
+        values = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+        array = arrays.numeric(np.array(values, bool), pa.bool_(), valid)
+    elif kind == "float64":
+        values = draw(st.lists(st.floats(allow_nan=False), min_size=n, max_size=n))
+        array = pa.array([v if ok else None for v, ok in zip(values, valid, strict=True)],
+                         pa.float64())
+    else:
+        indices = draw(st.lists(st.integers(0, len(TEXTS) - 1), min_size=n, max_size=n))
+        array = arrays.pick(TEXTS, np.array(indices, np.int64), valid, kind == "dictionary")
+    return kind, array, array.to_pylist()
+
+
+@st.composite
+def tables(draw: st.DrawFn) -> tuple[object, list[int]]:
+    """A table of a few columns and the row counts it is written in (row groups)."""
+    n = draw(st.integers(0, 300))
+    cols = [draw(columns(n)) for _ in range(draw(st.integers(1, 4)))]
+    table = pa.table({f"c{i}": array for i, (_, array, _) in enumerate(cols)})
+    cuts = sorted(set(draw(st.lists(st.integers(0, n), max_size=3))) | {0, n})
+    return table, cuts
+
+
+def _write(path: Path, table: object, cuts: list[int], **options: object) -> None:
+    writer = ParquetWriter(path, table.schema, **options)
+    for a, b in zip(cuts, cuts[1:], strict=False):
+        writer.write_table(table.slice(a, b - a))
+    writer.close()
+
+
+def _expected_type(t: object) -> object:
+    return t.value_type if pa.types.is_dictionary(t) else t
+
+
+@settings(max_examples=150, deadline=None)
+@given(tables())
+def test_pyarrow_reads_back_values_types_statistics(tmp_path_factory: pytest.TempPathFactory,
+                                                    case: tuple[object, list[int]]) -> None:
+    table, cuts = case
+    path = tmp_path_factory.mktemp("pq") / "t.parquet"
+    deltas = [f.name for f in table.schema if f.type in (pa.int64(), pa.int32())]
+    _write(path, table, cuts, statistics=table.column_names, deltas=deltas,
+           metadata={"ibwire.schema_version": "1"})
+    back = pq.read_table(path)
+    assert back.num_rows == table.num_rows
+    assert back.schema.metadata[b"ibwire.schema_version"] == b"1"
+    for name in table.column_names:
+        assert back.schema.field(name).type == _expected_type(table.schema.field(name).type)
+        assert back.column(name).to_pylist() == table.column(name).to_pylist(), name
+    meta = pq.ParquetFile(path).metadata
+    assert meta.num_row_groups == len([1 for a, b in zip(cuts, cuts[1:], strict=False) if b > a])
+    rows = 0
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        part = table.slice(rows, group.num_rows)
+        rows += group.num_rows
+        for i, name in enumerate(table.column_names):
+            stats = group.column(i).statistics
+            values = [v for v in part.column(name).to_pylist() if v is not None]
+            assert stats.null_count == part.num_rows - len(values)
+            assert stats.has_min_max == bool(values)
+            if values:
+                key = (lambda v: v.encode()) if isinstance(values[0], str) else None
+                assert (stats.min, stats.max) == (min(values, key=key), max(values, key=key))
+
+
+@pytest.mark.parametrize("values", [
+    [5], [5, 7], list(range(2048)), list(range(2049)), list(range(2049, 0, -1)),
+    [2**63 - 1, -2**63, 2**63 - 1, 0, -1], [0] * 5000,
+    list(np.cumsum(np.random.default_rng(3).integers(0, 1 << 40, 7000))),
+])
+def test_delta_binary_packed_round_trip(tmp_path: Path, values: list[int]) -> None:
+    table = pa.table({"x": pa.array(values, pa.int64())})
+    _write(tmp_path / "d.parquet", table, [0, len(values)], deltas=["x"])
+    meta = pq.ParquetFile(tmp_path / "d.parquet").metadata.row_group(0).column(0)
+    assert "DELTA_BINARY_PACKED" in meta.encodings
+    assert pq.read_table(tmp_path / "d.parquet").column("x").to_pylist() == values
+
+
+def test_encodings_that_the_readers_meet(tmp_path: Path) -> None:
+    """The export's shapes, read by DuckDB and Polars as by pyarrow, filters by statistics
+    too: a text dictionary, a number column of one value, unsigned values past the signed
+    range, a column mostly null, a growing one."""
+    duckdb = pytest.importorskip("duckdb")
+    pl = pytest.importorskip("polars")
+    n = 20000
+    rng = np.random.default_rng(5)
+    some = rng.random(n) > 0.4
+    table = pa.table({
+        "record": arrays.numeric(np.arange(n, dtype=np.int64), pa.int64()),
+        "ip.src": arrays.pick(["192.0.2.1", "192.0.2.2"], rng.integers(0, 2, n), None, True),
+        "bth.tver": arrays.numeric(np.zeros(n, np.uint8), pa.uint8()),
+        "reth.va": arrays.numeric(rng.integers(0, 2**64 - 1, n, dtype=np.uint64), pa.uint64(),
+                                  some),
+        "icrc": arrays.numeric(rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32),
+                               pa.uint32()),
+        "icrc_ok": arrays.numeric(rng.random(n) > 0.5, pa.bool_(), some),
+    })
+    path = tmp_path / "t.parquet"
+    _write(path, table, [0, 7000, 14000, n], statistics=table.column_names, deltas=["record"])
+    meta = pq.ParquetFile(path).metadata
+    assert meta.row_group(0).column(2).encodings == ("PLAIN", "RLE", "RLE_DICTIONARY")
+    assert meta.row_group(0).column(2).compression == "UNCOMPRESSED"
+    assert meta.row_group(0).column(4).compression == "ZSTD"
+    va = [v for v in table.column("reth.va").to_pylist() if v is not None]
+    icrc = table.column("icrc").to_pylist()
+    src = table.column("ip.src").to_pylist()
+    where = "\"reth.va\" > 9223372036854775808 AND icrc > 2147483648"
+    want = sum(1 for v, c, ok in zip(table.column("reth.va").to_pylist(), icrc,
+                                     some, strict=True)
+               if ok and v > 2**63 and c > 2**31)
+    assert duckdb.sql(f"SELECT count(*) FROM '{path}' WHERE {where}").fetchall()[0][0] == want
+    assert duckdb.sql(f"SELECT count(*) FROM '{path}' WHERE \"ip.src\" = '192.0.2.2' "
+                      "AND \"bth.tver\" = 0").fetchall()[0][0] == src.count("192.0.2.2")
+    assert duckdb.sql(f"SELECT sum(record), max(\"reth.va\"), count(icrc_ok) "
+                      f"FROM '{path}'").fetchall()[0] == (n * (n - 1) // 2, max(va), len(va))
+    frame = pl.read_parquet(path)
+    for name in table.column_names:
+        assert frame[name].to_list() == table.column(name).to_pylist(), name
+    lazy = pl.scan_parquet(path).filter(pl.col("reth.va") > 2**63).select(pl.len())
+    assert lazy.collect().item() == sum(1 for v in va if v > 2**63)
+
+
+def test_hybrid_runs_and_bit_packing() -> None:
+    assert hybrid(np.array([3] * 10, np.uint64), 2) == bytes([20, 3])
+    # 0..7 bit-packed at width 3: one group of 8 values in 3 bytes, LSB first
+    assert hybrid(np.arange(8, dtype=np.uint64), 3) == bytes([3, 0b10001000, 0b11000110,
+                                                              0b11111010])
+    assert delta_binary_packed(np.array([], np.int64))[-1:] == b"\x00"
+
+
+def test_what_it_does_not_take(tmp_path: Path) -> None:
+    with pytest.raises(ParquetError, match="no Parquet column"):
+        ParquetWriter(tmp_path / "x.parquet", pa.schema([("t", pa.timestamp("ns"))]))
+    with pytest.raises(ParquetError, match="integer columns"):
+        ParquetWriter(tmp_path / "x.parquet", pa.schema([("t", pa.string())]), deltas=["t"])
+    writer = ParquetWriter(tmp_path / "x.parquet", pa.schema([("a", pa.int64())]))
+    with pytest.raises(ParquetError, match="schema"):
+        writer.write_table(pa.table({"b": pa.array([1], pa.int64())}))
+    writer.close()
+    assert pq.read_table(tmp_path / "x.parquet").num_rows == 0

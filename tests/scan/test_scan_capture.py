@@ -343,3 +343,37 @@ def test_a_cooked_header_cut_in_a_later_window_is_placed_in_the_file(tmp_path):
     assert len(data) > 1 << 17 and records[-1].error.offset > 1 << 17
     for window in (4096, 1 << 20):
         assert_scan_agrees(path, records, window)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("source", ["file", "stream"])
+def test_meanwhile_runs_once_before_the_first_batch(tmp_path, monkeypatch, threads, source):
+    """The caller's setting up (``meanwhile``) runs once, before any batch is handed out;
+    the windows scanned ahead meanwhile (START_AHEAD, a file's) change no row."""
+    monkeypatch.setattr("ibwire.scan.capture.BATCH_ROWS", 3)
+    monkeypatch.setattr("ibwire.scan.capture.FIRST_ROWS", 1)
+    path = tmp_path / "c.pcap"
+    path.write_bytes(pcap_file(FRAMES))
+
+    def src():
+        return str(path) if source == "file" else io.BytesIO(path.read_bytes())
+
+    plain = [(b["record"].tolist(), [bytes(b.frame(r)) for r in range(len(b))])
+             for b in scan_capture(src(), window=300, threads=threads)]
+    calls: list[int] = []
+    handed: list[int] = []
+
+    def opened():
+        calls.append(len(handed))
+
+    def scanned():
+        for b in scan_capture(src(), window=300, threads=threads, meanwhile=opened):
+            handed.append(len(b))
+            # frames of a batch scanned ahead are read after later windows were mapped
+            yield b["record"].tolist(), [bytes(b.frame(r)) for r in range(len(b))]
+
+    got = list(scanned())
+    assert calls == [0]
+    assert len(got) > 4  # more windows than START_AHEAD
+    assert [r for rows, _ in got for r in rows] == list(range(len(FRAMES)))
+    assert got == plain

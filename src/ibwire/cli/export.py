@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import importlib.util
 import sys
 from typing import TYPE_CHECKING
 
@@ -66,9 +67,8 @@ def run(args: argparse.Namespace) -> int:
     from ibwire.export.schema import selected_columns
     from ibwire.export.write import Options, export_many
 
-    try:
-        import pyarrow  # noqa: F401
-    except ImportError:
+    # found, not imported: the import is made while the scan starts (``_Partitions.prepare``)
+    if importlib.util.find_spec("pyarrow") is None:
         print("ibwire export: needs pyarrow: pip install 'ibwire[export]'", file=sys.stderr)
         return 2
     fields = [f.strip() for f in args.fields.split(",") if f.strip()] if args.fields else None

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -197,9 +197,21 @@ class _Partitions:
                              if c not in dropped.get(opts.partition_by or "", ()))
         #: Parquet takes text columns as dictionary arrays (``schema.to_table``)
         self.dictionaries = opts.fmt == "parquet"
-        self.schema = sch.schema(self.columns, dictionaries=self.dictionaries)
+        self._schema: Any = None
         self.files: dict[str, _File] = {}
         self.thread = _Writer()
+
+    @property
+    def schema(self) -> Any:
+        if self._schema is None:
+            self._schema = sch.schema(self.columns, dictionaries=self.dictionaries)
+        return self._schema
+
+    def prepare(self) -> None:
+        """What writing needs, made before the first rows come (pyarrow imported: a tenth of
+        an export of 1M packets, spent while the scan starts; ``scan_capture``'s
+        ``meanwhile``)."""
+        assert self.schema is not None
 
     def _file(self, where: str) -> _File:
         f = self.files.get(where)
@@ -326,7 +338,7 @@ def _write_files(path: str, opts: Options, outcome: Outcome, labels: Any) -> boo
         for table, conn, stamps, errors in capture_tables(
                 path, outcome.capture, columns, labels, opts.other,
                 dictionaries=parts.dictionaries, views=bool(opts.fields),
-                verdicts=True if opts.qp else None):
+                verdicts=True if opts.qp else None, meanwhile=parts.prepare):
             parts.add(table, conn, stamps)
             outcome.rows += table.num_rows
             outcome.error_rows += errors
@@ -347,7 +359,8 @@ Rows = tuple[Any, np.ndarray, np.ndarray, int]
 def capture_tables(source: Any, name: str, columns: tuple[str, ...], labels: Any,
                    other: bool, first_record: int = 0, seen: list[int] | None = None,
                    threads: int = 2, dictionaries: bool = False, views: bool = False,
-                   verdicts: bool | None = None) -> Iterator[Rows]:
+                   verdicts: bool | None = None,
+                   meanwhile: Callable[[], object] | None = None) -> Iterator[Rows]:
     """The rows of a capture (path or binary file) as tables, batch by batch: (table, each
     row's connection, its timestamp, how many rows have errors). ``labels`` numbers the
     connections (``ibwire.export.connections``); ``first_record`` is added to the record
@@ -355,7 +368,8 @@ def capture_tables(source: Any, name: str, columns: tuple[str, ...], labels: Any
     of capture-level errors; ``threads`` as for ``scan_capture``, batches cut by
     ``labels.window``;
     ``dictionaries`` and ``views`` as for ``schema.to_table``; ``verdicts``: whether the
-    scan checks the CRCs (default: where ``columns`` hold the verdicts)."""
+    scan checks the CRCs (default: where ``columns`` hold the verdicts); ``meanwhile`` as for
+    ``scan_capture``."""
     from ibwire.scan import scan_capture
     from ibwire.scan.capture import WINDOW
 
@@ -369,7 +383,7 @@ def capture_tables(source: Any, name: str, columns: tuple[str, ...], labels: Any
     batches = scan_capture(source, fields=wanted, threads=threads,
                            window=labels.window or WINDOW,
                            release=True,  # frames are read only for a few rows
-                           verdicts=verdicts)
+                           verdicts=verdicts, meanwhile=meanwhile)
     while (batch := next(batches, None)) is not None:
         cols = batch.columns
         if seen is not None:

@@ -10,7 +10,8 @@ frames are then scanned in one call and come out as a :class:`~ibwire.scan.batch
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
@@ -41,6 +42,10 @@ BATCH_ROWS = 1 << 16
 FIRST_ROWS = 1 << 13
 """Rows of the first batch at most on the pcap fast path, doubled batch by batch up to
 BATCH_ROWS: the caller starts on a batch soon, while the next ones are scanned."""
+START_AHEAD = 4
+"""Windows of a file scanned before the caller takes the first batch, while it sets itself
+up (``scan_capture``'s ``meanwhile``): with the ramp (FIRST_ROWS doubling), up to 120k rows,
+scanned while an export imports pyarrow."""
 _NATIVE = "<" if sys.byteorder == "little" else ">"
 
 
@@ -144,8 +149,8 @@ def _walker_rows(walker: Walker, buf: memoryview, start: int, final: bool, base:
 
 
 def scan_capture(source: Source, *, window: int = WINDOW, fields: object = None,
-                 threads: int = 2, release: bool = False, verdicts: bool = True
-                 ) -> Iterator[ScanBatch]:
+                 threads: int = 2, release: bool = False, verdicts: bool = True,
+                 meanwhile: Callable[[], object] | None = None) -> Iterator[ScanBatch]:
     """Scan a capture (path, '-' for standard input, or a binary file object), one batch per
     window; ``fields`` picks the header-field columns (default all, see
     ``ibwire.scan.program.select``).
@@ -163,6 +168,10 @@ def scan_capture(source: Source, *, window: int = WINDOW, fields: object = None,
     and a batch's frames read later come from the page cache again, for callers that rarely
     read them.
 
+    ``meanwhile``, the caller's own setting up (its imports, its output), is called once in
+    the calling thread before the first batch is handed out; with a second thread, while
+    the first START_AHEAD windows of a file are scanned there.
+
     A file that shrinks while it is scanned ends as a capture cut short (a last row whose
     error says so) when the scan finds it shorter before reading on, or raises CaptureError
     when bytes vanished under a window being read (``ibwire.pcap.filemap``)."""
@@ -174,8 +183,10 @@ def scan_capture(source: Source, *, window: int = WINDOW, fields: object = None,
     live = isinstance(feed, StreamFeed) and feed.arrived
     pool = ThreadPoolExecutor(1, thread_name_prefix="ibwire-scan") \
         if threads > 1 and not live else None
+    # batches hold their maps: windows of a file scanned ahead stay readable
+    ahead = START_AHEAD if meanwhile is not None and isinstance(feed, MappedFeed) else 1
     try:
-        yield from _batches(feed, max(window, 1), fields, pool)
+        yield from _batches(feed, max(window, 1), fields, pool, ahead, meanwhile)
         feed.check(feed.record)  # the last batch's frames, read by the caller
     finally:
         if pool is not None:
@@ -184,18 +195,25 @@ def scan_capture(source: Source, *, window: int = WINDOW, fields: object = None,
 
 
 def _scanned(items: Iterator[tuple[Item, int]], fields: object,
-             pool: ThreadPoolExecutor | None) -> Iterator[ScanBatch]:
+             pool: ThreadPoolExecutor | None, ahead: int = 1,
+             meanwhile: Callable[[], object] | None = None) -> Iterator[ScanBatch]:
     """Scan each (index, first record) not scanned yet; with a pool, the next window is
     walked and scanned in the pool's thread while the caller works on this one (the C
-    loops run without the GIL); without, each is handed out before the next is looked for.
-    ``scan_index`` raises if a window's bytes vanished while it was scanned."""
+    loops run without the GIL), and the first ``ahead`` while ``meanwhile`` runs; without,
+    each is handed out before the next is looked for. ``scan_index`` raises if a window's
+    bytes vanished while it was scanned."""
     if pool is None:
+        if meanwhile is not None:
+            meanwhile()
         for item, record in items:
             yield item if isinstance(item, ScanBatch) else scan_index(item, record, fields)
         return
-    ahead = pool.submit(_next_batch, items, fields)
-    while (batch := ahead.result()) is not None:
-        ahead = pool.submit(_next_batch, items, fields)
+    queue = deque(pool.submit(_next_batch, items, fields) for _ in range(max(ahead, 1)))
+    if meanwhile is not None:
+        meanwhile()
+    while (batch := queue.popleft().result()) is not None:
+        if not queue:  # then one window ahead of the caller, as it works on this one
+            queue.append(pool.submit(_next_batch, items, fields))
         yield batch
 
 
@@ -208,10 +226,12 @@ def _next_batch(items: Iterator[tuple[Item, int]], fields: object) -> ScanBatch 
     return item if isinstance(item, ScanBatch) else scan_index(item, record, fields)
 
 
-def _batches(feed: Feed, window: int, fields: object, pool: ThreadPoolExecutor | None
+def _batches(feed: Feed, window: int, fields: object, pool: ThreadPoolExecutor | None,
+             ahead: int = 1, meanwhile: Callable[[], object] | None = None
              ) -> Iterator[ScanBatch]:
     # small first batches only help where the next ones are scanned meanwhile
-    yield from _scanned(_items(feed, window, fields, pool is not None), fields, pool)
+    yield from _scanned(_items(feed, window, fields, pool is not None), fields, pool, ahead,
+                        meanwhile)
 
 
 def _items(feed: Feed, window: int, fields: object, ramp: bool = True

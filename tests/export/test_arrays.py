@@ -58,3 +58,21 @@ def test_export_text_columns_are_dictionary_encoded(tmp_path: Path) -> None:
             seen.add(schema[i].name)
             assert "RLE_DICTIONARY" in meta.row_group(g).column(i).encodings, schema[i].name
     assert "bth.opcode.name" in seen
+
+
+@pytest.mark.parametrize("kind", ["uint8", "uint16", "uint32", "uint64", "int32", "int64",
+                                  "bool", "string", "dictionary"])
+@pytest.mark.parametrize("n", [0, 1, 9, 70000])
+def test_nulls_are_pyarrows_without_the_memory(kind: str, n: int) -> None:
+    arrow_type = pa.bool_() if kind == "bool" else pa.string() if kind == "string" \
+        else pa.dictionary(pa.int32(), pa.string()) if kind == "dictionary" \
+        else getattr(pa, kind)()
+    before = pa.total_allocated_bytes()
+    made = [arrays.nulls(n, arrow_type) for _ in range(20)]
+    grown = pa.total_allocated_bytes() - before
+    for got in made:
+        got.validate(full=True)
+        assert got.type == arrow_type and got.null_count == n
+        assert got.equals(pa.nulls(n, arrow_type))
+    # twenty arrays of n rows: their buffers one shared zero buffer, not twenty
+    assert grown <= max(1 << 16, 8 * (n + 1)) + 4096

@@ -187,20 +187,18 @@ def _text_column(batch: ScanBatch, name: str, rows: np.ndarray | slice,
 
 
 def _masked(values: np.ndarray, present: np.ndarray, arrow_type: Any) -> Any:
-    import pyarrow as pa
 
     if not present.any():
-        return pa.nulls(len(values), arrow_type)
+        return arrays.nulls(len(values), arrow_type)
     return arrays.numeric(values, arrow_type, present)
 
 
 def _named(names: Sequence[str], codes: np.ndarray, present: np.ndarray, dictionary: bool
            ) -> Any:
     """Text ``names[code]`` for each code, null where not ``present`` (made in Arrow)."""
-    import pyarrow as pa
 
     if not present.any():
-        return pa.nulls(len(codes), _text_type(dictionary))
+        return arrays.nulls(len(codes), _text_type(dictionary))
     return arrays.pick(names, codes, present, dictionary)
 
 
@@ -251,7 +249,7 @@ def to_table(batch: ScanBatch, rows: np.ndarray, capture: str, connection: np.nd
                 slot_present[c.slot] = present_of(c.slot)
             present = slot_present[c.slot]
             if not present.any():
-                out[name] = pa.nulls(n, types[name])
+                out[name] = arrays.nulls(n, types[name])
             elif types[name] == text:
                 out[name] = _text_column(batch, name, picked, present, dictionaries)
             else:
@@ -288,11 +286,10 @@ def to_table(batch: ScanBatch, rows: np.ndarray, capture: str, connection: np.nd
 
 def _errors(batch: ScanBatch, rows: np.ndarray, error: np.ndarray, dictionary: bool) -> Any:
     """The error text of each row (null for a packet read whole, and for other traffic)."""
-    import pyarrow as pa
 
     bad = np.flatnonzero((error != 0) & (error != NOT_IB))
     if not len(bad):
-        return pa.nulls(len(rows), _text_type(dictionary))
+        return arrays.nulls(len(rows), _text_type(dictionary))
     texts: list[str] = []
     where = np.zeros(len(rows), np.int32)
     valid = np.zeros(len(rows), bool)

@@ -25,13 +25,15 @@ is the first 2 GB (cut at a record) of a bigger one.
                      made on first use, and the memory of two partitions held at once) by
                      reading one capture twice, the client by building one frame
 
-Wall and CPU time (user + system of the child processes) are printed; on a shared machine
-the wall times swing with the load, CPU times much less. For Dask, the CPU time of the
+Wall and CPU time (user + system of the child processes) are printed, each command's (tshark's
+too) the best of --repeat runs: on a shared machine the wall times swing with the load (this
+VM's speed drifts by a third for seconds at a time, and a capture's first read may come from
+the disk), CPU times much less. For Dask, the CPU time of the
 busiest worker is printed too: one worker's total against the busier of two is the speed-up
 the work's split allows when the two cores are free.
 
 Usage: python tools/bench_export.py [--dir /tmp/ibwire-bench] [--packets 1000000]
-       [--big-gb 2] [--dask-files 4] [--dask-repeat 5] [--dask-packets 200000] [--repeat 1]
+       [--big-gb 2] [--dask-files 4] [--dask-repeat 5] [--dask-packets 200000] [--repeat 3]
        [--no-tshark]
        [--also CAPTURE ...]
 """
@@ -226,7 +228,7 @@ def main() -> int:
     ap.add_argument("--dask-files", type=int, default=4)
     ap.add_argument("--dask-repeat", type=int, default=5)
     ap.add_argument("--dask-packets", type=int, default=200_000)
-    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-tshark", action="store_true")
     ap.add_argument("--also", type=Path, nargs="*", default=[],
                     help="more captures to compare on (every record: --all), e.g. "

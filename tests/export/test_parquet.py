@@ -179,3 +179,24 @@ def test_what_it_does_not_take(tmp_path: Path) -> None:
         writer.write_table(pa.table({"b": pa.array([1], pa.int64())}))
     writer.close()
     assert pq.read_table(tmp_path / "x.parquet").num_rows == 0
+
+
+@pytest.mark.parametrize("index", ["int8", "int16", "int32", "int64"])
+def test_dictionaries_of_any_index_type(tmp_path: Path, index: str) -> None:
+    words = pa.array(["a", "bb", "c"])
+    codes = pa.array([2, None, 0, 1, 2], getattr(pa, index)())
+    table = pa.table({"t": pa.DictionaryArray.from_arrays(codes, words)})
+    _write(tmp_path / "d.parquet", table, [0, 2, 5], statistics=["t"])
+    assert pq.read_table(tmp_path / "d.parquet").column("t").to_pylist() == [
+        "c", None, "a", "bb", "c"]
+
+
+def test_a_page_too_big_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("ibwire.export.parquet.PAGE_MAX", 1000)
+    table = pa.table({"x": pa.array(range(1000), pa.int64())})
+    writer = ParquetWriter(tmp_path / "big.parquet", table.schema)
+    with pytest.raises(ParquetError, match="smaller row groups"):
+        writer.write_table(table)
+    writer.write_table(table.slice(0, 100))
+    writer.close()
+    assert pq.read_table(tmp_path / "big.parquet").column("x").to_pylist() == list(range(100))

@@ -36,6 +36,8 @@ PLAIN, RLE, DELTA_BINARY_PACKED, RLE_DICTIONARY = 0, 3, 5, 8
 UNCOMPRESSED, ZSTD = 0, 6
 #: A column chunk's pages of fewer bytes than this are not compressed.
 SMALL_CHUNK = 256
+#: The biggest page (its sizes are Thrift i32).
+PAGE_MAX = (1 << 31) - 1
 DATA_PAGE, DICTIONARY_PAGE = 0, 2
 UTF8 = 0
 #: ConvertedType of the integers (parquet.thrift): (bits, signed) -> code
@@ -309,9 +311,10 @@ def _texts(chunks: Iterable[Any]) -> tuple[list[str], np.ndarray, np.ndarray | N
     for chunk in chunks:
         if pa.types.is_dictionary(chunk.type):
             words, codes = chunk.dictionary.to_pylist(), chunk.indices
-            ids = np.frombuffer(codes.buffers()[1], np.int32, count=codes.offset + len(codes))[
-                codes.offset:] if len(codes) and codes.buffers()[1] is not None \
-                else np.zeros(len(codes), np.int32)
+            data = codes.buffers()[1]
+            width = np.dtype(codes.type.to_pandas_dtype())  # any integer index type
+            ids = np.frombuffer(data, width, count=codes.offset + len(codes))[codes.offset:] \
+                if len(codes) and data is not None else np.zeros(len(codes), np.int32)
         else:
             words = chunk.to_pylist()
             ids = np.arange(len(words), dtype=np.int32)
@@ -414,6 +417,9 @@ class ParquetWriter:
         chunk.codec = ZSTD if sum(len(b) for _, b in chunk.pages) >= SMALL_CHUNK \
             else UNCOMPRESSED
         for header, body in chunk.pages:
+            if len(body) > PAGE_MAX:
+                raise ParquetError(f"a page of {len(body)} bytes: Parquet's sizes are 32-bit; "
+                                   "write the table in smaller row groups")
             packed = self.codec.compress(body, asbytes=True) if chunk.codec == ZSTD else body
             head = _page_header(header, len(body), len(packed))
             if header[0][2] == DICTIONARY_PAGE:

@@ -363,7 +363,8 @@ class ParquetWriter:
 
     def __init__(self, sink: str | os.PathLike[str] | BinaryIO, schema: Any, *,
                  statistics: Iterable[str] = (), deltas: Iterable[str] = (),
-                 metadata: dict[str, str] | None = None, created_by: str = "ibwire") -> None:
+                 metadata: dict[str, str] | None = None,
+                 created_by: str = "ibwire version (unknown)") -> None:
         import pyarrow as pa
 
         self.schema = schema

@@ -139,7 +139,10 @@ class _File:
             return ParquetWriter(self.tmp, self.schema,
                                  statistics=[n for n in STATISTICS if n in names],
                                  deltas=[n for n in DELTAS if n in names],
-                                 created_by=f"ibwire {ibwire.__version__}")
+                                 # "APP version V": the form parquet-mr parses (it
+                                 # ignores the text columns' statistics of a file
+                                 # whose writer it cannot name)
+                                 created_by=f"ibwire version {ibwire.__version__}")
         if self.fmt == "arrow":
             import pyarrow as pa
 

@@ -21,7 +21,7 @@ from ibwire.fuzz.wireshark.compare import (
     swapped,
     tags,
 )
-from ibwire.fuzz.wireshark.mad_fields import cm_fields, reserved_field
+from ibwire.fuzz.wireshark.mad_fields import cm_fields, notice_trap_259, reserved_field
 
 REFERENCE_DOC = "tshark 4.0.17 (epan/dissectors/packet-infiniband.c), measured:"
 
@@ -592,6 +592,9 @@ CONDITIONAL_EXPERTS: dict[str, tuple[str, Callable[[View], bool], bool]] = {
     "ip.opt.*": ("IPv4 options other than well-formed No Operation / Router Alert (RFC 791 3.1, "
                  "RFC 2113); what tshark says of each broken option is not modelled",
                  _odd_ipv4_options, False),
+    "_ws.type_length.mismatch": ("a Notice of trap 259: tshark fetches a GID 2 bytes long "
+                                 "(divergence 'Notice trap 259 details')",
+                                 notice_trap_259, True),
 }
 
 #: Protocols tshark may show inside the IB payload (it dissects deeper than ibwire, which stops

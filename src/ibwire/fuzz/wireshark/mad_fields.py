@@ -181,7 +181,35 @@ def _model_no_crc(view: View, expected: Expected) -> None:
         expected["tshark:malformed"] = ["malformed"]
 
 
+#: Classes whose Notice (attribute 0x0002) tshark decodes: SMP LID-routed, directed-route, SA.
+NOTICE_CLASSES = (0x01, 0x81, 0x03)
+BAD_KEY_TRAP = 259  # Bad P_Key or Q_Key (IBA 14.2.5.1 table 155)
+
+
+def notice_trap_259(view: View) -> bool:
+    """A decoded Notice whose 16-bit word at Notice byte 4 (TrapNumber, or DeviceID when
+    IsGeneric is 0) is 259: see the divergence 'Notice trap 259 details'."""
+    attribute = _attribute(view)
+    return attribute is not None and attribute[1] == 0x0002 \
+        and attribute[0] in NOTICE_CLASSES and _decoded_body(view) \
+        and view.fields.get("notice.trapnumberdeviceid") == BAD_KEY_TRAP
+
+
+def _model_notice_259(view: View, expected: Expected) -> None:
+    for crc in CRC_KEYS:
+        expected[crc] = []
+    expected["tshark:malformed"] = ["malformed"]
+
+
 DIVERGENCES = (
+    Divergence(
+        "Notice trap 259 details",
+        "NEW (measured: that word 0-599 and 65535, IsGeneric 0 and 1, classes 0x01, 0x81 "
+        "and 0x03): tshark 4.0.17 decodes a Notice's DataDetails by the word at Notice byte "
+        "4 whether or not IsGeneric is set (for a vendor notice it is the DeviceID), and its "
+        "decoder of trap 259 (Bad P_Key or Q_Key) fetches a GID as an IPv6 address 2 bytes "
+        "long: expert '_ws.type_length.mismatch', malformed, no ICRC or VCRC",
+        notice_trap_259, _model_notice_259),
     Divergence(
         "CM REJ reserved bits",
         "NEW (tshark -G fields: cm.rej.msgrej mask 0xc0, cm.rej.reserved0 mask 0x03): IBA "

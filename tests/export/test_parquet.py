@@ -200,3 +200,15 @@ def test_a_page_too_big_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     writer.write_table(table.slice(0, 100))
     writer.close()
     assert pq.read_table(tmp_path / "big.parquet").column("x").to_pylist() == list(range(100))
+
+
+def test_float_statistics_leave_out_min_max_with_nan(tmp_path: Path) -> None:
+    table = pa.table({"f": pa.array([1.5, float("nan"), None, -2.0]),
+                      "g": pa.array([1.5, None, -2.0, 3.0])})
+    _write(tmp_path / "f.parquet", table, [0, 4], statistics=["f", "g"])
+    meta = pq.ParquetFile(tmp_path / "f.parquet").metadata.row_group(0)
+    assert not meta.column(0).statistics.has_min_max
+    assert meta.column(0).statistics.null_count == 1
+    assert (meta.column(1).statistics.min, meta.column(1).statistics.max) == (-2.0, 3.0)
+    back = pq.read_table(tmp_path / "f.parquet").column("f").to_pylist()
+    assert back[0] == 1.5 and back[1] != back[1] and back[2:] == [None, -2.0]

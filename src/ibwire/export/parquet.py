@@ -5,9 +5,10 @@ Arrow's writer (``pyarrow.parquet``) spends 4 to 9 ns a value on the export's co
 definition levels value by value, three copies of each page, a compression context made for
 each page): most of the time of an export of a few columns. Here each column chunk is one page
 made by numpy over the whole row group: definition levels as one run or one bit-packed run,
-numbers PLAIN (widened to INT32 as Parquet stores them), text as a dictionary page and
+numbers PLAIN (widened to INT32 as Parquet stores them), a number column of one value in a
+row group as a dictionary of it and one run of indices, text as a dictionary page and
 RLE_DICTIONARY indices, growing columns DELTA_BINARY_PACKED; pages compressed with zstd
-(Arrow's codec). Statistics (null count, min and max) where asked, with the type-defined order
+(Arrow's codec), a column chunk of a few bytes left uncompressed. Statistics (null count, min and max) where asked, with the type-defined order
 (unsigned for the unsigned integers). The Arrow types taken are those of
 ``ibwire.export.schema`` and ``ibwire.export.write.connection_table``: (u)int8 to (u)int64,
 bool, float64, string and dictionary of string; the file's schema is the Parquet types with
@@ -289,7 +290,7 @@ def _numbers(chunk: Any, kind: _Kind) -> np.ndarray:
     data = chunk.buffers()[1]
     n, offset = len(chunk), chunk.offset
     if data is None:
-        return np.zeros(n, kind.dtype)
+        return np.zeros(n, kind.source)
     return np.frombuffer(data, kind.source, count=offset + n)[offset:]
 
 
@@ -541,6 +542,8 @@ def _number_stats(present: np.ndarray, kind: _Kind, nulls: int) -> Struct:
     if kind.boolean:
         low, high = bool(present.min()), bool(present.max())
         return _stats(nulls, bytes([low]), bytes([high]))
+    if kind.physical == DOUBLE and np.isnan(present).any():
+        return _stats(nulls, None, None)  # no order with NaN: readers must not prune by it
     low, high = present.min(), present.max()  # unsigned order for unsigned sources
     dtype = kind.dtype if kind.physical != DOUBLE else np.dtype("<f8")
     as_bytes = np.array([low, high]).astype(kind.source).astype(dtype, copy=False) \

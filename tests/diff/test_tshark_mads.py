@@ -61,14 +61,19 @@ def _alone(mad: MadPacket, i: int) -> bytes:
     return build(mad.encapsulation, {**mad.fields, SOURCE[mad.encapsulation]: source})
 
 
+def _captured(drawn: list[MadPacket], path: Path) -> tuple[Path, list]:
+    """``drawn`` in one capture at ``path``, each from a source address of its own, and
+    tshark's dissections of it."""
+    with PcapWriter(path, 1, nanoseconds=True) as writer:
+        for i, mad in enumerate(drawn):
+            writer.write(_alone(mad, i), 1_700_000_000_000_000_000 + i * 1000)
+    return path, run_tshark(path, extra=("-Y", "infiniband"))
+
+
 def test_strategy_mads_of_every_attribute_match_tshark():
     drawn = [mad for row in mad_attributes().values() for mad in _drawn(row)]
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "strategy-mads.pcap"
-        with PcapWriter(path, 1, nanoseconds=True) as writer:
-            for i, mad in enumerate(drawn):
-                writer.write(_alone(mad, i), 1_700_000_000_000_000_000 + i * 1000)
-        dissections = run_tshark(path, extra=("-Y", "infiniband"))
+        path, dissections = _captured(drawn, Path(tmp) / "strategy-mads.pcap")
         labels = [f"{m.encapsulation} MAD 0x{m.attribute.mgmtclass:02x} {m.attribute.name}"
                   for m in drawn]
         tally = compare_file(path, dissections, labels, TABLES_HERE)
@@ -88,11 +93,7 @@ def test_notice_trap_259_is_a_known_tshark_mistake():
              for row in notices for mad in _drawn(row)[:1] for generic in (0, 1)]
     assert {m.attribute.mgmtclass for m in drawn} == {0x01, 0x81, 0x03}
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "notice-259.pcap"
-        with PcapWriter(path, 1, nanoseconds=True) as writer:
-            for i, mad in enumerate(drawn):
-                writer.write(_alone(mad, i), 1_700_000_000_000_000_000 + i * 1000)
-        dissections = run_tshark(path, extra=("-Y", "infiniband"))
+        path, dissections = _captured(drawn, Path(tmp) / "notice-259.pcap")
         labels = [f"{m.attribute.mgmtclass:#04x} Notice" for m in drawn]
         tally = compare_file(path, dissections, labels, TABLES_HERE)
         assert not tally.mismatches, report(tally)

@@ -12,7 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ibwire.export import arrays
-from ibwire.export.parquet import ParquetError, ParquetWriter, delta_binary_packed, hybrid
+from ibwire.export.parquet import (
+    ParquetError,
+    ParquetWriter,
+    _page_header,
+    delta_binary_packed,
+    encode_struct,
+    hybrid,
+)
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -212,3 +219,16 @@ def test_float_statistics_leave_out_min_max_with_nan(tmp_path: Path) -> None:
     assert (meta.column(1).statistics.min, meta.column(1).statistics.max) == (-2.0, 3.0)
     back = pq.read_table(tmp_path / "f.parquet").column("f").to_pylist()
     assert back[0] == 1.5 and back[1] != back[1] and back[2:] == [None, -2.0]
+
+
+@pytest.mark.parametrize("page", [
+    [(1, "i32", 0), (5, "struct", [(1, "i32", 57000), (2, "i32", 8), (3, "i32", 3),
+                                   (4, "i32", 3)])],
+    [(1, "i32", 2), (7, "struct", [(1, "i32", 300), (2, "i32", 0)])],
+])
+@pytest.mark.parametrize("sizes", [(5, 3), (123456, 99999), (0, 0)])
+def test_page_headers_are_the_thrift_encoders(page: list, sizes: tuple[int, int]) -> None:
+    """The page header's fast path writes what the general Thrift encoder writes."""
+    size, packed = sizes
+    assert _page_header(page, size, packed) == encode_struct(
+        [(1, "i32", page[0][2]), (2, "i32", size), (3, "i32", packed), *page[1:]])

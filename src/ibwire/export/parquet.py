@@ -156,6 +156,11 @@ def pack_bits(values: np.ndarray, width: int) -> bytes:
     return np.packbits(bits.ravel(), bitorder="little").tobytes()
 
 
+def _run(count: int, value: int, width: int) -> bytes:
+    """One RLE run of the RLE/bit-packing hybrid: ``count`` times ``value`` (``width`` bits)."""
+    return _varint(count << 1) + value.to_bytes((width + 7) // 8, "little")
+
+
 def hybrid(values: np.ndarray, width: int) -> bytes:
     """The RLE/bit-packing hybrid of ``values`` (no length prefix): one RLE run where all are
     equal, else one bit-packed run of the values padded to a multiple of 8."""
@@ -164,7 +169,7 @@ def hybrid(values: np.ndarray, width: int) -> bytes:
         return b""
     first = int(values[0])
     if not (values != first).any():
-        return _varint(n << 1) + first.to_bytes((width + 7) // 8, "little")
+        return _run(n, first, width)
     groups = (n + 7) // 8
     padded = np.zeros(groups * 8, np.uint64)
     padded[:n] = values
@@ -173,15 +178,8 @@ def hybrid(values: np.ndarray, width: int) -> bytes:
 
 def definition_levels(valid: np.ndarray | None, n: int) -> bytes:
     """A data page (v1)'s definition levels of an optional column: 4-byte length, hybrid."""
-    if valid is None:
-        body = _varint(n << 1) + b"\x01"
-    else:
-        body = hybrid(valid.view(np.uint8), 1)
+    body = _run(n, 1, 1) if valid is None else hybrid(valid.view(np.uint8), 1)
     return len(body).to_bytes(4, "little") + body
-
-
-def _width(n: int) -> int:
-    return max(int(n).bit_length(), 0)
 
 
 def delta_binary_packed(values: np.ndarray, bits: int = 64) -> bytes:
@@ -253,7 +251,6 @@ class _Kind:
         self.logical: Struct | None = None
         self.dtype: np.dtype[Any] = np.dtype("<i4")
         self.source: np.dtype[Any] = self.dtype
-        self.unsigned = False
         if self.text:
             self.physical, self.converted = BYTE_ARRAY, UTF8
             self.logical = [(1, "struct", [])]  # STRING
@@ -264,7 +261,6 @@ class _Kind:
             self.source = self.dtype
         elif pa.types.is_integer(t):
             bits, signed = t.bit_width, pa.types.is_signed_integer(t)
-            self.unsigned = not signed
             self.physical = INT64 if bits == 64 else INT32
             self.dtype = np.dtype("<i8" if bits == 64 else "<i4")
             self.source = np.dtype(t.to_pandas_dtype())
@@ -352,7 +348,6 @@ class _Chunk:
         self.uncompressed = 0
         self.encodings: list[int] = []
         self.statistics: Struct | None = None
-        self.values = 0
         self.codec = ZSTD
         self.pages: list[tuple[Struct, bytes]] = []  # (header fields, body) to write
 
@@ -437,17 +432,14 @@ class ParquetWriter:
 
     def _column(self, column: Any, name: str, kind: _Kind, n: int) -> _Chunk:
         chunk = _Chunk()
-        chunk.values = n
         stats = name in self.statistics
         if kind.text:
             texts, ids, valid = _texts(column.chunks)
             present = ids if valid is None else ids[valid]
             if not texts:
                 texts = [""]
-            chunk.pages.append(([(1, "i32", DICTIONARY_PAGE),
-                                 (7, "struct", [(1, "i32", len(texts)), (2, "i32", PLAIN)])],
-                                plain_texts(texts)))
-            width = _width(len(texts) - 1) or 1
+            chunk.pages.append(_dictionary_page(len(texts), plain_texts(texts)))
+            width = max((len(texts) - 1).bit_length(), 1)
             values = bytes([width]) + hybrid(present.astype(np.uint64), width)
             encoding = RLE_DICTIONARY
             if stats:
@@ -474,10 +466,9 @@ class ParquetWriter:
                 elif len(present) and not (present != present[0]).any():
                     # one value (most header fields within a row group): a dictionary of
                     # it, the rows one run of index 0; nothing to compress
-                    chunk.pages.append(([(1, "i32", DICTIONARY_PAGE),
-                                         (7, "struct", [(1, "i32", 1), (2, "i32", PLAIN)])],
-                                        present[:1].astype(kind.dtype).tobytes()))
-                    values = b"\x01" + _varint(len(present) << 1) + b"\x00"
+                    chunk.pages.append(_dictionary_page(1, present[:1].astype(kind.dtype)
+                                                        .tobytes()))
+                    values = b"\x01" + _run(len(present), 0, 1)  # bit width 1, index 0
                     encoding = RLE_DICTIONARY
                 else:
                     values = present.astype(kind.dtype, copy=False).tobytes()
@@ -486,7 +477,7 @@ class ParquetWriter:
                 chunk.statistics = _number_stats(present, kind, n - len(present))
             chunk.encodings = [PLAIN, RLE, RLE_DICTIONARY] if encoding == RLE_DICTIONARY \
                 else [encoding, RLE]
-        chunk.pages.append(([(1, "i32", DATA_PAGE),
+        chunk.pages.append(([(1, "i32", DATA_PAGE),  # levels RLE/bit-packed (v1 pages)
                              (5, "struct", [(1, "i32", n), (2, "i32", encoding),
                                             (3, "i32", RLE), (4, "i32", RLE)])],
                             definition_levels(valid, n) + values))
@@ -512,6 +503,12 @@ class ParquetWriter:
         self.file.write(footer + len(footer).to_bytes(4, "little") + MAGIC)
         if self.own:
             self.file.close()
+
+
+def _dictionary_page(count: int, body: bytes) -> tuple[Struct, bytes]:
+    """A dictionary page of ``count`` PLAIN values (its header fields, its body)."""
+    return [(1, "i32", DICTIONARY_PAGE),
+            (7, "struct", [(1, "i32", count), (2, "i32", PLAIN)])], body
 
 
 def _chunk_struct(c: _Chunk, name: str, kind: _Kind, n: int) -> Struct:

@@ -206,15 +206,15 @@ class _Partitions:
 
     @property
     def schema(self) -> Any:
-        if self._schema is None:
-            self._schema = sch.schema(self.columns, dictionaries=self.dictionaries)
+        self.prepare()
         return self._schema
 
     def prepare(self) -> None:
         """What writing needs, made before the first rows come (pyarrow imported: a tenth of
         an export of 1M packets, spent while the scan starts; ``scan_capture``'s
         ``meanwhile``)."""
-        assert self.schema is not None
+        if self._schema is None:
+            self._schema = sch.schema(self.columns, dictionaries=self.dictionaries)
 
     def _file(self, where: str) -> _File:
         f = self.files.get(where)

@@ -61,11 +61,12 @@ def test_export_text_columns_are_dictionary_encoded(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", ["uint8", "uint16", "uint32", "uint64", "int32", "int64",
-                                  "bool", "string", "dictionary"])
+                                  "bool", "string", "dictionary", "dictionary64"])
 @pytest.mark.parametrize("n", [0, 1, 9, 70000])
 def test_nulls_are_pyarrows_without_the_memory(kind: str, n: int) -> None:
     arrow_type = pa.bool_() if kind == "bool" else pa.string() if kind == "string" \
         else pa.dictionary(pa.int32(), pa.string()) if kind == "dictionary" \
+        else pa.dictionary(pa.int64(), pa.string()) if kind == "dictionary64" \
         else getattr(pa, kind)()
     before = pa.total_allocated_bytes()
     made = [arrays.nulls(n, arrow_type) for _ in range(20)]

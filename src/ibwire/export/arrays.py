@@ -58,8 +58,9 @@ def nulls(n: int, arrow_type: Any) -> Any:
 
     validity = _zero_bytes((n + 7) // 8)
     if pa.types.is_dictionary(arrow_type):
-        indices = pa.Array.from_buffers(arrow_type.index_type, n,
-                                        [validity, _zero_bytes(4 * n)], null_count=n)
+        index = arrow_type.index_type
+        indices = pa.Array.from_buffers(index, n, [validity, _zero_bytes(index.bit_width // 8 * n)],
+                                        null_count=n)
         return pa.DictionaryArray.from_arrays(indices, strings([]), safe=False)
     if pa.types.is_string(arrow_type):
         return pa.Array.from_buffers(arrow_type, n, [validity, _zero_bytes(4 * (n + 1)),

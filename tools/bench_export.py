@@ -14,16 +14,19 @@ is the first 2 GB (cut at a record) of a bigger one.
                      the fields: time, MACs, IP addresses, DSCP, ECN, IP length, id, TTL,
                      protocol, UDP ports and length, every BTH field, RETH, AETH, ICRC
   peak RSS           of ``ibwire export`` of the --big-gb capture to Parquet
-  Dask               ``read_captures`` of --dask-files captures, every partition turned into
-                     rows, on a LocalCluster of 1 then 2 worker processes (1 thread each),
-                     both clusters up at once and taking turns, the best of
-                     --dask-repeat runs on each (this VM's speed drifts for seconds at a
-                     time, and a run's system time, page faults mostly, swings from 0.2 to
-                     0.8 s between runs of the same work: one cluster timed after the
-                     other saw different spells of it),
-                     each worker warmed first (imports, Dask's DataFrame modules too, tables
-                     made on first use, and the memory of two partitions held at once) by
-                     reading one capture twice, the client by building one frame
+  Dask               ``read_captures`` of --dask-files captures (of each of the
+                     --dask-packets sizes), every partition turned into rows, on a
+                     LocalCluster of 1 then 2 worker processes (1 thread each), both
+                     clusters up at once and taking turns, the best of --dask-repeat runs
+                     on each (this VM's speed drifts for seconds at a time: one cluster
+                     timed after the other saw different spells of it), each worker warmed
+                     first (imports, Dask's DataFrame modules too, tables made on first
+                     use, and the memory of two partitions held at once) by reading one
+                     capture twice, the client by building one frame; for each size
+                     twice: the workers as Dask starts them, and with
+                     ``ibwire.dask.WORKER_CONFIG`` (glibc's malloc thresholds left alone and
+                     Arrow on the system allocator: without, every partition's columns are
+                     faulted in afresh, and two workers faulting at once slow each other)
 
 Wall and CPU time (user + system of the child processes) are printed, each command's (tshark's
 too) the best of --repeat runs: on a shared machine the wall times swing with the load (this
@@ -33,7 +36,7 @@ busiest worker is printed too: one worker's total against the busier of two is t
 the work's split allows when the two cores are free.
 
 Usage: python tools/bench_export.py [--dir /tmp/ibwire-bench] [--packets 1000000]
-       [--big-gb 2] [--dask-files 4] [--dask-repeat 5] [--dask-packets 200000] [--repeat 3]
+       [--big-gb 2] [--dask-files 4] [--dask-repeat 5] [--dask-packets 200000 1000000] [--repeat 3]
        [--no-tshark]
        [--also CAPTURE ...]
 """
@@ -159,8 +162,13 @@ def once(client):
     return wall, rows, max(after[w] - before[w] for w in after)
 
 
-repeat, files = int(sys.argv[1]), sys.argv[2:]
+repeat, config, files = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
 options = dict(threads_per_worker=1, processes=True, dashboard_address=None)
+if config == "ibwire":
+    import dask
+    from ibwire.dask import WORKER_CONFIG
+
+    dask.config.set(WORKER_CONFIG)
 with LocalCluster(n_workers=1, **options) as one, Client(one, set_as_default=False) as a, \
         LocalCluster(n_workers=2, **options) as two, Client(two, set_as_default=False) as b:
     for client in (a, b):  # every worker: imports and first-use tables out of the timing
@@ -177,11 +185,17 @@ with LocalCluster(n_workers=1, **options) as one, Client(one, set_as_default=Fal
 """
 
 
-def dask_seconds(files: list[Path], repeat: int) -> list[tuple[float, int, float]]:
+def dask_seconds(files: list[Path], repeat: int, config: str = "dask"
+                 ) -> list[tuple[float, int, float]]:
     """For one worker, then two: (wall seconds, rows, CPU seconds of the busiest worker) of
-    the best of ``repeat`` runs of the Dask job, the two clusters taking turns."""
-    out = subprocess.run([sys.executable, "-c", DASK_JOB, str(repeat), *map(str, files)],
-                         capture_output=True, text=True, check=True)
+    the best of ``repeat`` runs of the Dask job, the two clusters taking turns; ``config``
+    "dask" (Dask's worker settings) or "ibwire" (``ibwire.dask.WORKER_CONFIG``). The job's
+    process starts without MALLOC_TRIM_THRESHOLD_ (a nanny of an earlier cluster may have
+    left it in this one's environment)."""
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_TRIM_THRESHOLD_"}
+    out = subprocess.run([sys.executable, "-c", DASK_JOB, str(repeat), config,
+                          *map(str, files)], capture_output=True, text=True, check=True,
+                         env=env)
     found = []
     for line in out.stdout.splitlines():
         secs, rows, busiest = line.split()
@@ -227,7 +241,8 @@ def main() -> int:
     ap.add_argument("--big-gb", type=float, default=2.0)
     ap.add_argument("--dask-files", type=int, default=4)
     ap.add_argument("--dask-repeat", type=int, default=5)
-    ap.add_argument("--dask-packets", type=int, default=200_000)
+    ap.add_argument("--dask-packets", type=int, nargs="+", default=[200_000, 1_000_000],
+                    help="packets of each capture (one Dask run per size)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-tshark", action="store_true")
     ap.add_argument("--also", type=Path, nargs="*", default=[],
@@ -248,18 +263,23 @@ def main() -> int:
     print(f"{'capture':<28} {'GB':>6} {'peak RSS MiB':>13}")
     print(f"{big.name:<28} {big.stat().st_size / 1e9:>6.2f} {rss / 1024:>13.0f}")
     print()
-    small = ensure(args.dir / f"qp-{args.dask_packets}-8.pcap", args.dask_packets, 8)
-    with tempfile.TemporaryDirectory() as where:
-        files = []
-        for i in range(args.dask_files):
-            link = Path(where) / f"part-{i}.pcap"
-            os.symlink(small, link)
-            files.append(link)
-        (one, n, one_cpu), (two, _, two_cpu) = dask_seconds(files, args.dask_repeat)
-    print(f"{'Dask read_captures':<20} {'files':>5} {'rows':>7} {'1 worker s':>10} "
+    print(f"{'Dask read_captures':<20} {'files':>5} {'rows':>8} {'1 worker s':>10} "
           f"{'2 workers s':>11} {'speed-up':>8} {'busiest CPU s 1/2':>18} {'CPU speed-up':>12}")
-    print(f"{'':<20} {len(files):>5} {n:>7} {one:>10.2f} {two:>11.2f} {one / two:>7.2f}x "
-          f"{one_cpu:>8.2f} /{two_cpu:>8.2f} {one_cpu / two_cpu:>11.2f}x")
+    for packets in args.dask_packets:
+        small = ensure(args.dir / f"qp-{packets}-8.pcap", packets, 8)
+        with tempfile.TemporaryDirectory() as where:
+            files = []
+            for i in range(args.dask_files):
+                link = Path(where) / f"part-{i}.pcap"
+                os.symlink(small, link)
+                files.append(link)
+            for config in ("dask", "ibwire"):
+                (one, n, one_cpu), (two, _, two_cpu) = dask_seconds(files, args.dask_repeat,
+                                                                    config)
+                name = "Dask's workers" if config == "dask" else "WORKER_CONFIG"
+                print(f"{name:<20} {len(files):>5} {n:>8} {one:>10.2f} {two:>11.2f} "
+                      f"{one / two:>7.2f}x {one_cpu:>8.2f} /{two_cpu:>8.2f} "
+                      f"{one_cpu / two_cpu:>11.2f}x", flush=True)
     return 0
 
 

@@ -112,3 +112,38 @@ def test_one_task_per_capture_and_no_string_conversion_tasks(big: Path) -> None:
     frame = read_captures([big, big])
     keys = [str(k) for k in dict(frame.__dask_graph__())]
     assert len(keys) == 2 and all("_read_part" in k for k in keys), keys
+
+
+def _allocators() -> tuple[str | None, str]:
+    import os
+
+    return os.environ.get("MALLOC_TRIM_THRESHOLD_"), pa.default_memory_pool().backend_name
+
+
+@pytest.mark.parametrize("config", ["dask's", "ibwire's"])
+def test_worker_config_leaves_malloc_trimming_unset(config: str, big: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers started under WORKER_CONFIG have no MALLOC_TRIM_THRESHOLD_ (glibc's own
+    thresholds) and Arrow on the system allocator, where Dask's default gives them a trim
+    threshold (and Arrow its own allocator); what a worker reads is the same."""
+    import dask
+
+    from ibwire.dask import WORKER_CONFIG
+
+    # a nanny copies what it sets into its starter's environment: none from an earlier
+    # cluster here, and none left behind by this one
+    for name in ("MALLOC_TRIM_THRESHOLD_", "ARROW_DEFAULT_MEMORY_POOL"):
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    with dask.config.set(WORKER_CONFIG if config == "ibwire's" else {}), \
+            distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                     dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as c:
+        found = set(c.run(_allocators).values())
+        got = _table(read_captures([big]).compute(scheduler=c.get))
+    if config == "ibwire's":
+        assert found == {(None, "system")}
+    else:
+        assert {trim for trim, _ in found} == {"65536"}
+        assert {pool for _, pool in found} != {"system"}
+    assert_same(got, _table(read_captures([big]).compute(scheduler="sync")))

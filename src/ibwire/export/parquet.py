@@ -82,7 +82,7 @@ Struct = list[tuple[int, str, Any]]
 
 def _value(kind: str, value: Any) -> tuple[int, bytes]:
     """(compact type, encoded value) of one value of ``kind``: i8, i32, i64, bin, struct,
-    or list:KIND."""
+    encoded (a struct's bytes from ``encode_struct``), or list:KIND."""
     if kind == "i32" or kind == "i64":
         return (_I32 if kind == "i32" else _I64), _zigzag(value)
     if kind == "i8":
@@ -92,6 +92,8 @@ def _value(kind: str, value: Any) -> tuple[int, bytes]:
         return _BINARY, _varint(len(data)) + data
     if kind == "struct":
         return _STRUCT, encode_struct(value)
+    if kind == "encoded":  # a struct encode_struct made already
+        return _STRUCT, value
     if kind.startswith("list:"):
         inner = kind[5:]
         parts = [_value(inner, v) for v in value]
@@ -383,7 +385,7 @@ class ParquetWriter:
             self.file = sink
         self.file.write(MAGIC)
         self.at = len(MAGIC)
-        self.row_groups: list[Struct] = []
+        self.row_groups: list[bytes] = []  # encoded as written: close() only joins them
         self.rows = 0
 
     def write_table(self, table: Any) -> None:
@@ -398,13 +400,13 @@ class ParquetWriter:
                   for i in range(table.num_columns)]
         columns = [(_chunk_struct(c, f.name, k, n)) for c, f, k in
                    zip(chunks, self.schema, self.kinds, strict=True)]
-        self.row_groups.append([
+        self.row_groups.append(encode_struct([
             (1, "list:struct", columns),
             (2, "i64", sum(c.uncompressed for c in chunks)),
             (3, "i64", n),
             (5, "i64", start),
             (6, "i64", sum(c.compressed for c in chunks)),
-        ])
+        ]))
         self.rows += n
 
     def _write_chunk(self, chunk: _Chunk) -> None:
@@ -494,7 +496,7 @@ class ParquetWriter:
             (1, "i32", VERSION),
             (2, "list:struct", schema),
             (3, "i64", self.rows),
-            (4, "list:struct", self.row_groups),
+            (4, "list:encoded", self.row_groups),
             (5, "list:struct", [[(1, "bin", k), (2, "bin", v)]
                                 for k, v in self.metadata.items()] or None),
             (6, "bin", self.created_by),

@@ -55,7 +55,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_qp import ensure
-from bench_scan import peak_rss_of
+from bench_scan import CHILD_ENV, peak_rss_of
 
 TSHARK_FIELDS = (
     "frame.time_epoch", "eth.src", "eth.dst", "ip.src", "ip.dst", "ip.dsfield.dscp",
@@ -75,10 +75,11 @@ IBWIRE = [sys.executable, "-m", "ibwire.cli.main"]
 
 
 def timed(argv: list[str], stdout: object = subprocess.DEVNULL) -> tuple[float, float]:
-    """(wall seconds, CPU seconds) of one command."""
+    """(wall seconds, CPU seconds) of one command, run as installed (``CHILD_ENV``)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    done = subprocess.run(argv, stdout=stdout, stderr=subprocess.PIPE)  # type: ignore[arg-type]
+    done = subprocess.run(argv, stdout=stdout, stderr=subprocess.PIPE,  # type: ignore[arg-type]
+                          env=CHILD_ENV)
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode not in (0, 1):
@@ -192,7 +193,7 @@ def dask_seconds(files: list[Path], repeat: int, config: str = "dask"
     "dask" (Dask's worker settings) or "ibwire" (``ibwire.dask.WORKER_CONFIG``). The job's
     process starts without MALLOC_TRIM_THRESHOLD_ (a nanny of an earlier cluster may have
     left it in this one's environment)."""
-    env = {k: v for k, v in os.environ.items() if k != "MALLOC_TRIM_THRESHOLD_"}
+    env = {k: v for k, v in CHILD_ENV.items() if k != "MALLOC_TRIM_THRESHOLD_"}
     out = subprocess.run([sys.executable, "-c", DASK_JOB, str(repeat), config,
                           *map(str, files)], capture_output=True, text=True, check=True,
                          env=env)

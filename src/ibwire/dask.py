@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ibwire.export import schema as sch
@@ -201,9 +201,35 @@ def read_connections(paths_or_glob: str | Sequence[str], *, merged: bool = False
                        enforce_metadata=False)
 
 
-def export_on(scheduler: str | Any, paths: Sequence[str], opts: Options) -> list[Outcome]:
+def _allocators() -> tuple[str | None, str]:
+    """What WORKER_CONFIG sets, as a worker has it: its malloc trim setting, Arrow's
+    allocator."""
+    import pyarrow as pa
+
+    return os.environ.get("MALLOC_TRIM_THRESHOLD_"), pa.default_memory_pool().backend_name
+
+
+def allocator_note(client: Any) -> str | None:
+    """A line saying which of ``client``'s workers allocate otherwise than WORKER_CONFIG has
+    them (None when all do as it says)."""
+    found = client.run(_allocators)
+    trimming = sorted({trim for trim, _ in found.values() if trim is not None})
+    pools = sorted({pool for _, pool in found.values() if pool != "system"})
+    if not trimming and not pools:
+        return None
+    how = [f"MALLOC_TRIM_THRESHOLD_={', '.join(trimming)}"] if trimming else []
+    how += [f"Arrow's {', '.join(pools)} allocator"] if pools else []
+    workers = f"{len(found)} worker" + ("s" if len(found) != 1 else "")
+    return (f"{workers}, {' and '.join(how)}: they fault their memory in afresh for "
+            "every capture they read; ibwire.dask.WORKER_CONFIG, set where the cluster "
+            "starts, has them keep it (README, Datasets)")
+
+
+def export_on(scheduler: str | Any, paths: Sequence[str], opts: Options,
+              note: Callable[[str], object] | None = None) -> list[Outcome]:
     """``ibwire export`` of ``paths`` as tasks on a Dask cluster (a scheduler address or a
-    ``distributed.Client``), one per capture; outcomes in ``paths`` order."""
+    ``distributed.Client``), one per capture; outcomes in ``paths`` order. ``note`` is
+    given :func:`allocator_note`'s line, if any."""
     try:
         from distributed import Client
     except ImportError as exc:
@@ -213,6 +239,8 @@ def export_on(scheduler: str | Any, paths: Sequence[str], opts: Options) -> list
     check_names(paths)
     client = scheduler if isinstance(scheduler, Client) else Client(scheduler)
     try:
+        if note is not None and (line := allocator_note(client)) is not None:
+            note(line)
         futures = client.map(export_capture, list(paths), opts=opts, pure=False)
         return list(client.gather(futures))
     finally:

@@ -114,12 +114,6 @@ def test_one_task_per_capture_and_no_string_conversion_tasks(big: Path) -> None:
     assert len(keys) == 2 and all("_read_part" in k for k in keys), keys
 
 
-def _allocators() -> tuple[str | None, str]:
-    import os
-
-    return os.environ.get("MALLOC_TRIM_THRESHOLD_"), pa.default_memory_pool().backend_name
-
-
 @pytest.mark.parametrize("config", ["dask's", "ibwire's"])
 def test_worker_config_leaves_malloc_trimming_unset(config: str, big: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
@@ -128,7 +122,7 @@ def test_worker_config_leaves_malloc_trimming_unset(config: str, big: Path,
     threshold (and Arrow its own allocator); what a worker reads is the same."""
     import dask
 
-    from ibwire.dask import WORKER_CONFIG
+    from ibwire.dask import WORKER_CONFIG, _allocators, allocator_note
 
     # a nanny copies what it sets into its starter's environment: none from an earlier
     # cluster here, and none left behind by this one
@@ -140,10 +134,25 @@ def test_worker_config_leaves_malloc_trimming_unset(config: str, big: Path,
                                      dashboard_address=None) as cluster, \
             distributed.Client(cluster) as c:
         found = set(c.run(_allocators).values())
+        note = allocator_note(c)
         got = _table(read_captures([big]).compute(scheduler=c.get))
     if config == "ibwire's":
         assert found == {(None, "system")}
+        assert note is None
     else:
         assert {trim for trim, _ in found} == {"65536"}
         assert {pool for _, pool in found} != {"system"}
+        assert note is not None and note.startswith("1 worker, MALLOC_TRIM_THRESHOLD_=65536")
     assert_same(got, _table(read_captures([big]).compute(scheduler="sync")))
+
+
+def test_export_on_a_scheduler_notes_workers_that_give_memory_back(
+        client, big: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--scheduler`` says so when the cluster's workers are not as WORKER_CONFIG has them
+    (here threads of this process, which gets a trim setting), and exports all the same."""
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
+    status, _, err = run("export", "--scheduler", client.scheduler.address, "-o",
+                         str(tmp_path / "d"), str(big))
+    assert status == 0, err
+    assert "ibwire export: note: 2 workers, MALLOC_TRIM_THRESHOLD_=65536" in err
+    assert "WORKER_CONFIG" in err

@@ -84,7 +84,9 @@ def run(args: argparse.Namespace) -> int:
         if args.scheduler:
             from ibwire.dask import export_on
 
-            outcomes = export_on(args.scheduler, paths, opts)
+            outcomes = export_on(args.scheduler, paths, opts,
+                                 note=lambda line: print(f"ibwire export: note: {line}",
+                                                         file=sys.stderr))
         else:
             outcomes = export_many(paths, opts, max(1, args.jobs))
     except ValueError as exc:

@@ -36,8 +36,8 @@ MISSING = "ibwire.dask needs dask: pip install 'ibwire[dask]'"
 #: allocation gets pages of its own at 128 KiB (glibc raises it otherwise, up to 32 MiB, as
 #: such blocks are freed); Arrow's default allocator (mimalloc) gives memory back too. Each
 #: partition's columns were then faulted in afresh: 75-88k page faults for four partitions
-#: of 200k packets (every column) on one worker, against 6k with this, and 0.7-1.0 s
-#: against 0.5-0.65 s. With this, workers allocate as a plain process does: the variable
+#: of 200k packets (every column) on one worker, against 6k with this, and 0.7-1.2 s
+#: against 0.5-0.7 s. With this, workers allocate as a plain process does: the variable
 #: unset, and Arrow on the system allocator (``ARROW_DEFAULT_MEMORY_POOL=system``, for
 #: everything Arrow does in those workers). A worker then keeps up to twice its largest
 #: freed block (64 MiB at most) rather than trimming to 64 KiB. A nanny also copies the

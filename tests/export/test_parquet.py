@@ -16,6 +16,7 @@ from ibwire.export.parquet import (
     ParquetError,
     ParquetWriter,
     _page_header,
+    bit_lengths,
     delta_binary_packed,
     encode_struct,
     hybrid,
@@ -114,6 +115,7 @@ def test_pyarrow_reads_back_values_types_statistics(tmp_path_factory: pytest.Tem
 @pytest.mark.parametrize("values", [
     [5], [5, 7], list(range(2048)), list(range(2049)), list(range(2049, 0, -1)),
     [2**63 - 1, -2**63, 2**63 - 1, 0, -1], [0] * 5000,
+    [(2**64 - 4000 + 3 * k) % 2**64 - 2**63 for k in range(3000)],  # one delta, past the wrap
     list(np.cumsum(np.random.default_rng(3).integers(0, 1 << 40, 7000))),
 ])
 def test_delta_binary_packed_round_trip(tmp_path: Path, values: list[int]) -> None:
@@ -127,7 +129,7 @@ def test_delta_binary_packed_round_trip(tmp_path: Path, values: list[int]) -> No
 def test_encodings_that_the_readers_meet(tmp_path: Path) -> None:
     """The export's shapes, read by DuckDB and Polars as by pyarrow, filters by statistics
     too: a text dictionary, a number column of one value, unsigned values past the signed
-    range, a column mostly null, a growing one."""
+    range, a column mostly null, a growing one, text and number columns all null."""
     duckdb = pytest.importorskip("duckdb")
     pl = pytest.importorskip("polars")
     n = 20000
@@ -142,6 +144,8 @@ def test_encodings_that_the_readers_meet(tmp_path: Path) -> None:
         "icrc": arrays.numeric(rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32),
                                pa.uint32()),
         "icrc_ok": arrays.numeric(rng.random(n) > 0.5, pa.bool_(), some),
+        "error": arrays.nulls(n, pa.dictionary(pa.int32(), pa.string())),
+        "grh.hoplmt": arrays.nulls(n, pa.uint8()),
     })
     path = tmp_path / "t.parquet"
     _write(path, table, [0, 7000, 14000, n], statistics=table.column_names, deltas=["record"])
@@ -161,11 +165,24 @@ def test_encodings_that_the_readers_meet(tmp_path: Path) -> None:
                       "AND \"bth.tver\" = 0").fetchall()[0][0] == src.count("192.0.2.2")
     assert duckdb.sql(f"SELECT sum(record), max(\"reth.va\"), count(icrc_ok) "
                       f"FROM '{path}'").fetchall()[0] == (n * (n - 1) // 2, max(va), len(va))
+    assert meta.row_group(0).column(6).encodings == ("PLAIN", "RLE")  # all null: no values
+    assert duckdb.sql(f"SELECT count(error), count(*) FROM '{path}' WHERE \"grh.hoplmt\" IS "
+                      "NULL AND error IS NULL").fetchall()[0] == (0, n)
     frame = pl.read_parquet(path)
     for name in table.column_names:
         assert frame[name].to_list() == table.column(name).to_pylist(), name
     lazy = pl.scan_parquet(path).filter(pl.col("reth.va") > 2**63).select(pl.len())
     assert lazy.collect().item() == sum(1 for v in va if v > 2**63)
+
+
+def test_bit_lengths_are_pythons() -> None:
+    edges = [0, 1, 2, 3, 255, 256, 2**31, 2**32 - 1, 2**32, 2**53 + 1, 2**63, 2**64 - 1]
+    rng = np.random.default_rng(9)
+    randoms = [int(x) >> int(s) for x, s in zip(rng.integers(0, 2**63, 500, np.uint64),
+                                                 rng.integers(0, 64, 500), strict=True)]
+    values = edges + randoms
+    assert bit_lengths(np.array(values, np.uint64)).tolist() == \
+        [v.bit_length() for v in values]
 
 
 def test_hybrid_runs_and_bit_packing() -> None:

@@ -170,17 +170,20 @@ def hybrid(values: np.ndarray, width: int) -> bytes:
     if n == 0:
         return b""
     first = int(values[0])
-    if not (values != first).any():
+    if not (values != values[0]).any():
         return _run(n, first, width)
     groups = (n + 7) // 8
-    padded = np.zeros(groups * 8, np.uint64)
+    padded = np.zeros(groups * 8, values.dtype)
     padded[:n] = values
     return _varint((groups << 1) | 1) + pack_bits(padded, width)
 
 
 def definition_levels(valid: np.ndarray | None, n: int) -> bytes:
     """A data page (v1)'s definition levels of an optional column: 4-byte length, hybrid."""
-    body = _run(n, 1, 1) if valid is None else hybrid(valid.view(np.uint8), 1)
+    return _levels(_run(n, 1, 1) if valid is None else hybrid(valid.view(np.uint8), 1))
+
+
+def _levels(body: bytes) -> bytes:
     return len(body).to_bytes(4, "little") + body
 
 
@@ -200,6 +203,8 @@ def delta_binary_packed(values: np.ndarray, bits: int = 64) -> bytes:
     count = len(deltas)
     blocks = -(-count // DELTA_BLOCK)
     per_mini = DELTA_BLOCK // DELTA_MINIBLOCKS
+    if not (deltas != deltas[0]).any():  # record numbers: each block its minimum, widths 0
+        return bytes(out) + (_zigzag(int(deltas[0])) + bytes(DELTA_MINIBLOCKS)) * blocks
     padded = np.empty(blocks * DELTA_BLOCK, signed)
     padded[:count] = deltas
     padded[count:] = deltas[-1]  # not below the last block's minimum; packed as zeros below
@@ -210,10 +215,7 @@ def delta_binary_packed(values: np.ndarray, bits: int = 64) -> bytes:
     flat = adjusted.reshape(-1)
     flat[count:] = 0
     minis = adjusted.reshape(blocks * DELTA_MINIBLOCKS, per_mini)
-    tops = minis.max(axis=1)
-    widths = np.zeros(len(tops), np.uint8)
-    for b in range(64):
-        widths += (tops >> np.uint64(b)) != 0
+    widths = bit_lengths(minis.max(axis=1))
     used = -(-count // per_mini)  # miniblocks with values; the others: width 0, no body
     widths[used:] = 0
     bodies: list[bytes] = [b""] * len(widths)
@@ -230,6 +232,18 @@ def delta_binary_packed(values: np.ndarray, bits: int = 64) -> bytes:
         out += width_rows[b].tobytes()
         out += b"".join(bodies[b * DELTA_MINIBLOCKS:(b + 1) * DELTA_MINIBLOCKS])
     return bytes(out)
+
+
+def bit_lengths(values: np.ndarray) -> np.ndarray:
+    """Each unsigned 64-bit value's bit length (0 for 0), as uint8: six halvings."""
+    x = values.astype(np.uint64)
+    widths = np.zeros(len(x), np.uint8)
+    for shift in (32, 16, 8, 4, 2, 1):
+        high = x >= np.uint64(1 << shift)
+        widths += high.astype(np.uint8) * np.uint8(shift)
+        x = np.where(high, x >> np.uint64(shift), x)
+    widths += (x != 0).astype(np.uint8)
+    return widths
 
 
 def plain_texts(texts: Sequence[str]) -> bytes:
@@ -317,11 +331,16 @@ def _texts(chunks: Iterable[Any]) -> tuple[list[str], np.ndarray, np.ndarray | N
         else:
             words = chunk.to_pylist()
             ids = np.arange(len(words), dtype=np.int32)
+        start = len(place)
         moved = np.array([place.setdefault(w, len(place)) if w is not None else 0
                           for w in words] or [0], np.int32)
         valid = _valid(chunk.indices if pa.types.is_dictionary(chunk.type) else chunk)
-        safe = ids if valid is None else np.where(valid, ids, 0)
-        indices.append(moved[safe])
+        if start == 0 and len(place) == len(moved) and ids.dtype == np.int32:
+            indices.append(ids)  # its words first seen here, in their order: ids as they are
+            # (a null's id points nowhere in particular: only valid rows are read)
+        else:
+            safe = ids if valid is None else np.where(valid, ids, 0)
+            indices.append(moved[safe])
         valids.append(valid)
         sizes.append(len(chunk))
     return list(place), _joined(indices, np.int32), _joined_valid(valids, sizes)
@@ -435,6 +454,14 @@ class ParquetWriter:
     def _column(self, column: Any, name: str, kind: _Kind, n: int) -> _Chunk:
         chunk = _Chunk()
         stats = name in self.statistics
+        if column.null_count == n:  # every row null (most header fields on a given link):
+            # one run of level 0, no values; nothing of the rows to look at
+            chunk.pages.append(_data_page(n, PLAIN, _levels(_run(n, 0, 1))))
+            if stats:
+                chunk.statistics = _stats(n, None, None)
+            chunk.encodings = [PLAIN, RLE]
+            self._write_chunk(chunk)
+            return chunk
         if kind.text:
             texts, ids, valid = _texts(column.chunks)
             present = ids if valid is None else ids[valid]
@@ -442,11 +469,12 @@ class ParquetWriter:
                 texts = [""]
             chunk.pages.append(_dictionary_page(len(texts), plain_texts(texts)))
             width = max((len(texts) - 1).bit_length(), 1)
-            values = bytes([width]) + hybrid(present.astype(np.uint64), width)
+            values = bytes([width]) + hybrid(present, width)
             encoding = RLE_DICTIONARY
             if stats:
-                seen = np.flatnonzero(np.bincount(present, minlength=len(texts)))
-                used = sorted((texts[i] for i in seen.tolist()), key=str.encode)
+                seen = ([0] if len(present) else []) if len(texts) == 1 else \
+                    np.flatnonzero(np.bincount(present, minlength=len(texts))).tolist()
+                used = sorted((texts[i] for i in seen), key=str.encode)
                 chunk.statistics = _stats(n - len(present), used[0].encode() if used else None,
                                           used[-1].encode() if used else None)
             chunk.encodings = [PLAIN, RLE, RLE_DICTIONARY]
@@ -479,10 +507,7 @@ class ParquetWriter:
                 chunk.statistics = _number_stats(present, kind, n - len(present))
             chunk.encodings = [PLAIN, RLE, RLE_DICTIONARY] if encoding == RLE_DICTIONARY \
                 else [encoding, RLE]
-        chunk.pages.append(([(1, "i32", DATA_PAGE),  # levels RLE/bit-packed (v1 pages)
-                             (5, "struct", [(1, "i32", n), (2, "i32", encoding),
-                                            (3, "i32", RLE), (4, "i32", RLE)])],
-                            definition_levels(valid, n) + values))
+        chunk.pages.append(_data_page(n, encoding, definition_levels(valid, n) + values))
         self._write_chunk(chunk)
         return chunk
 
@@ -505,6 +530,13 @@ class ParquetWriter:
         self.file.write(footer + len(footer).to_bytes(4, "little") + MAGIC)
         if self.own:
             self.file.close()
+
+
+def _data_page(n: int, encoding: int, body: bytes) -> tuple[Struct, bytes]:
+    """A data page (v1) of ``n`` rows: ``body`` is its levels (RLE/bit-packed) and values."""
+    return ([(1, "i32", DATA_PAGE),
+             (5, "struct", [(1, "i32", n), (2, "i32", encoding), (3, "i32", RLE),
+                            (4, "i32", RLE)])], body)
 
 
 def _dictionary_page(count: int, body: bytes) -> tuple[Struct, bytes]:

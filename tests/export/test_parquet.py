@@ -20,6 +20,7 @@ from ibwire.export.parquet import (
     delta_binary_packed,
     encode_struct,
     hybrid,
+    pack_bits,
 )
 
 pa = pytest.importorskip("pyarrow")
@@ -173,6 +174,19 @@ def test_encodings_that_the_readers_meet(tmp_path: Path) -> None:
         assert frame[name].to_list() == table.column(name).to_pylist(), name
     lazy = pl.scan_parquet(path).filter(pl.col("reth.va") > 2**63).select(pl.len())
     assert lazy.collect().item() == sum(1 for v in va if v > 2**63)
+
+
+@pytest.mark.parametrize("width", range(1, 17))
+def test_pack_bits_is_the_bit_stream(width: int) -> None:
+    """Each value's ``width`` bits in turn, least significant first, bytes filled from
+    their low bit, the last padded with zeros."""
+    rng = np.random.default_rng(width)
+    for n in (1, 7, 8, 9, 63, 64, 100, 1001):
+        values = rng.integers(0, 1 << width, n).astype(np.uint64)
+        bits = [(v >> b) & 1 for v in values.tolist() for b in range(width)]
+        bits += [0] * (-len(bits) % 8)
+        want = bytes(sum(bits[i + j] << j for j in range(8)) for i in range(0, len(bits), 8))
+        assert pack_bits(values, width) == want, n
 
 
 def test_bit_lengths_are_pythons() -> None:

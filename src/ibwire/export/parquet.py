@@ -149,6 +149,17 @@ def pack_bits(values: np.ndarray, width: int) -> bytes:
         return b""
     if width == 1:
         return np.packbits(values.astype(bool), bitorder="little").tobytes()
+    if width < 8:  # eight values to a 64-bit word, its first ``width`` bytes theirs
+        n = len(values)
+        groups = -(-n // 8)
+        padded = np.zeros(groups * 8, np.uint64)
+        padded[:n] = values
+        grid = padded.reshape(groups, 8)
+        word = grid[:, 0].copy()
+        for i in range(1, 8):
+            word |= grid[:, i] << np.uint64(width * i)
+        packed = word.view(np.uint8).reshape(groups, 8)[:, :width].tobytes()
+        return packed[:(n * width + 7) // 8]
     size = 1 if width <= 8 else 2 if width <= 16 else 4 if width <= 32 else 8
     narrow = np.ascontiguousarray(values, np.dtype(f"<u{size}"))
     if width == 8 * size:

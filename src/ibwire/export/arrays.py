@@ -98,10 +98,10 @@ def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _unique(texts: Sequence[str], indices: np.ndarray) -> tuple[Sequence[str], np.ndarray]:
-    """``texts`` without repeats and ``indices`` moved onto them: Arrow's Parquet writer takes
-    a dictionary array as it is only where its dictionary's values are distinct, and
-    otherwise writes the column as plain strings, each row's text copied (nearly four times
-    the time of the indices, for a table of 256 names such as the opcodes')."""
+    """``texts`` without repeats and ``indices`` moved onto them: the Parquet writer
+    (``ibwire.export.parquet``) takes a dictionary array's indices as they are only where
+    its dictionary's values are distinct, and otherwise moves every row's index onto the
+    distinct ones (a table of 256 names such as the opcodes' has many repeats)."""
     first = dict.fromkeys(texts)
     if len(first) == len(texts):
         return texts, indices

@@ -5,11 +5,12 @@ Arrow's writer (``pyarrow.parquet``) spends 4 to 9 ns a value on the export's co
 definition levels value by value, three copies of each page, a compression context made for
 each page): most of the time of an export of a few columns. Here each column chunk is one page
 made by numpy over the whole row group: definition levels as one run or one bit-packed run,
-numbers PLAIN (widened to INT32 as Parquet stores them), a number column of one value in a
-row group as a dictionary of it and one run of indices, text as a dictionary page and
-RLE_DICTIONARY indices, growing columns DELTA_BINARY_PACKED; pages compressed with zstd
-(Arrow's codec), a column chunk of a few bytes left uncompressed. Statistics (null count, min and max) where asked, with the type-defined order
-(unsigned for the unsigned integers). The Arrow types taken are those of
+a column all null as one run of level 0 and no values, numbers PLAIN (widened to INT32 as
+Parquet stores them), a number column of one value in a row group as a dictionary of it and
+one run of indices, text as a dictionary page and RLE_DICTIONARY indices, growing columns
+DELTA_BINARY_PACKED; pages compressed with zstd (Arrow's codec), a column chunk of a few
+bytes left uncompressed. Statistics (null count, min and max) where asked, with the
+type-defined order (unsigned for the unsigned integers). The Arrow types taken are those of
 ``ibwire.export.schema`` and ``ibwire.export.write.connection_table``: (u)int8 to (u)int64,
 bool, float64, string and dictionary of string; the file's schema is the Parquet types with
 their logical types (read back as the same Arrow types, text as string), the schema's metadata
@@ -304,8 +305,7 @@ def _valid(chunk: Any) -> np.ndarray | None:
     n, offset = len(chunk), chunk.offset
     if chunk.null_count == n:
         return np.zeros(n, bool)
-    bitmap = np.frombuffer(chunk.buffers()[0], np.uint8)
-    return np.unpackbits(bitmap, bitorder="little", count=offset + n)[offset:].view(bool)
+    return _bits(chunk.buffers()[0], offset, n)
 
 
 def _numbers(chunk: Any, kind: _Kind) -> np.ndarray:
@@ -318,9 +318,13 @@ def _numbers(chunk: Any, kind: _Kind) -> np.ndarray:
 
 
 def _bools(chunk: Any) -> np.ndarray:
-    n, offset = len(chunk), chunk.offset
-    bitmap = np.frombuffer(chunk.buffers()[1], np.uint8)
-    return np.unpackbits(bitmap, bitorder="little", count=offset + n)[offset:].view(bool)
+    return _bits(chunk.buffers()[1], chunk.offset, len(chunk))
+
+
+def _bits(bitmap: Any, offset: int, n: int) -> np.ndarray:
+    """``n`` bits of an Arrow bitmap buffer from bit ``offset``, as bools."""
+    return np.unpackbits(np.frombuffer(bitmap, np.uint8), bitorder="little",
+                         count=offset + n)[offset:].view(bool)
 
 
 def _texts(chunks: Iterable[Any]) -> tuple[list[str], np.ndarray, np.ndarray | None]:

@@ -187,7 +187,6 @@ def _text_column(batch: ScanBatch, name: str, rows: np.ndarray | slice,
 
 
 def _masked(values: np.ndarray, present: np.ndarray, arrow_type: Any) -> Any:
-
     if not present.any():
         return arrays.nulls(len(values), arrow_type)
     return arrays.numeric(values, arrow_type, present)
@@ -196,7 +195,6 @@ def _masked(values: np.ndarray, present: np.ndarray, arrow_type: Any) -> Any:
 def _named(names: Sequence[str], codes: np.ndarray, present: np.ndarray, dictionary: bool
            ) -> Any:
     """Text ``names[code]`` for each code, null where not ``present`` (made in Arrow)."""
-
     if not present.any():
         return arrays.nulls(len(codes), _text_type(dictionary))
     return arrays.pick(names, codes, present, dictionary)
@@ -286,7 +284,6 @@ def to_table(batch: ScanBatch, rows: np.ndarray, capture: str, connection: np.nd
 
 def _errors(batch: ScanBatch, rows: np.ndarray, error: np.ndarray, dictionary: bool) -> Any:
     """The error text of each row (null for a packet read whole, and for other traffic)."""
-
     bad = np.flatnonzero((error != 0) & (error != NOT_IB))
     if not len(bad):
         return arrays.nulls(len(rows), _text_type(dictionary))

@@ -234,9 +234,10 @@ def export_on(scheduler: str | Any, paths: Sequence[str], opts: Options,
         from distributed import Client
     except ImportError as exc:
         raise ImportError(MISSING) from exc
-    from ibwire.export.write import check_names, export_capture
+    from ibwire.export.write import check_layout, check_names, export_capture
 
     check_names(paths)
+    check_layout(paths, opts)
     client = scheduler if isinstance(scheduler, Client) else Client(scheduler)
     try:
         if note is not None and (line := allocator_note(client)) is not None:

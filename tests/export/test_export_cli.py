@@ -145,6 +145,35 @@ def test_scheduler_without_dask_is_one_line(monkeypatch: pytest.MonkeyPatch,
     assert err.strip() == "ibwire export: ibwire.dask needs dask: pip install 'ibwire[dask]'"
 
 
+def test_a_dataset_keeps_one_format_and_layout(tmp_path: Path) -> None:
+    out = tmp_path / "ds"
+    assert run("export", "--partition-by", "capture", "-o", str(out), str(RPING))[0] == 0
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    for other in (["--partition-by", "date"], [], ["--partition-by", "capture", "--format",
+                                                    "csv"]):
+        status, _, err = run("export", *other, "-o", str(out), str(WRITE_BW))
+        assert status == 2, other
+        assert f"holds {RPING.name} exported as parquet, partitioned by capture" in err
+        assert sorted(p.relative_to(out) for p in out.rglob("*")) == before  # nothing written
+    # the same options add to it; --force re-exports its only capture in a new layout
+    assert run("export", "--partition-by", "capture", "-o", str(out), str(WRITE_BW))[0] == 0
+    status, _, err = run("export", "--force", "-o", str(out), str(RPING))
+    assert status == 2 and f"holds {WRITE_BW.name} exported" in err
+    (out / "_ibwire" / f"{WRITE_BW.name}.json").write_text("{}")
+    status, _, err = run("export", "--force", "--partition-by", "capture", "-o", str(out),
+                         str(RPING))
+    assert status == 2 and "not an export note of ibwire" in err
+    (out / "_ibwire" / f"{WRITE_BW.name}.json").unlink()
+    for f in (out / "packets" / f"capture={WRITE_BW.name}").iterdir():
+        f.unlink()
+    (out / "packets" / f"capture={WRITE_BW.name}").rmdir()
+    assert run("export", "--force", "-o", str(out), str(RPING))[0] == 0
+    # the old layout's files and the partition directories they were in are gone
+    assert [p.name for p in (out / "packets").iterdir()] == [f"{RPING.name}.parquet"]
+    assert ds.dataset(out / "packets", partitioning="hive").count_rows() == \
+        stats_json(RPING)["totals"]["ib_packets"]
+
+
 def test_two_captures_of_one_name_are_refused(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     copy = tmp_path / "a" / RPING.name

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import shutil
 import sys
 from collections import Counter
 from pathlib import Path
@@ -103,6 +104,21 @@ def test_missing_duckdb_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     status, out, err = run("sql", str(tmp_path), "SELECT 1")
     assert status == 2 and out == ""
     assert err.strip() == "ibwire sql needs duckdb: pip install 'ibwire[sql]'"
+
+
+def test_a_dataset_of_two_formats_is_refused(faulty: tuple[Path, Path],
+                                             tmp_path: Path) -> None:
+    capture, dataset = faulty
+    assert run("export", "--format", "csv", "-o", str(tmp_path / "csv"), str(capture))[0] == 0
+    mixed = tmp_path / "mixed"
+    shutil.copytree(dataset, mixed)
+    (mixed / "packets" / "more.csv").write_bytes(
+        (tmp_path / "csv" / "packets" / f"{capture.name}.csv").read_bytes())
+    status, out, err = run("sql", str(mixed), "SELECT count(*) FROM packets")
+    assert status == 2 and out == ""  # not the Parquet rows alone, silently
+    assert "holds .parquet and .csv files" in err
+    assert sql(dataset, "SELECT count(*) AS n FROM packets") == sql(
+        tmp_path / "csv", "SELECT count(*) AS n FROM packets")
 
 
 def test_bad_query_and_not_a_dataset(faulty: tuple[Path, Path], tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ibwire.errors import IbwireError
+from ibwire.export.write import FORMATS
 
 MISSING = "ibwire sql needs duckdb: pip install 'ibwire[sql]'"
 VIEWS = ("packets", "connections")
@@ -29,15 +30,20 @@ def duckdb_module() -> Any:
 
 
 def _source(con: Any, root: Path, view: str) -> str | None:
-    """The SQL that reads the files of ``view`` (None: there are none)."""
+    """The SQL that reads the files of ``view`` (None: there are none); DatasetError if
+    they are of more than one format (a view reads one: the others would be left out)."""
     where = root / view
+    found = [ext for ext in FORMATS.values() if any(where.rglob(f"*{ext}"))]
+    if len(found) > 1:
+        raise DatasetError(f"{where}: holds {' and '.join(found)} files: a dataset has one "
+                           "format (export each format to its own directory)")
     for ext, reader in ((".parquet", "read_parquet"), (".csv", "read_csv")):
-        if any(where.rglob(f"*{ext}")):
+        if ext in found:
             pattern = str(where / "**" / f"*{ext}").replace("'", "''")
             extra = ", header = true" if ext == ".csv" else ""
             return (f"SELECT * FROM {reader}('{pattern}', hive_partitioning = true, "
                     f"union_by_name = true{extra})")
-    if any(where.rglob("*.arrow")):
+    if found == [".arrow"]:
         import pyarrow.dataset as ds
 
         name = f"_ibwire_{view}"

@@ -266,10 +266,19 @@ class _Partitions:
 
 
 def _remove_previous(opts: Options, name: str) -> None:
+    """Remove what an earlier export of capture ``name`` wrote: its files, the partition
+    directories they leave empty, its note."""
     note = note_path(opts.out, name)
     if note.exists():
+        root = Path(opts.out)
         for rel in json.loads(note.read_text()).get("files", []):
-            (Path(opts.out) / rel).unlink(missing_ok=True)
+            path = root / rel
+            path.unlink(missing_ok=True)
+            for parent in path.parents:
+                if parent.parent == root or parent == root:
+                    break  # packets/ and connections/ stay
+                with contextlib.suppress(OSError):  # not empty: another capture's too
+                    parent.rmdir()
         note.unlink()
 
 
@@ -500,9 +509,43 @@ def check_names(paths: Sequence[str]) -> None:
                          "file name in the dataset")
 
 
+def _layout(fmt: object, by: object) -> str:
+    return f"as {fmt}, " + (f"partitioned by {by}" if by else "not partitioned")
+
+
+def check_layout(paths: Sequence[str], opts: Options) -> None:
+    """ValueError if ``opts.out`` holds captures exported in another format or partition
+    layout than ``opts`` asks for: a dataset of mixed layouts cannot be read as one (Hive
+    readers refuse files whose partition keys differ, ``ibwire sql`` reads one format).
+    Captures this run exports again (``force``, the same name) do not count: their files
+    go."""
+    notes = Path(opts.out) / NOTES
+    if not notes.is_dir():
+        return
+    again = {capture_name(p) for p in paths} if opts.force else set()
+    for note in sorted(notes.glob("*.json")):
+        name = note.name[:-len(".json")]
+        if name in again:
+            continue
+        try:
+            saved = json.loads(note.read_text())["options"]
+            had = (saved["format"], saved["partition_by"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{note}: not an export note of ibwire ({exc}); remove it, "
+                             f"with the files of {name}, or export elsewhere") from exc
+        if had != (opts.fmt, opts.partition_by):
+            raise ValueError(
+                f"{opts.out} holds {name} exported {_layout(*had)}; this export is "
+                f"{_layout(opts.fmt, opts.partition_by)}: a dataset has one format and "
+                "layout (use the same options, or another directory)")
+
+
 def export_many(paths: Sequence[str], opts: Options, jobs: int = 1) -> list[Outcome]:
-    """Export captures, ``jobs`` processes at a time; outcomes in ``paths`` order."""
+    """Export captures, ``jobs`` processes at a time; outcomes in ``paths`` order. Raises
+    ValueError, before anything is written, for two captures of one name or a dataset
+    exported otherwise (``check_layout``)."""
     check_names(paths)
+    check_layout(paths, opts)
     if jobs <= 1 or len(paths) <= 1:
         return [export_capture(p, opts) for p in paths]
     from concurrent.futures import ProcessPoolExecutor

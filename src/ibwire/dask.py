@@ -236,7 +236,7 @@ def export_on(scheduler: str | Any, paths: Sequence[str], opts: Options,
         raise ImportError(MISSING) from exc
     from ibwire.export.write import check_layout, check_names, export_capture
 
-    check_names(paths)
+    check_names(paths, opts.name)
     check_layout(paths, opts)
     client = scheduler if isinstance(scheduler, Client) else Client(scheduler)
     try:

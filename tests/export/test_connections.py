@@ -127,7 +127,7 @@ def test_standard_input_is_read_once(tmp_path: Path) -> None:
     done = export(sample.read_bytes(), tmp_path / "in")
     assert done.returncode == 0, done.stderr
     assert _exported(sample, tmp_path / "file") == pq.read_table(
-        tmp_path / "in" / "packets" / "-.parquet")["connection"].to_pylist()
+        tmp_path / "in" / "packets" / "stdin.parquet")["connection"].to_pylist()
     done = export(_cnp_first(tmp_path).read_bytes(), tmp_path / "cnp")
     assert done.returncode == 1 and b"takes a second read" in done.stderr, done.stderr
     assert not [p for p in (tmp_path / "cnp").rglob("*") if p.is_file()]

@@ -174,6 +174,28 @@ def test_a_dataset_keeps_one_format_and_layout(tmp_path: Path) -> None:
         stats_json(RPING)["totals"]["ib_packets"]
 
 
+def test_standard_input_and_name(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import io
+    import sys
+
+    out = tmp_path / "ds"
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(RPING.read_bytes())))
+    assert run("export", "-o", str(out), "-")[0] == 0
+    stdin = pq.read_table(out / "packets" / "stdin.parquet")
+    assert json.loads((out / "_ibwire" / "stdin.json").read_text())["capture"] == "stdin"
+    assert run("export", "--name", "rping-run-2", "--qp", "-o", str(out), str(RPING))[0] == 0
+    named = pq.read_table(out / "packets" / "rping-run-2.parquet")
+    assert set(named["capture"].to_pylist()) == {"rping-run-2"}
+    assert named.drop_columns(["capture"]).to_pylist() == \
+        stdin.drop_columns(["capture"]).to_pylist()
+    assert (out / "connections" / "rping-run-2.parquet").exists()
+    for bad in (["--name", "x", str(RPING), str(WRITE_BW)], ["--name", "a/b", str(RPING)],
+                ["--name", ".hidden", str(RPING)]):
+        status, _, err = run("export", "-o", str(tmp_path / "other"), *bad)
+        assert status == 2 and "--name" in err, bad
+    assert not (tmp_path / "other").exists()
+
+
 def test_two_captures_of_one_name_are_refused(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     copy = tmp_path / "a" / RPING.name

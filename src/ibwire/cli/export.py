@@ -26,7 +26,11 @@ if TYPE_CHECKING:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE",
-                        help="capture files (pcap, pcapng, ERF, gzip); globs are expanded")
+                        help="capture files (pcap, pcapng, ERF, gzip); globs are expanded; "
+                        "'-' standard input (named stdin in the dataset)")
+    parser.add_argument("--name", default=None, metavar="NAME",
+                        help="the capture's name in the dataset (one FILE; default its file "
+                        "name)")
     parser.add_argument("-o", "--output", required=True, metavar="DIR",
                         help="dataset directory (created; packets/, connections/)")
     parser.add_argument("--format", choices=tuple(FORMATS), default="parquet",
@@ -78,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"ibwire export: {exc}", file=sys.stderr)
         return 2
     opts = Options(args.output, args.format, fields, args.partition_by, args.all, args.qp,
-                   args.force)
+                   args.force, args.name)
     paths = _paths(args.files)
     try:
         if args.scheduler:
@@ -114,9 +118,9 @@ def run(args: argparse.Namespace) -> int:
 def _merged(paths: list[str], opts: Options, name: str, outcomes: list[Outcome]) -> int:
     """``--qp-merged``: the merged capture's connections, when every capture was read."""
     from ibwire.errors import IbwireError
-    from ibwire.export.write import capture_name, export_merged_connections
+    from ibwire.export.write import export_merged_connections, names_of
 
-    if name in {capture_name(p) for p in paths} or not name or "/" in name:
+    if name in names_of(paths, opts) or not name or "/" in name:
         print(f"ibwire export: --qp-merged {name!r}: a capture's name or not a file name",
               file=sys.stderr)
         return 1

@@ -58,6 +58,8 @@ class Options:
     other: bool = False
     qp: bool = False
     force: bool = False
+    #: The name of the one capture exported (default: ``capture_name``).
+    name: str | None = None
 
 
 @dataclass
@@ -76,8 +78,19 @@ class Outcome:
         return self.failure is None and self.error_rows == 0
 
 
+STDIN_NAME = "stdin"
+
+
 def capture_name(path: str) -> str:
-    return os.path.basename(path)
+    """A capture's name in the dataset: its file name, ``stdin`` for standard input ('-');
+    ``Options.name`` (``--name``) names a run's one capture otherwise."""
+    return STDIN_NAME if path == "-" else os.path.basename(path)
+
+
+def names_of(paths: Sequence[str], opts: Options) -> list[str]:
+    """The names the captures of ``paths`` get in the dataset."""
+    return [opts.name] if opts.name is not None and len(paths) == 1 \
+        else [capture_name(p) for p in paths]
 
 
 def note_path(out: str, name: str) -> Path:
@@ -295,7 +308,7 @@ def _write_note(opts: Options, outcome: Outcome) -> None:
 def export_capture(path: str, opts: Options) -> Outcome:
     """Export one capture (see the module); problems with the file itself are the
     outcome's ``failure``, records that could not be read are error rows."""
-    name = capture_name(path)
+    name = opts.name or capture_name(path)
     outcome = Outcome(name)
     if note_path(opts.out, name).exists() and not opts.force:
         outcome.skipped = True
@@ -496,12 +509,20 @@ def export_merged_connections(paths: Sequence[str], opts: Options, name: str) ->
     returns the file written, relative to the dataset."""
     from ibwire.analysis.merged import analyse_merged, summarise
 
-    summaries = [summarise(p, capture_name(p)) for p in paths]
+    summaries = [summarise(p, n) for p, n in zip(paths, names_of(paths, opts), strict=True)]
     return _write_connections(opts, name, analyse_merged(summaries))
 
 
-def check_names(paths: Sequence[str]) -> None:
-    """ValueError if two captures have the same file name (their name in the dataset)."""
+def check_names(paths: Sequence[str], name: str | None = None) -> None:
+    """ValueError if two captures have the same file name (their name in the dataset), or
+    ``name`` (``Options.name``) is given for other than one capture, or is no file name."""
+    if name is not None:
+        if len(paths) != 1:
+            raise ValueError(f"--name names one capture, not {len(paths)}")
+        if name in ("", ".", "..") or "/" in name or name.startswith("."):
+            raise ValueError(f"--name {name!r}: not a file name (it names the capture's "
+                             "files)")
+        return
     names = [capture_name(p) for p in paths]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
@@ -522,7 +543,7 @@ def check_layout(paths: Sequence[str], opts: Options) -> None:
     notes = Path(opts.out) / NOTES
     if not notes.is_dir():
         return
-    again = {capture_name(p) for p in paths} if opts.force else set()
+    again = set(names_of(paths, opts)) if opts.force else set()
     for note in sorted(notes.glob("*.json")):
         name = note.name[:-len(".json")]
         if name in again:
@@ -544,7 +565,7 @@ def export_many(paths: Sequence[str], opts: Options, jobs: int = 1) -> list[Outc
     """Export captures, ``jobs`` processes at a time; outcomes in ``paths`` order. Raises
     ValueError, before anything is written, for two captures of one name or a dataset
     exported otherwise (``check_layout``)."""
-    check_names(paths)
+    check_names(paths, opts.name)
     check_layout(paths, opts)
     if jobs <= 1 or len(paths) <= 1:
         return [export_capture(p, opts) for p in paths]

@@ -57,10 +57,17 @@ def _dask() -> Any:
 
 
 def _paths(paths_or_glob: str | Sequence[str]) -> list[str]:
+    """The captures named: paths, and globs expanded (sorted); ValueError if there are
+    none, or a glob matches nothing."""
     items = [paths_or_glob] if isinstance(paths_or_glob, (str, os.PathLike)) else paths_or_glob
     out: list[str] = []
     for item in map(os.fspath, items):
-        out.extend(sorted(glob.glob(item)) if glob.has_magic(item) else [item])
+        found = sorted(glob.glob(item)) if glob.has_magic(item) else [item]
+        if not found:
+            raise ValueError(f"no capture matches {item!r}")
+        out.extend(found)
+    if not out:
+        raise ValueError("no captures given")
     return out
 
 
@@ -183,8 +190,6 @@ def read_connections(paths_or_glob: str | Sequence[str], *, merged: bool = False
     ``cnp_interval_us`` are ``ibwire qp``'s options."""
     dd = _dask()
     paths = _paths(paths_or_glob)
-    if not paths:
-        raise ValueError("no captures given")
     options = {"pmtu": pmtu, "cnp_scope": cnp_scope, "cnp_interval_us": cnp_interval_us}
     if merged:
         from dask import delayed

@@ -114,6 +114,15 @@ def test_one_task_per_capture_and_no_string_conversion_tasks(big: Path) -> None:
     assert len(keys) == 2 and all("_read_part" in k for k in keys), keys
 
 
+def test_globs_that_match_nothing_are_named(big: Path) -> None:
+    for read in (read_captures, read_connections):
+        with pytest.raises(ValueError, match=r"no capture matches '.*nothing\*\.pcap'"):
+            read([big, str(big.parent / "nothing*.pcap")])
+        with pytest.raises(ValueError, match="no captures given"):
+            read([])
+    assert read_captures(str(big.parent / "b*.pcap")).npartitions == 1  # big.pcap alone
+
+
 @pytest.mark.parametrize("config", ["dask's", "ibwire's"])
 def test_worker_config_leaves_malloc_trimming_unset(config: str, big: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:

@@ -28,9 +28,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE",
                         help="capture files (pcap, pcapng, ERF, gzip); globs are expanded; "
                         "'-' standard input (named stdin in the dataset)")
-    parser.add_argument("--name", default=None, metavar="NAME",
-                        help="the capture's name in the dataset (one FILE; default its file "
-                        "name)")
     parser.add_argument("-o", "--output", required=True, metavar="DIR",
                         help="dataset directory (created; packets/, connections/)")
     parser.add_argument("--format", choices=tuple(FORMATS), default="parquet",
@@ -52,6 +49,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "them: connections/NAME")
     parser.add_argument("--force", action="store_true",
                         help="export captures already exported into DIR again")
+    parser.add_argument("--name", default=None, metavar="NAME",
+                        help="the capture's name in the dataset (one FILE; default its file "
+                        "name)")
     parser.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
                         help="captures exported at a time, one process each (default 1)")
     parser.add_argument("--scheduler", default=None, metavar="ADDRESS",

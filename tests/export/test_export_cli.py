@@ -149,12 +149,24 @@ def test_a_dataset_keeps_one_format_and_layout(tmp_path: Path) -> None:
     out = tmp_path / "ds"
     assert run("export", "--partition-by", "capture", "-o", str(out), str(RPING))[0] == 0
     before = sorted(p.relative_to(out) for p in out.rglob("*"))
-    for other in (["--partition-by", "date"], [], ["--partition-by", "capture", "--format",
-                                                    "csv"]):
+    for other, said in (
+            (["--partition-by", "date"], "exported as parquet, partitioned by capture"),
+            ([], "exported as parquet, partitioned by capture"),
+            (["--partition-by", "capture", "--format", "csv"], "exported as parquet"),
+            (["--partition-by", "capture", "--fields", "bth"], "exported with every column")):
         status, _, err = run("export", *other, "-o", str(out), str(WRITE_BW))
         assert status == 2, other
-        assert f"holds {RPING.name} exported as parquet, partitioned by capture" in err
+        assert f"holds {RPING.name} {said}" in err
         assert sorted(p.relative_to(out) for p in out.rglob("*")) == before  # nothing written
+    # the same columns asked for otherwise are the same columns
+    fielded = tmp_path / "fielded"
+    assert run("export", "--fields", "bth,icrc_ok", "-o", str(fielded), str(RPING))[0] == 0
+    assert run("export", "--fields", "icrc_ok,bth", "-o", str(fielded), str(WRITE_BW))[0] == 0
+    status, _, err = run("export", "--fields", "bth", "-o", str(fielded), str(CAPTURES /
+                         "linlinw5-rdma_ib_tutorial_rdma_cm.pcap"))
+    assert status == 2  # the first note by name: WRITE_BW's
+    assert f"holds {WRITE_BW.name} exported with --fields icrc_ok,bth; this export has " \
+        "--fields bth: a dataset has one set of columns" in err
     # the same options add to it; --force re-exports its only capture in a new layout
     assert run("export", "--partition-by", "capture", "-o", str(out), str(WRITE_BW))[0] == 0
     status, _, err = run("export", "--force", "-o", str(out), str(RPING))

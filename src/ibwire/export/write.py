@@ -301,7 +301,8 @@ def _write_note(opts: Options, outcome: Outcome) -> None:
     tmp = note.with_name(f".{note.name}.tmp-{os.getpid()}")
     tmp.write_text(json.dumps({**asdict(outcome), "schema_version": sch.SCHEMA_VERSION,
                                "options": {"format": opts.fmt,
-                                           "partition_by": opts.partition_by}}) + "\n")
+                                           "partition_by": opts.partition_by,
+                                           "fields": _fields(opts.fields)}}) + "\n")
     os.replace(tmp, note)
 
 
@@ -534,11 +535,24 @@ def _layout(fmt: object, by: object) -> str:
     return f"as {fmt}, " + (f"partitioned by {by}" if by else "not partitioned")
 
 
+def _fields(fields: Sequence[str] | None) -> list[str] | None:
+    return list(fields) if fields else None
+
+
+def _columns(fields: Sequence[str] | None) -> set[str] | None:
+    """The columns ``--fields`` keeps (None: not ibwire's fields)."""
+    try:
+        return set(sch.selected_columns(fields))
+    except ValueError:
+        return None
+
+
 def check_layout(paths: Sequence[str], opts: Options) -> None:
     """ValueError if ``opts.out`` holds captures exported in another format or partition
     layout than ``opts`` asks for: a dataset of mixed layouts cannot be read as one (Hive
-    readers refuse files whose partition keys differ, ``ibwire sql`` reads one format).
-    Captures this run exports again (``force``, the same name) do not count: their files
+    readers refuse files whose partition keys differ, ``ibwire sql`` reads one format), nor
+    of other columns (``--fields``: pyarrow's dataset takes the first file's schema and
+    leaves the others' other columns out). Captures this run exports again (``force``, the same name) do not count: their files
     go."""
     notes = Path(opts.out) / NOTES
     if not notes.is_dir():
@@ -559,6 +573,15 @@ def check_layout(paths: Sequence[str], opts: Options) -> None:
                 f"{opts.out} holds {name} exported {_layout(*had)}; this export is "
                 f"{_layout(opts.fmt, opts.partition_by)}: a dataset has one format and "
                 "layout (use the same options, or another directory)")
+        # notes of ibwire before --fields was recorded have no "fields": not compared
+        if "fields" in saved and _columns(saved["fields"]) != _columns(opts.fields):
+            def shown(fields: object) -> str:
+                return f"--fields {','.join(fields)}" if fields else "every column"
+
+            raise ValueError(
+                f"{opts.out} holds {name} exported with {shown(saved['fields'])}; this "
+                f"export has {shown(_fields(opts.fields))}: a dataset has one set of "
+                "columns (use the same --fields, or another directory)")
 
 
 def export_many(paths: Sequence[str], opts: Options, jobs: int = 1) -> list[Outcome]:

@@ -551,23 +551,26 @@ def check_layout(paths: Sequence[str], opts: Options) -> None:
     """ValueError if ``opts.out`` holds captures exported in another format or partition
     layout than ``opts`` asks for: a dataset of mixed layouts cannot be read as one (Hive
     readers refuse files whose partition keys differ, ``ibwire sql`` reads one format), nor
-    of other columns (``--fields``: pyarrow's dataset takes the first file's schema and
-    leaves the others' other columns out). Captures this run exports again (``force``, the same name) do not count: their files
-    go."""
+    one of other columns (``--fields``: pyarrow's dataset takes the first file's schema
+    and leaves the others' other columns out). Captures this run exports again (``force``,
+    the same name) do not count: their files go. A note that is not ibwire's is named."""
     notes = Path(opts.out) / NOTES
     if not notes.is_dir():
         return
     again = set(names_of(paths, opts)) if opts.force else set()
     for note in sorted(notes.glob("*.json")):
         name = note.name[:-len(".json")]
-        if name in again:
-            continue
         try:
-            saved = json.loads(note.read_text())["options"]
+            data = json.loads(note.read_text())
+            saved, files = data["options"], data["files"]
             had = (saved["format"], saved["partition_by"])
+            if not isinstance(files, list):  # what --force removes
+                raise TypeError("its files are not a list")
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"{note}: not an export note of ibwire ({exc}); remove it, "
                              f"with the files of {name}, or export elsewhere") from exc
+        if name in again:
+            continue
         if had != (opts.fmt, opts.partition_by):
             raise ValueError(
                 f"{opts.out} holds {name} exported {_layout(*had)}; this export is "

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CAPTURES
-from tests.export.helpers import run, show_json, stats_json
+from tests.export.helpers import qp_json, run, show_json, stats_json
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -207,6 +207,44 @@ def test_standard_input_and_name(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
         status, _, err = run("export", "-o", str(tmp_path / "other"), *bad)
         assert status == 2 and "--name" in err, bad
     assert not (tmp_path / "other").exists()
+
+
+ODD_NAMES = ("a=b.pcap", "p%41.pcap", "_under.pcap", ".dot.pcap", "x#y?z:w*.pcap",
+             "quo\"te's {[^]}\\.pcap", "tab\tand space+ü.pcap")
+
+
+@pytest.mark.parametrize("by", [None, "capture", "qp"])
+def test_any_file_name_reads_back_as_its_capture(tmp_path: Path, by: str | None) -> None:
+    """Names with Hive's special characters, or that readers would skip as hidden or
+    metadata (a leading . or _), read back whole and as they are through pyarrow, DuckDB
+    and Polars, in every layout."""
+    duckdb = pytest.importorskip("duckdb")
+    pl = pytest.importorskip("polars")
+    (tmp_path / "in").mkdir()
+    paths = []
+    for name in ODD_NAMES:
+        paths.append(tmp_path / "in" / name)
+        paths[-1].write_bytes(RPING.read_bytes())
+    out = tmp_path / "ds"
+    layout = ["--partition-by", by] if by else []
+    status, _, err = run("export", "--qp", *layout, "-o", str(out), *map(str, paths))
+    assert status == 0, err
+    rows = stats_json(RPING)["totals"]["ib_packets"]
+    expected = {name: rows for name in ODD_NAMES}
+
+    def counted(names: list[str]) -> dict[str, int]:
+        return {n: names.count(n) for n in set(names)}
+
+    pattern = str(out / "packets" / "**" / "*.parquet")
+    assert counted(ds.dataset(out / "packets", partitioning="hive").to_table()[
+        "capture"].to_pylist()) == expected
+    assert counted([r[0] for r in duckdb.sql(
+        f"SELECT capture FROM read_parquet('{pattern}', hive_partitioning = true)"
+    ).fetchall()]) == expected
+    assert counted(pl.scan_parquet(pattern, hive_partitioning=True).collect()[
+        "capture"].to_list()) == expected
+    assert sorted(ds.dataset(out / "connections").to_table()["capture"].to_pylist()) == \
+        sorted(n for n in ODD_NAMES for _ in range(len(qp_json(RPING))))
 
 
 def test_two_captures_of_one_name_are_refused(tmp_path: Path) -> None:

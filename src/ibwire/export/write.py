@@ -93,6 +93,19 @@ def names_of(paths: Sequence[str], opts: Options) -> list[str]:
         else [capture_name(p) for p in paths]
 
 
+#: ASCII characters Hive (and Spark) escape in a partition's value, as %XX; pyarrow, DuckDB
+#: and Polars decode them. Control characters are escaped too.
+_ESCAPED = frozenset('"#%\'*/:=?\\{[]^\x7f')
+
+
+def path_part(name: str) -> str:
+    """A capture's name as a file name or a partition's value: Hive's characters escaped
+    (``a=b.pcap`` would read back as another key, ``p%41.pcap`` as ``pA.pcap``), and a
+    leading ``.`` or ``_`` too (readers skip such files as hidden or metadata)."""
+    out = "".join(f"%{ord(c):02X}" if c in _ESCAPED or ord(c) < 0x20 else c for c in name)
+    return f"%{ord(out[0]):02X}{out[1:]}" if out[:1] in (".", "_") else out
+
+
 def note_path(out: str, name: str) -> Path:
     return Path(out) / NOTES / f"{name}.json"
 
@@ -206,6 +219,7 @@ class _Partitions:
 
     def __init__(self, opts: Options, name: str, columns: tuple[str, ...]) -> None:
         self.opts, self.name = opts, name
+        self.part = path_part(name)  # the capture's name in a path
         self.root = Path(opts.out) / "packets"
         self.ext = FORMATS[opts.fmt]
         dropped = {"capture": ("capture",), "qp": ("capture", "connection")}
@@ -240,28 +254,28 @@ class _Partitions:
         by = self.opts.partition_by
         table = table.select(list(self.columns))
         if by is None:
-            self._file(f"{self.name}{self.ext}").add(table)
+            self._file(f"{self.part}{self.ext}").add(table)
         elif by == "capture":
-            self._file(f"capture={self.name}/part-0{self.ext}").add(table)
+            self._file(f"capture={self.part}/part-0{self.ext}").add(table)
         elif by == "date":
             days = timestamps // (86400 * 10**9)
             for day in np.unique(days).tolist():
                 rows = np.flatnonzero(days == day)
-                self._file(f"date={_date(day * 86400 * 10**9)}/{self.name}{self.ext}").add(
+                self._file(f"date={_date(day * 86400 * 10**9)}/{self.part}{self.ext}").add(
                     table.take(rows))
         else:
             for conn in np.unique(connection).tolist():
                 rows = np.flatnonzero(connection == conn)
                 key = NULL_PARTITION if conn < 0 else str(conn)
-                self._file(f"capture={self.name}/connection={key}/part-0{self.ext}").add(
+                self._file(f"capture={self.part}/connection={key}/part-0{self.ext}").add(
                     table.take(rows))
 
     def close(self) -> list[str]:
         if not self.files:  # no rows: still one (empty) file, so readers see the schema
             self.add(self.schema.empty_table(), np.zeros(0, np.int64), np.zeros(0, np.int64))
             if not self.files:
-                self._file(f"{self.name}{self.ext}" if self.opts.partition_by in (None, "date")
-                           else f"capture={self.name}/part-0{self.ext}")
+                self._file(f"{self.part}{self.ext}" if self.opts.partition_by in (None, "date")
+                           else f"capture={self.part}/part-0{self.ext}")
         try:
             for f in self.files.values():
                 f.close()
@@ -497,7 +511,7 @@ def connection_table(name: str, analysis: Any) -> Any:
 def _write_connections(opts: Options, name: str, analysis: Any) -> str:
     table = connection_table(name, analysis)
     table = table.replace_schema_metadata({"ibwire.schema_version": sch.SCHEMA_VERSION})
-    f = _File(Path(opts.out) / "connections" / f"{name}{FORMATS[opts.fmt]}", opts.fmt,
+    f = _File(Path(opts.out) / "connections" / f"{path_part(name)}{FORMATS[opts.fmt]}", opts.fmt,
               table.schema)
     f.add(table)
     f.close()

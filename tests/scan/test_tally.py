@@ -139,21 +139,22 @@ def frame_of(draw: st.DrawFn, link: str) -> bytes:
 @st.composite
 def captures(draw: st.DrawFn) -> bytes:
     """A classic pcap file (either byte order, us or ns) of such frames; some records with a
-    caplen over the snaplen or over orig_len; sometimes cut at the end."""
+    caplen over the snaplen or over orig_len; sometimes cut at the end (in its records)."""
     order = draw(st.sampled_from("<>"))
     nanoseconds = draw(st.booleans())
     snaplen = draw(st.sampled_from([0, 65535, 80]))
     link = draw(st.sampled_from(sorted(LINKS)))
     data = bytearray(pcap_header(LINKS[link], order=order, nanoseconds=nanoseconds,
                                  snaplen=snaplen))
+    header = len(data)
     for i in range(draw(st.integers(1, 12))):
         frame = frame_of(draw, link)
         orig = max(0, len(frame) - draw(st.sampled_from([0, 0, 0, 1])))
         data += pcap_record(T0 + i * 1000, frame, orig_len=orig, order=order,
                             nanoseconds=nanoseconds)
     tail = draw(st.sampled_from(["none", "none", "cut", "absurd"]))
-    if tail == "cut":
-        del data[len(data) - draw(st.integers(1, 20)):]
+    if tail == "cut":  # into the records, not the file header (a tally needs a whole one)
+        del data[max(header, len(data) - draw(st.integers(1, 20))):]
     elif tail == "absurd":
         data += struct.pack(order + "IIII", 1, 0, 0x7FFFFFFF, 0x7FFFFFFF)
     return bytes(data)

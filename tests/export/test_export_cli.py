@@ -361,6 +361,56 @@ def test_row_groups_hold_between_half_and_one_row_group(tmp_path: Path,
     assert f.read(columns=["record"])["record"].to_pylist() == list(range(outcome.rows))
 
 
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_many_partitions_hold_few_batches_and_files(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    fmt: str) -> None:
+    """With a partition per connection and rows of each coming a few at a time, memory
+    holds at most HELD_BATCHES batches (rows are written early), and Parquet files are
+    closed between their row groups; the rows are the flat export's."""
+    import contextlib
+    import os
+
+    from ibwire.export import write
+    from ibwire.scan import capture
+
+    many = tmp_path / "many.pcap"
+    status, _, err = run("gen", "-o", str(many), "--qps", "40", "--iters", "6", "--size",
+                         "2048", "--no-progress")
+    assert status == 0, err
+    monkeypatch.setattr(write, "HELD_BATCHES", 2)
+    monkeypatch.setattr(capture, "FIRST_ROWS", 64)
+    monkeypatch.setattr(capture, "BATCH_ROWS", 64)
+    held, open_files = [], []
+    bound = write._Partitions._bound
+
+    def watched(self: write._Partitions) -> None:
+        bound(self)
+        held.append(len({b for f in self.files.values() for b in f.batches}))
+        self.thread.wait()  # the write in flight is done: what is open now stays open
+        targets = []
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):  # the listing's own descriptor is gone
+                targets.append(os.readlink(f"/proc/self/fd/{fd}"))
+        open_files.append(sum(".tmp-" in target for target in targets))
+
+    monkeypatch.setattr(write._Partitions, "_bound", watched)
+    out = tmp_path / "ds"
+    status, _, err = run("export", "--format", fmt, "--partition-by", "qp", "-o", str(out),
+                         str(many))
+    assert status == 0, err
+    files = list((out / "packets").rglob(f"*.{fmt}"))
+    assert len(files) >= 40 and len(held) > 10
+    assert max(held) <= 2
+    if fmt == "parquet":
+        assert max(open_files) == 0
+        got = ds.dataset(out / "packets", partitioning="hive").to_table()
+        assert sorted(got["record"].to_pylist()) == list(range(stats_json(many)["totals"][
+            "records"]))
+        sizes = [pq.ParquetFile(f).metadata.num_row_groups for f in files]
+        assert max(sizes) > 1  # rows written early, a row group at a time
+
+
 def test_fields_without_verdicts_are_the_full_exports(tmp_path: Path) -> None:
     """Without icrc_ok/vcrc_ok (and --qp) the scan reads the CRCs without checking them:
     every column asked for is the full export's, connections included."""

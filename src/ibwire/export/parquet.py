@@ -388,6 +388,10 @@ class _Chunk:
         self.pages: list[tuple[Struct, bytes]] = []  # (header fields, body) to write
 
 
+_SCHEMAS: dict[tuple[tuple[str, int, int | None, str], ...], list[bytes]] = {}
+"""Encoded footer schemas by their fields (``ParquetWriter._schema_elements``)."""
+
+
 class ParquetWriter:
     """A Parquet file written a row group at a time from Arrow tables of one schema (every
     field optional); ``statistics`` names the columns whose statistics are written, ``deltas``
@@ -413,14 +417,28 @@ class ParquetWriter:
         self.codec = pa.Codec("zstd")
         self.own = isinstance(sink, (str, os.PathLike))
         self.file: BinaryIO
+        self.path = sink if isinstance(sink, (str, os.PathLike)) else None
         if isinstance(sink, (str, os.PathLike)):
-            self.file = open(sink, "wb")  # closed by close()
+            self.file = open(sink, "wb")  # closed by close() (and park())
         else:
             self.file = sink
         self.file.write(MAGIC)
         self.at = len(MAGIC)
         self.row_groups: list[bytes] = []  # encoded as written: close() only joins them
         self.rows = 0
+        self.done = False  # close() was called
+
+    def park(self) -> None:
+        """Close the file until the next row group or ``close()`` (written to a path only):
+        a writer of one of many partitions then holds no file descriptor meanwhile."""
+        if self.path is not None and not self.file.closed:
+            self.file.close()
+
+    def _unpark(self) -> None:
+        if self.file.closed and self.path is not None:
+            self.file = open(self.path, "ab")  # closed by close() (and park())
+            if self.file.tell() != self.at:
+                raise ParquetError(f"{self.path}: changed while it was being written")
 
     def write_table(self, table: Any) -> None:
         """``table`` (this writer's schema) as one row group (none for no rows)."""
@@ -429,6 +447,7 @@ class ParquetWriter:
         n = table.num_rows
         if n == 0:
             return
+        self._unpark()
         start = self.at
         chunks = [self._column(table.column(i), self.schema[i].name, self.kinds[i], n)
                   for i in range(table.num_columns)]
@@ -442,6 +461,23 @@ class ParquetWriter:
             (6, "i64", sum(c.compressed for c in chunks)),
         ]))
         self.rows += n
+
+    def _schema_elements(self) -> list[bytes]:
+        """The footer's schema, encoded (once for files of one schema: a partitioned export
+        writes thousands)."""
+        key = tuple((f.name, k.physical, k.converted, repr(k.logical))
+                    for f, k in zip(self.schema, self.kinds, strict=True))
+        found = _SCHEMAS.get(key)
+        if found is None:
+            found = [encode_struct([(4, "bin", "schema"), (5, "i32", len(self.schema))])]
+            found += [encode_struct([(1, "i32", k.physical), (3, "i32", OPTIONAL),
+                                     (4, "bin", f.name), (6, "i32", k.converted),
+                                     (10, "struct", k.logical)])
+                      for f, k in zip(self.schema, self.kinds, strict=True)]
+            if len(_SCHEMAS) >= 16:
+                _SCHEMAS.clear()
+            _SCHEMAS[key] = found
+        return found
 
     def _write_chunk(self, chunk: _Chunk) -> None:
         """Write a column chunk's pages (dictionary first), compressed unless they are a few
@@ -528,13 +564,13 @@ class ParquetWriter:
 
     def close(self) -> None:
         """Write the footer (the file is complete) and close a file this writer opened."""
-        schema: list[Struct] = [[(4, "bin", "schema"), (5, "i32", len(self.schema))]]
-        for f, k in zip(self.schema, self.kinds, strict=True):
-            schema.append([(1, "i32", k.physical), (3, "i32", OPTIONAL), (4, "bin", f.name),
-                           (6, "i32", k.converted), (10, "struct", k.logical)])
+        if self.done:
+            return
+        self.done = True
+        self._unpark()
         footer = encode_struct([
             (1, "i32", VERSION),
-            (2, "list:struct", schema),
+            (2, "list:encoded", self._schema_elements()),
             (3, "i64", self.rows),
             (4, "list:encoded", self.row_groups),
             (5, "list:struct", [[(1, "bin", k), (2, "bin", v)]

@@ -15,7 +15,11 @@ beside its place and renamed when complete; the ``_ibwire`` note is written last
 whose note exists was exported whole and is skipped unless ``force``. Row groups hold
 at most ``ROW_GROUP`` rows, at least half that (but the last): a file's rows are written once
 half a row group is pending, so memory holds about two batches per open file (one being
-written, one coming), whatever the capture's size.
+written, one coming), whatever the capture's size. Partitioned by date or connection, a
+file's rows may come a few at a time: then, while the rows pending in the files hold more
+than ``HELD_BATCHES`` batches, the files holding the oldest are written early (smaller row
+groups), and a Parquet file is closed between its row groups, so that neither memory nor
+open files grow with the partitions.
 """
 
 from __future__ import annotations
@@ -35,6 +39,9 @@ from ibwire.errors import IbwireError, UnsupportedError
 from ibwire.export import schema as sch
 
 ROW_GROUP = 1 << 16
+#: Batches whose rows a partitioned export holds at most, pending in its files
+#: (``_Partitions._bound``).
+HELD_BATCHES = 6
 #: Columns whose row-group statistics are written (what queries filter on).
 STATISTICS = ("capture", "record", "timestamp_ns", "connection", "encapsulation",
               "bth.opcode", "bth.destqp", "bth.psn", "icrc_ok", "ip.src", "ip.dst")
@@ -137,6 +144,20 @@ class _Writer:
             self.pool.shutdown(wait=True)
 
 
+@dataclass
+class _Rows:
+    """Rows ``start`` to ``start + num_rows`` of a table held for several files (a table's
+    slice costs a few hundred bytes a column: thousands of partitions each holding slices
+    of every batch held gigabytes)."""
+
+    table: Any
+    start: int
+    num_rows: int
+
+    def rows(self) -> Any:
+        return self.table.slice(self.start, self.num_rows)
+
+
 class _File:
     """One output file being written under a temporary name, a row group at a time (in
     ``thread``'s thread where one is given)."""
@@ -149,9 +170,15 @@ class _File:
         self.pending: list[Any] = []
         self.count = 0
         self.writer: Any = None
+        #: The batches whose rows are pending here (their tables are held until written).
+        self.batches: set[int] = set()
+        #: Close the file between row groups (a Parquet writer reopens it to append): many
+        #: partitions written a little at a time do not each hold a descriptor.
+        self.park = False
 
-    def add(self, table: Any) -> None:
+    def add(self, table: Any, batch: int = 0) -> None:
         self.pending.append(table)
+        self.batches.add(batch)
         self.count += table.num_rows
         if self.count >= ROW_GROUP // 2:
             self.flush()
@@ -179,6 +206,7 @@ class _File:
 
     def flush(self) -> None:
         pending, self.pending, self.count = self.pending, [], 0
+        self.batches = set()
         if self.thread is None:
             self._write(pending)
         else:
@@ -190,10 +218,13 @@ class _File:
         if self.writer is None:
             self.writer = self._open()
         if pending:
-            table = pa.concat_tables(pending)
+            table = pa.concat_tables([p.rows() if isinstance(p, _Rows) else p
+                                      for p in pending])
             if self.fmt == "parquet":  # a row group a call, of at most ROW_GROUP rows
                 for start in range(0, table.num_rows, ROW_GROUP):
                     self.writer.write_table(table.slice(start, ROW_GROUP))
+                if self.park:
+                    self.writer.park()
             else:
                 self.writer.write_table(table)
 
@@ -208,6 +239,20 @@ class _File:
         if self.writer is not None:
             self.writer.close()
         self.tmp.unlink(missing_ok=True)
+
+
+def _groups(keys: np.ndarray, table: Any) -> Iterator[tuple[int, _Rows]]:
+    """The rows of ``table`` by key (``keys``, one per row), in row order within each: one
+    take of the whole table in key order, then a range of it per key (a take per key costs
+    a call per column and key: minutes for thousands of connections)."""
+    if not len(keys):
+        return
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]).tolist()
+    table = table.take(order)
+    for start, end in zip(starts, [*starts[1:], len(keys)], strict=True):
+        yield int(ordered[start]), _Rows(table, start, end - start)
 
 
 def _date(ns: int) -> str:
@@ -230,6 +275,7 @@ class _Partitions:
         self._schema: Any = None
         self.files: dict[str, _File] = {}
         self.thread = _Writer()
+        self.batch = 0  # the number of the batch being added
 
     @property
     def schema(self) -> Any:
@@ -248,27 +294,40 @@ class _Partitions:
         if f is None:
             f = self.files[where] = _File(self.root / where, self.opts.fmt, self.schema,
                                           self.thread)
+            f.park = self.opts.partition_by in ("date", "qp")
         return f
 
     def add(self, table: Any, connection: np.ndarray, timestamps: np.ndarray) -> None:
         by = self.opts.partition_by
         table = table.select(list(self.columns))
+        self.batch += 1
         if by is None:
             self._file(f"{self.part}{self.ext}").add(table)
         elif by == "capture":
             self._file(f"capture={self.part}/part-0{self.ext}").add(table)
         elif by == "date":
-            days = timestamps // (86400 * 10**9)
-            for day in np.unique(days).tolist():
-                rows = np.flatnonzero(days == day)
-                self._file(f"date={_date(day * 86400 * 10**9)}/{self.part}{self.ext}").add(
-                    table.take(rows))
+            for day, rows in _groups(timestamps // (86400 * 10**9), table):
+                self._file(f"date={_date(day * 86400 * 10**9)}/{self.part}{self.ext}",
+                           ).add(rows, self.batch)
         else:
-            for conn in np.unique(connection).tolist():
-                rows = np.flatnonzero(connection == conn)
+            for conn, rows in _groups(connection, table):
                 key = NULL_PARTITION if conn < 0 else str(conn)
                 self._file(f"capture={self.part}/connection={key}/part-0{self.ext}").add(
-                    table.take(rows))
+                    rows, self.batch)
+        self._bound()
+
+    def _bound(self) -> None:
+        """Write early the rows that hold the oldest batch's table, while more than
+        HELD_BATCHES batches are held by rows pending in the files (partitions whose rows
+        come a few at a time would otherwise hold every batch to the end)."""
+        while True:
+            held = {b for f in self.files.values() for b in f.batches}
+            if len(held) <= HELD_BATCHES:
+                return
+            oldest = min(held)
+            for f in self.files.values():
+                if oldest in f.batches:
+                    f.flush()
 
     def close(self) -> list[str]:
         if not self.files:  # no rows: still one (empty) file, so readers see the schema

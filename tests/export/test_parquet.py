@@ -15,7 +15,11 @@ from ibwire.export import arrays
 from ibwire.export.parquet import (
     ParquetError,
     ParquetWriter,
+    _Chunk,
+    _chunk_bytes,
+    _Kind,
     _page_header,
+    _stats,
     bit_lengths,
     delta_binary_packed,
     encode_struct,
@@ -263,3 +267,30 @@ def test_page_headers_are_the_thrift_encoders(page: list, sizes: tuple[int, int]
     size, packed = sizes
     assert _page_header(page, size, packed) == encode_struct(
         [(1, "i32", page[0][2]), (2, "i32", size), (3, "i32", packed), *page[1:]])
+
+
+@settings(max_examples=300, deadline=None)
+@given(n=st.integers(1, 1 << 40), sizes=st.tuples(*[st.integers(0, 1 << 40)] * 2),
+       offsets=st.tuples(st.integers(4, 1 << 40), st.none() | st.integers(4, 1 << 40)),
+       encodings=st.lists(st.sampled_from([0, 2, 3, 5, 8]), min_size=1, max_size=3),
+       codec=st.sampled_from([0, 6]), name=st.text(max_size=20),
+       stats=st.none() | st.tuples(st.integers(0, 1 << 40), st.none() | st.binary(max_size=9),
+                                   st.none() | st.binary(max_size=9)),
+       arrow_type=st.sampled_from(["int8", "uint32", "int64", "string", "bool_", "float64"]))
+def test_column_chunks_encode_as_thrift_says(n, sizes, offsets, encodings, codec, name, stats,
+                                             arrow_type):
+    """``_chunk_bytes`` (made directly, its head cached) is ``encode_struct`` of the
+    ColumnChunk as the Parquet format declares it."""
+    kind = _Kind(getattr(pa, arrow_type)())
+    chunk = _Chunk()
+    chunk.uncompressed, chunk.compressed = sizes
+    chunk.data_offset, chunk.dictionary_offset = offsets
+    chunk.encodings, chunk.codec = encodings, codec
+    chunk.statistics = None if stats is None else _stats(*stats)
+    meta = [(1, "i32", kind.physical), (2, "list:i32", encodings), (3, "list:bin", [name]),
+            (4, "i32", codec), (5, "i64", n), (6, "i64", sizes[0]), (7, "i64", sizes[1]),
+            (9, "i64", offsets[0]), (11, "i64", offsets[1]), (12, "struct", chunk.statistics)]
+    first = offsets[1] if offsets[1] is not None else offsets[0]
+    expected = encode_struct([(2, "i64", first), (3, "struct", meta)])
+    assert _chunk_bytes(chunk, name, kind, n) == expected
+    assert _chunk_bytes(chunk, name, kind, n) == expected  # from the cached head

@@ -19,6 +19,7 @@ as the file's key-value metadata.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable, Sequence
 from typing import Any, BinaryIO
@@ -404,7 +405,7 @@ class ParquetWriter:
         import pyarrow as pa
 
         self.schema = schema
-        self.kinds = [_Kind(f.type) for f in schema]
+        self.kinds = _kinds(schema)
         self.statistics = set(statistics)
         self.deltas = set(deltas)
         for name in self.deltas:
@@ -451,10 +452,10 @@ class ParquetWriter:
         start = self.at
         chunks = [self._column(table.column(i), self.schema[i].name, self.kinds[i], n)
                   for i in range(table.num_columns)]
-        columns = [(_chunk_struct(c, f.name, k, n)) for c, f, k in
+        columns = [_chunk_bytes(c, f.name, k, n) for c, f, k in
                    zip(chunks, self.schema, self.kinds, strict=True)]
         self.row_groups.append(encode_struct([
-            (1, "list:struct", columns),
+            (1, "list:encoded", columns),
             (2, "i64", sum(c.uncompressed for c in chunks)),
             (3, "i64", n),
             (5, "i64", start),
@@ -506,12 +507,17 @@ class ParquetWriter:
         chunk = _Chunk()
         stats = name in self.statistics
         if column.null_count == n:  # every row null (most header fields on a given link):
-            # one run of level 0, no values; nothing of the rows to look at
-            chunk.pages.append(_data_page(n, PLAIN, _levels(_run(n, 0, 1))))
+            # one run of level 0, no values; nothing of the rows to look at: the same page
+            # for every such column of n rows (uncompressed: a few bytes)
+            page = _null_page(n)
+            chunk.data_offset = self.at
+            self.file.write(page)
+            self.at += len(page)
+            chunk.compressed = chunk.uncompressed = len(page)
+            chunk.codec = UNCOMPRESSED
             if stats:
                 chunk.statistics = _stats(n, None, None)
             chunk.encodings = [PLAIN, RLE]
-            self._write_chunk(chunk)
             return chunk
         if kind.text:
             texts, ids, valid = _texts(column.chunks)
@@ -596,21 +602,54 @@ def _dictionary_page(count: int, body: bytes) -> tuple[Struct, bytes]:
             (7, "struct", [(1, "i32", count), (2, "i32", PLAIN)])], body
 
 
-def _chunk_struct(c: _Chunk, name: str, kind: _Kind, n: int) -> Struct:
-    meta: Struct = [
-        (1, "i32", kind.physical),
-        (2, "list:i32", c.encodings),
-        (3, "list:bin", [name]),
-        (4, "i32", c.codec),
-        (5, "i64", n),
-        (6, "i64", c.uncompressed),
-        (7, "i64", c.compressed),
-        (9, "i64", c.data_offset),
-        (11, "i64", c.dictionary_offset),
-        (12, "struct", c.statistics),
-    ]
+@functools.lru_cache(maxsize=16)
+def _kinds(schema: Any) -> list[_Kind]:
+    """Each field's :class:`_Kind` (the same for every file of a schema; only read)."""
+    return [_Kind(f.type) for f in schema]
+
+
+@functools.lru_cache(maxsize=64)
+def _null_page(n: int) -> bytes:
+    """The data page of a column chunk of ``n`` null rows, its header too: one run of
+    definition level 0 and no values, uncompressed."""
+    header, body = _data_page(n, PLAIN, _levels(_run(n, 0, 1)))
+    assert len(body) < SMALL_CHUNK  # a few bytes: never worth compressing
+    return _page_header(header, len(body), len(body)) + body
+
+
+def _chunk_bytes(c: _Chunk, name: str, kind: _Kind, n: int) -> bytes:
+    """A ColumnChunk, encoded: ``encode_struct`` of [(2, i64, its first page's offset),
+    (3, struct, ColumnMetaData [(1, i32, type), (2, list:i32, encodings), (3, list:bin,
+    [name]), (4, i32, codec), (5, i64, n), (6, i64, uncompressed), (7, i64, compressed),
+    (9, i64, data page offset), (11, i64, dictionary page offset), (12, struct,
+    statistics)])], made directly: the first four fields of a column's metadata are
+    encoded once (a file holds a chunk per column per row group, thousands in a
+    partitioned export)."""
+    key = (kind.physical, tuple(c.encodings), name, c.codec)
+    head = _CHUNK_HEADS.get(key)
+    if head is None:
+        if len(_CHUNK_HEADS) >= 4096:
+            _CHUNK_HEADS.clear()
+        head = _CHUNK_HEADS[key] = encode_struct([
+            (1, "i32", kind.physical), (2, "list:i32", c.encodings), (3, "list:bin", [name]),
+            (4, "i32", c.codec)])[:-1]  # without the struct's end
+    i64 = (1 << 4) | _I64
+    meta = [head, bytes([i64]), _zigzag(n), bytes([i64]), _zigzag(c.uncompressed),
+            bytes([i64]), _zigzag(c.compressed), bytes([(2 << 4) | _I64]),
+            _zigzag(c.data_offset)]
+    last = 9
+    if c.dictionary_offset is not None:
+        meta += [bytes([(2 << 4) | _I64]), _zigzag(c.dictionary_offset)]
+        last = 11
+    if c.statistics is not None:
+        meta += [bytes([((12 - last) << 4) | _STRUCT]), encode_struct(c.statistics)]
     first = c.dictionary_offset if c.dictionary_offset is not None else c.data_offset
-    return [(2, "i64", first), (3, "struct", meta)]
+    return b"".join([bytes([(2 << 4) | _I64]), _zigzag(first), bytes([(1 << 4) | _STRUCT]),
+                     *meta, b"\x00\x00"])
+
+
+_CHUNK_HEADS: dict[tuple[int, tuple[int, ...], str, int], bytes] = {}
+"""The first fields of a column's ColumnMetaData, encoded, by what they hold."""
 
 
 def _stats(nulls: int, low: bytes | None, high: bytes | None) -> Struct:

@@ -13,6 +13,7 @@ Exit status 1 when a capture could not be read, or has records or packets that c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import importlib.util
 import sys
@@ -84,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
     opts = Options(args.output, args.format, fields, args.partition_by, args.all, args.qp,
                    args.force, args.name)
     paths = _paths(args.files)
+    if args.format == "arrow" and args.partition_by in ("date", "qp"):
+        _more_files()
     try:
         if args.scheduler:
             from ibwire.dask import export_on
@@ -113,6 +116,20 @@ def run(args: argparse.Namespace) -> int:
             print(f"{o.capture}: {o.rows} rows{note}", file=sys.stderr)
             status = status or (1 if o.error_rows else 0)
     return status
+
+
+def _more_files() -> None:
+    """Let this process hold as many files open as the system lets it (the soft limit
+    raised to the hard one): an Arrow IPC file stays open until it is complete, one per
+    partition (Parquet and CSV files are closed between their writes)."""
+    try:
+        import resource
+    except ImportError:  # not a Unix
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def _merged(paths: list[str], opts: Options, name: str, outcomes: list[Outcome]) -> int:

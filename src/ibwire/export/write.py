@@ -144,6 +144,28 @@ class _Writer:
             self.pool.shutdown(wait=True)
 
 
+class _CsvWriter:
+    """A CSV file written a table at a time, the file open only while one is (a partition
+    per connection must not hold a descriptor each): the header, then the rows."""
+
+    def __init__(self, path: Path, schema: Any) -> None:
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+
+        self.path, self.schema, self.csv = path, schema, pacsv
+        with open(path, "wb") as f:
+            # the header alone (not schema.empty_table(): it imports pandas)
+            pacsv.write_csv(pa.Table.from_batches([], schema=schema), f)
+
+    def write_table(self, table: Any) -> None:
+        with open(self.path, "ab") as f:
+            self.csv.write_csv(table, f, write_options=self.csv.WriteOptions(
+                include_header=False))
+
+    def close(self) -> None:
+        """Nothing is open between tables."""
+
+
 @dataclass
 class _Rows:
     """Rows ``start`` to ``start + num_rows`` of a table held for several files (a table's
@@ -200,9 +222,7 @@ class _File:
             import pyarrow as pa
 
             return pa.ipc.new_file(str(self.tmp), self.schema)
-        import pyarrow.csv as pacsv
-
-        return pacsv.CSVWriter(str(self.tmp), self.schema)
+        return _CsvWriter(self.tmp, self.schema)
 
     def flush(self) -> None:
         pending, self.pending, self.count = self.pending, [], 0

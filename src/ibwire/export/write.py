@@ -152,13 +152,14 @@ class _CsvWriter:
         import pyarrow as pa
         import pyarrow.csv as pacsv
 
-        self.path, self.schema, self.csv = path, schema, pacsv
-        with open(path, "wb") as f:
+        self.path, self.csv, self.pa = str(path), pacsv, pa
+        # Arrow's own files, not Python's: written without the GIL
+        with pa.OSFile(self.path, mode="w") as f:
             # the header alone (not schema.empty_table(): it imports pandas)
             pacsv.write_csv(pa.Table.from_batches([], schema=schema), f)
 
     def write_table(self, table: Any) -> None:
-        with open(self.path, "ab") as f:
+        with self.pa.OSFile(self.path, mode="a") as f:
             self.csv.write_csv(table, f, write_options=self.csv.WriteOptions(
                 include_header=False))
 

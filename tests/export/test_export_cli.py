@@ -247,6 +247,39 @@ def test_any_file_name_reads_back_as_its_capture(tmp_path: Path, by: str | None)
         sorted(n for n in ODD_NAMES for _ in range(len(qp_json(RPING))))
 
 
+def test_sigterm_leaves_no_temporary_files(tmp_path: Path) -> None:
+    """A run ended by SIGTERM (``timeout``, a scheduler) stops as for Ctrl-C: the files it
+    had not finished are removed, nothing is marked exported, exit status 143."""
+    import signal
+    import subprocess
+    import sys
+
+    out = tmp_path / "ds"
+    code = (
+        "import sys, time\n"
+        "import ibwire.export.write as W\n"
+        "from ibwire.cli.main import command\n"
+        "first = W._File._write\n"
+        "def slow(self, pending):\n"
+        "    first(self, pending)\n"
+        "    print('written', flush=True)\n"
+        "    time.sleep(1)\n"
+        "W._File._write = slow\n"
+        "W.ROW_GROUP = 64\n"
+        f"sys.argv = ['ibwire', 'export', '-o', {str(out)!r}, {str(RPING)!r}]\n"
+        "command()\n")
+    with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True) as proc:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "written"
+        assert list(out.rglob(".*.tmp-*"))  # a file half written
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "Traceback" not in err
+    assert [p for p in out.rglob("*") if p.is_file()] == []
+
+
 def test_two_captures_of_one_name_are_refused(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     copy = tmp_path / "a" / RPING.name

@@ -247,33 +247,49 @@ def test_any_file_name_reads_back_as_its_capture(tmp_path: Path, by: str | None)
         sorted(n for n in ODD_NAMES for _ in range(len(qp_json(RPING))))
 
 
-def test_sigterm_leaves_no_temporary_files(tmp_path: Path) -> None:
-    """A run ended by SIGTERM (``timeout``, a scheduler) stops as for Ctrl-C: the files it
-    had not finished are removed, nothing is marked exported, exit status 143."""
+@pytest.mark.parametrize(("jobs", "start"), [(1, "fork"), (2, "fork")])
+def test_sigterm_leaves_no_temporary_files(tmp_path: Path, jobs: int, start: str) -> None:
+    """A run ended by SIGTERM (``timeout`` and schedulers signal the process group) stops
+    as for Ctrl-C, its worker processes too: the files not finished are removed, nothing
+    is marked exported, exit status 143."""
+    import os
     import signal
     import subprocess
     import sys
 
     out = tmp_path / "ds"
-    code = (
-        "import sys, time\n"
+    (tmp_path / "b").mkdir()
+    other = tmp_path / "b" / "other.pcap"
+    other.write_bytes(RPING.read_bytes())
+    # a write that waits a second once done, in every process (preloaded by a forkserver)
+    (tmp_path / "slowwrite.py").write_text(
+        "import os, time\n"
         "import ibwire.export.write as W\n"
-        "from ibwire.cli.main import command\n"
         "first = W._File._write\n"
         "def slow(self, pending):\n"
         "    first(self, pending)\n"
-        "    print('written', flush=True)\n"
+        "    os.write(1, b'written\\n')  # one write: whole lines from two workers\n"
         "    time.sleep(1)\n"
         "W._File._write = slow\n"
-        "W.ROW_GROUP = 64\n"
-        f"sys.argv = ['ibwire', 'export', '-o', {str(out)!r}, {str(RPING)!r}]\n"
+        "W.ROW_GROUP = 64\n")
+    code = (
+        "import multiprocessing, sys\n"
+        f"multiprocessing.set_start_method({start!r})\n"
+        "multiprocessing.set_forkserver_preload(['slowwrite'])\n"
+        "import slowwrite\n"
+        "from ibwire.cli.main import command\n"
+        f"sys.argv = ['ibwire', 'export', '-j', '{jobs}', '-o', {str(out)!r}, "
+        f"{str(RPING)!r}, {str(other)!r}]\n"
         "command()\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])])}
     with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True) as proc:
+                          stderr=subprocess.PIPE, text=True, start_new_session=True,
+                          env=env) as proc:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "written"
         assert list(out.rglob(".*.tmp-*"))  # a file half written
-        proc.send_signal(signal.SIGTERM)
+        os.killpg(proc.pid, signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert "Traceback" not in err

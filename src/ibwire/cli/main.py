@@ -7,14 +7,13 @@ in a few milliseconds, and its start is most of its time on a small file.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
-from collections.abc import Iterator
 from importlib import import_module
 from types import ModuleType
 
 from ibwire.errors import IbwireError
+from ibwire.stopping import Terminated, terminate_as_interrupt
 
 VERBS: dict[str, tuple[str, str]] = {
     "show": ("ibwire.cli.show", "one line per packet, -V header tree, --json"),
@@ -118,44 +117,6 @@ def verb_module(name: str) -> ModuleType:
 BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1"}
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, raised in the main thread as Ctrl-C's KeyboardInterrupt is, so that
-    a verb stops the same way: its threads stopped, the temporary files of outputs it had
-    not finished removed (``timeout``, a scheduler or a closed terminal ending a run would
-    otherwise leave them, gigabytes for an export)."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-@contextlib.contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
-    """While a verb runs, SIGTERM and SIGHUP raise :class:`Terminated`, where nothing else
-    handles them (a live capture's own handlers take over while it captures; a caller's
-    handler is left alone); the handlers before are put back after."""
-    import signal
-
-    def terminated(signum: int, _frame: object) -> None:
-        raise Terminated(signum)
-
-    before = {}
-    for name in ("SIGTERM", "SIGHUP"):
-        signum = getattr(signal, name, None)
-        if signum is None:
-            continue
-        try:
-            if signal.getsignal(signum) == signal.SIG_DFL:
-                before[signum] = signal.signal(signum, terminated)
-        except ValueError:  # not the main thread: signals stay as they are
-            break
-    try:
-        yield
-    finally:
-        for signum, handler in before.items():
-            signal.signal(signum, handler)
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if "numpy" not in sys.modules:  # read when numpy loads; too late after
@@ -165,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser(verb, arguments=verb is not None).parse_args(argv)
     module = verb_module(args.verb)
     try:
-        with _terminate_as_interrupt():
+        with terminate_as_interrupt():
             return module.run(args)
     except Terminated as exc:  # the verb stopped as for Ctrl-C: its temporary files gone
         return 128 + exc.signum

@@ -691,5 +691,13 @@ def export_many(paths: Sequence[str], opts: Options, jobs: int = 1) -> list[Outc
         return [export_capture(p, opts) for p in paths]
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(min(jobs, len(paths))) as pool:
-        return list(pool.map(export_capture, paths, [opts] * len(paths)))
+    from ibwire.stopping import stop_on_terminate
+
+    # workers stop on SIGTERM as on Ctrl-C (their unfinished files removed): a scheduler
+    # or ``timeout`` signals the whole process group
+    with ProcessPoolExecutor(min(jobs, len(paths)), initializer=stop_on_terminate) as pool:
+        try:
+            return list(pool.map(export_capture, paths, [opts] * len(paths)))
+        except BaseException:  # the captures not started yet are not
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise

@@ -99,6 +99,18 @@ def test_rows_are_written_again_when_the_end_renumbers(tmp_path: Path,
     assert not list((tmp_path / "ds").rglob(".*tmp*"))  # the first attempt's files went
 
 
+def test_a_partition_the_end_renumbers_away_leaves_no_directory(tmp_path: Path) -> None:
+    """Partitioned by connection, the first attempt wrote the CNP's own connection; the
+    rows written again have none: its directory goes with its file."""
+    capture = _cnp_first(tmp_path)
+    out = tmp_path / "ds"
+    outcome = write.export_capture(str(capture), write.Options(str(out), partition_by="qp"))
+    assert outcome.ok
+    parts = out / "packets" / f"capture={capture.name}"
+    assert sorted(p.name for p in parts.iterdir()) == ["connection=0", "connection=1"]
+    assert all(any(p.iterdir()) for p in parts.iterdir())
+
+
 def test_text_columns_read_back_as_strings(tmp_path: Path) -> None:
     """Parquet gets text columns as dictionary arrays; readers see the strings and the
     schema version, without Arrow's own schema in the file."""

@@ -256,10 +256,14 @@ class _File:
         self.writer.close()
         os.replace(self.tmp, self.path)
 
-    def abandon(self) -> None:
+    def abandon(self, root: Path | None = None) -> None:
+        """Remove the file being written; with ``root`` (the dataset), the partition
+        directories it leaves empty too."""
         if self.writer is not None:
             self.writer.close()
         self.tmp.unlink(missing_ok=True)
+        if root is not None:
+            prune(self.path, root)
 
 
 def _groups(keys: np.ndarray, table: Any) -> Iterator[tuple[int, _Rows]]:
@@ -369,7 +373,7 @@ class _Partitions:
                 self.thread.close()
         finally:
             for f in self.files.values():
-                f.abandon()
+                f.abandon(Path(self.opts.out))
 
 
 def _remove_previous(opts: Options, name: str) -> None:
@@ -379,14 +383,21 @@ def _remove_previous(opts: Options, name: str) -> None:
     if note.exists():
         root = Path(opts.out)
         for rel in json.loads(note.read_text()).get("files", []):
-            path = root / rel
-            path.unlink(missing_ok=True)
-            for parent in path.parents:
-                if parent.parent == root or parent == root:
-                    break  # packets/ and connections/ stay
-                with contextlib.suppress(OSError):  # not empty: another capture's too
-                    parent.rmdir()
+            (root / rel).unlink(missing_ok=True)
+            prune(root / rel, root)
         note.unlink()
+
+
+def prune(path: Path, root: Path) -> None:
+    """Remove the partition directories above ``path`` (a file of the dataset ``root``
+    that is gone) that are left empty; ``packets/`` and ``connections/`` stay."""
+    for parent in path.parents:
+        if parent == root or parent.parent == root or root not in parent.parents:
+            break
+        try:
+            parent.rmdir()
+        except OSError:  # not empty: another capture's or partition's files too
+            break
 
 
 def _write_note(opts: Options, outcome: Outcome) -> None:

@@ -121,6 +121,24 @@ def test_a_dataset_of_two_formats_is_refused(faulty: tuple[Path, Path],
         tmp_path / "csv", "SELECT count(*) AS n FROM packets")
 
 
+def test_every_value_prints_as_its_format_wants(faulty: tuple[Path, Path]) -> None:
+    """JSON lines strict parsers read (no NaN: null), BLOBs as hex in every output,
+    numbers, lists and structs as themselves."""
+    import json
+
+    query = ("SELECT 'nan'::DOUBLE AS n, 'inf'::DOUBLE AS i, 1.5::DOUBLE AS f, "
+             "'\\x00\\xff'::BLOB AS b, [1, 2] AS l, {'a': 3} AS s, 7 AS k, NULL AS z, "
+             "1.25::DECIMAL(5, 2) AS d")
+    status, out, err = run("sql", "--json", str(faulty[1]), query)
+    assert status == 0, err
+    row = json.loads(out, parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
+    assert row == {"n": None, "i": None, "f": 1.5, "b": "00ff", "l": [1, 2], "s": {"a": 3},
+                   "k": 7, "z": None, "d": "1.25"}
+    assert sql(faulty[1], query)[0]["b"] == "00ff"
+    status, out, _ = run("sql", str(faulty[1]), query)
+    assert status == 0 and "00ff" in out.splitlines()[1]
+
+
 def test_bad_query_and_not_a_dataset(faulty: tuple[Path, Path], tmp_path: Path) -> None:
     status, _, err = run("sql", str(faulty[1]), "SELECT * FROM nowhere")
     assert status == 2 and err.startswith("ibwire sql: ") and len(err.splitlines()) == 1

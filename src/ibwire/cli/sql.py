@@ -5,6 +5,7 @@ the views ``packets`` and ``connections`` (the ``sql`` extra). Prints a table, o
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import Any
 
@@ -20,7 +21,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _text(value: Any) -> str:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()  # a BLOB as hex, not Python's b'...'
     return "" if value is None else str(value)
+
+
+def _json(value: Any) -> Any:
+    """A value JSON can hold: NaN and infinities as null (JSON has none: jq and most
+    parsers refuse them), BLOBs as hex, lists and structs through, the rest as text."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json(v) for v in value]
+    return _text(value)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,12 +59,13 @@ def run(args: argparse.Namespace) -> int:
 
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(names)
-        writer.writerows(rows)
+        writer.writerows([_text(v) for v in row] for row in rows)
     elif args.json:
         import json
 
         for row in rows:
-            out.write(json.dumps(dict(zip(names, row, strict=True)), default=str) + "\n")
+            out.write(json.dumps({n: _json(v) for n, v in zip(names, row, strict=True)},
+                                 allow_nan=False) + "\n")
     else:
         cells = [[_text(v) for v in row] for row in rows]
         widths = [max([len(n)] + [len(r[i]) for r in cells]) for i, n in enumerate(names)]

@@ -389,10 +389,6 @@ class _Chunk:
         self.pages: list[tuple[Struct, bytes]] = []  # (header fields, body) to write
 
 
-_SCHEMAS: dict[tuple[tuple[str, int, int | None, str], ...], list[bytes]] = {}
-"""Encoded footer schemas by their fields (``ParquetWriter._schema_elements``)."""
-
-
 class ParquetWriter:
     """A Parquet file written a row group at a time from Arrow tables of one schema (every
     field optional); ``statistics`` names the columns whose statistics are written, ``deltas``
@@ -463,23 +459,6 @@ class ParquetWriter:
         ]))
         self.rows += n
 
-    def _schema_elements(self) -> list[bytes]:
-        """The footer's schema, encoded (once for files of one schema: a partitioned export
-        writes thousands)."""
-        key = tuple((f.name, k.physical, k.converted, repr(k.logical))
-                    for f, k in zip(self.schema, self.kinds, strict=True))
-        found = _SCHEMAS.get(key)
-        if found is None:
-            found = [encode_struct([(4, "bin", "schema"), (5, "i32", len(self.schema))])]
-            found += [encode_struct([(1, "i32", k.physical), (3, "i32", OPTIONAL),
-                                     (4, "bin", f.name), (6, "i32", k.converted),
-                                     (10, "struct", k.logical)])
-                      for f, k in zip(self.schema, self.kinds, strict=True)]
-            if len(_SCHEMAS) >= 16:
-                _SCHEMAS.clear()
-            _SCHEMAS[key] = found
-        return found
-
     def _write_chunk(self, chunk: _Chunk) -> None:
         """Write a column chunk's pages (dictionary first), compressed unless they are a few
         bytes in all (a zstd frame then costs more than it saves, and the making of its
@@ -491,17 +470,22 @@ class ParquetWriter:
                 raise ParquetError(f"a page of {len(body)} bytes: Parquet's sizes are 32-bit; "
                                    "write the table in smaller row groups")
             packed = self.codec.compress(body, asbytes=True) if chunk.codec == ZSTD else body
-            head = _page_header(header, len(body), len(packed))
-            if header[0][2] == DICTIONARY_PAGE:
-                chunk.dictionary_offset = self.at
-            else:
-                chunk.data_offset = self.at
-            self.file.write(head)
-            self.file.write(packed)
-            chunk.compressed += len(head) + len(packed)
-            chunk.uncompressed += len(head) + len(body)
-            self.at += len(head) + len(packed)
+            self._put(chunk, _page_header(header, len(body), len(packed)), packed, len(body),
+                      header[0][2] == DICTIONARY_PAGE)
         chunk.pages = []
+
+    def _put(self, chunk: _Chunk, head: bytes, packed: bytes, size: int,
+             dictionary: bool = False) -> None:
+        """Write a page (its header, its ``size`` bytes as ``packed``) into ``chunk``."""
+        if dictionary:
+            chunk.dictionary_offset = self.at
+        else:
+            chunk.data_offset = self.at
+        self.file.write(head)
+        self.file.write(packed)
+        chunk.compressed += len(head) + len(packed)
+        chunk.uncompressed += len(head) + size
+        self.at += len(head) + len(packed)
 
     def _column(self, column: Any, name: str, kind: _Kind, n: int) -> _Chunk:
         chunk = _Chunk()
@@ -509,12 +493,9 @@ class ParquetWriter:
         if column.null_count == n:  # every row null (most header fields on a given link):
             # one run of level 0, no values; nothing of the rows to look at: the same page
             # for every such column of n rows (uncompressed: a few bytes)
-            page = _null_page(n)
-            chunk.data_offset = self.at
-            self.file.write(page)
-            self.at += len(page)
-            chunk.compressed = chunk.uncompressed = len(page)
+            head, body = _null_page(n)
             chunk.codec = UNCOMPRESSED
+            self._put(chunk, head, body, len(body))
             if stats:
                 chunk.statistics = _stats(n, None, None)
             chunk.encodings = [PLAIN, RLE]
@@ -576,7 +557,7 @@ class ParquetWriter:
         self._unpark()
         footer = encode_struct([
             (1, "i32", VERSION),
-            (2, "list:encoded", self._schema_elements()),
+            (2, "list:encoded", _schema_elements(self.schema)),
             (3, "i64", self.rows),
             (4, "list:encoded", self.row_groups),
             (5, "list:struct", [[(1, "bin", k), (2, "bin", v)]
@@ -608,13 +589,24 @@ def _kinds(schema: Any) -> list[_Kind]:
     return [_Kind(f.type) for f in schema]
 
 
+@functools.lru_cache(maxsize=16)
+def _schema_elements(schema: Any) -> list[bytes]:
+    """The footer's schema, encoded (once for the files of one schema: a partitioned export
+    writes thousands)."""
+    kinds = _kinds(schema)
+    return [encode_struct([(4, "bin", "schema"), (5, "i32", len(schema))])] + [
+        encode_struct([(1, "i32", k.physical), (3, "i32", OPTIONAL), (4, "bin", f.name),
+                       (6, "i32", k.converted), (10, "struct", k.logical)])
+        for f, k in zip(schema, kinds, strict=True)]
+
+
 @functools.lru_cache(maxsize=64)
-def _null_page(n: int) -> bytes:
-    """The data page of a column chunk of ``n`` null rows, its header too: one run of
+def _null_page(n: int) -> tuple[bytes, bytes]:
+    """The data page of a column chunk of ``n`` null rows (its header, its body): one run of
     definition level 0 and no values, uncompressed."""
     header, body = _data_page(n, PLAIN, _levels(_run(n, 0, 1)))
     assert len(body) < SMALL_CHUNK  # a few bytes: never worth compressing
-    return _page_header(header, len(body), len(body)) + body
+    return _page_header(header, len(body), len(body)), body
 
 
 def _chunk_bytes(c: _Chunk, name: str, kind: _Kind, n: int) -> bytes:
@@ -625,14 +617,7 @@ def _chunk_bytes(c: _Chunk, name: str, kind: _Kind, n: int) -> bytes:
     statistics)])], made directly: the first four fields of a column's metadata are
     encoded once (a file holds a chunk per column per row group, thousands in a
     partitioned export)."""
-    key = (kind.physical, tuple(c.encodings), name, c.codec)
-    head = _CHUNK_HEADS.get(key)
-    if head is None:
-        if len(_CHUNK_HEADS) >= 4096:
-            _CHUNK_HEADS.clear()
-        head = _CHUNK_HEADS[key] = encode_struct([
-            (1, "i32", kind.physical), (2, "list:i32", c.encodings), (3, "list:bin", [name]),
-            (4, "i32", c.codec)])[:-1]  # without the struct's end
+    head = _chunk_head(kind.physical, tuple(c.encodings), name, c.codec)
     i64 = (1 << 4) | _I64
     meta = [head, bytes([i64]), _zigzag(n), bytes([i64]), _zigzag(c.uncompressed),
             bytes([i64]), _zigzag(c.compressed), bytes([(2 << 4) | _I64]),
@@ -648,8 +633,12 @@ def _chunk_bytes(c: _Chunk, name: str, kind: _Kind, n: int) -> bytes:
                      *meta, b"\x00\x00"])
 
 
-_CHUNK_HEADS: dict[tuple[int, tuple[int, ...], str, int], bytes] = {}
-"""The first fields of a column's ColumnMetaData, encoded, by what they hold."""
+@functools.lru_cache(maxsize=4096)
+def _chunk_head(physical: int, encodings: tuple[int, ...], name: str, codec: int) -> bytes:
+    """The first four fields of a column's ColumnMetaData, encoded (without the struct's
+    end)."""
+    return encode_struct([(1, "i32", physical), (2, "list:i32", list(encodings)),
+                          (3, "list:bin", [name]), (4, "i32", codec)])[:-1]
 
 
 def _stats(nulls: int, low: bytes | None, high: bytes | None) -> Struct:

@@ -3,13 +3,14 @@
 threads stopped, the temporary files of unfinished outputs removed. A run ended by
 ``timeout``, a job scheduler or a closed terminal would otherwise leave them behind.
 Nothing is installed on import: ``ibwire``'s command line does it while a verb runs, and an
-export's worker processes (``ibwire export -j``) for their lives."""
+export's worker processes (``ibwire export -j``) for their lives; a live capture sets its own
+handlers (stop capturing) through :func:`handle` and :func:`restore` while it captures."""
 
 from __future__ import annotations
 
 import contextlib
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
@@ -27,18 +28,32 @@ def _raise(signum: int, _frame: object) -> None:
     raise Terminated(signum)
 
 
-def stop_on_terminate() -> dict[int, Any]:
-    """Raise :class:`Terminated` on SIGTERM and SIGHUP where they have their default action
-    (a handler already there, or SIGHUP ignored under ``nohup``, is left alone); returns the
-    handlers replaced. In the main thread only (elsewhere nothing is done)."""
+def handle(signums: Iterable[int], handler: Any, only_default: bool = False
+           ) -> dict[int, Any]:
+    """Set ``handler`` for ``signums`` (with ``only_default``, for those that have their
+    default action only: a handler already there, or SIGHUP ignored under ``nohup``, is
+    left alone); returns the handlers replaced, for :func:`restore`. In the main thread
+    only (elsewhere nothing is done)."""
     before: dict[int, Any] = {}
-    for signum in SIGNALS:
+    for signum in signums:
         try:
-            if signal.getsignal(signum) == signal.SIG_DFL:
-                before[signum] = signal.signal(signum, _raise)
+            if not only_default or signal.getsignal(signum) == signal.SIG_DFL:
+                before[signum] = signal.signal(signum, handler)
         except ValueError:  # not the main thread: signals stay as they are
             break
     return before
+
+
+def restore(before: dict[int, Any]) -> None:
+    """Put back the handlers :func:`handle` replaced."""
+    for signum, handler in before.items():
+        signal.signal(signum, handler)
+
+
+def stop_on_terminate() -> dict[int, Any]:
+    """Raise :class:`Terminated` on SIGTERM and SIGHUP where they have their default action;
+    returns the handlers replaced."""
+    return handle(SIGNALS, _raise, only_default=True)
 
 
 @contextlib.contextmanager
@@ -49,5 +64,4 @@ def terminate_as_interrupt() -> Iterator[None]:
     try:
         yield
     finally:
-        for signum, handler in before.items():
-            signal.signal(signum, handler)
+        restore(before)

@@ -58,6 +58,7 @@ def live_capture(args: argparse.Namespace) -> Iterator[LiveCapture]:
     and stopped on every way out."""
     import signal
 
+    from ibwire import stopping
     from ibwire.pcap.live import ROCE_FILTER, LiveCapture
 
     if args.duration is not None and args.duration < 0:
@@ -83,20 +84,14 @@ def live_capture(args: argparse.Namespace) -> Iterator[LiveCapture]:
                 raise KeyboardInterrupt
             live.stop()
 
-        caught = [getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
-                  if hasattr(signal, name)]
-        try:
-            before = {signum: signal.signal(signum, stop) for signum in caught}
-        except ValueError:  # not the main thread: signals stay as they are
-            before = {}
+        before = stopping.handle((signal.SIGINT, *stopping.SIGNALS), stop)
         try:
             yield live
         finally:
             try:
                 live.close()  # a Ctrl-C meanwhile only asks again
             finally:
-                for signum, handler in before.items():
-                    signal.signal(signum, handler)
+                stopping.restore(before)
     if live.dropped:
         print(f"ibwire {args.verb}: warning: {live.tool} dropped {live.dropped} packets "
               f"(not seen here)", file=sys.stderr)

@@ -144,6 +144,13 @@ class _Writer:
             self.pool.shutdown(wait=True)
 
 
+def _no_rows(schema: Any) -> Any:
+    """A table of ``schema`` without rows (``schema.empty_table()`` imports pandas)."""
+    import pyarrow as pa
+
+    return pa.Table.from_batches([], schema=schema)
+
+
 class _CsvWriter:
     """A CSV file written a table at a time, the file open only while one is (a partition
     per connection must not hold a descriptor each): the header, then the rows."""
@@ -155,8 +162,7 @@ class _CsvWriter:
         self.path, self.csv, self.pa = str(path), pacsv, pa
         # Arrow's own files, not Python's: written without the GIL
         with pa.OSFile(self.path, mode="w") as f:
-            # the header alone (not schema.empty_table(): it imports pandas)
-            pacsv.write_csv(pa.Table.from_batches([], schema=schema), f)
+            pacsv.write_csv(_no_rows(schema), f)  # the header alone
 
     def write_table(self, table: Any) -> None:
         with self.pa.OSFile(self.path, mode="a") as f:
@@ -332,8 +338,8 @@ class _Partitions:
             self._file(f"capture={self.part}/part-0{self.ext}").add(table)
         elif by == "date":
             for day, rows in _groups(timestamps // (86400 * 10**9), table):
-                self._file(f"date={_date(day * 86400 * 10**9)}/{self.part}{self.ext}",
-                           ).add(rows, self.batch)
+                where = f"date={_date(day * 86400 * 10**9)}/{self.part}{self.ext}"
+                self._file(where).add(rows, self.batch)
         else:
             for conn, rows in _groups(connection, table):
                 key = NULL_PARTITION if conn < 0 else str(conn)
@@ -356,7 +362,7 @@ class _Partitions:
 
     def close(self) -> list[str]:
         if not self.files:  # no rows: still one (empty) file, so readers see the schema
-            self.add(self.schema.empty_table(), np.zeros(0, np.int64), np.zeros(0, np.int64))
+            self.add(_no_rows(self.schema), np.zeros(0, np.int64), np.zeros(0, np.int64))
             if not self.files:
                 self._file(f"{self.part}{self.ext}" if self.opts.partition_by in (None, "date")
                            else f"capture={self.part}/part-0{self.ext}")
@@ -602,8 +608,8 @@ def connection_table(name: str, analysis: Any) -> Any:
 def _write_connections(opts: Options, name: str, analysis: Any) -> str:
     table = connection_table(name, analysis)
     table = table.replace_schema_metadata({"ibwire.schema_version": sch.SCHEMA_VERSION})
-    f = _File(Path(opts.out) / "connections" / f"{path_part(name)}{FORMATS[opts.fmt]}", opts.fmt,
-              table.schema)
+    f = _File(Path(opts.out) / "connections" / f"{path_part(name)}{FORMATS[opts.fmt]}",
+              opts.fmt, table.schema)
     f.add(table)
     f.close()
     return str(f.path.relative_to(opts.out))

@@ -50,7 +50,7 @@ def reference(path: Path) -> tuple[dict[str, int], Flags]:
     flagged: Flags = []
     for batch in scan_capture(path, fields=()):
         c = batch.columns
-        failed = batch.failed()
+        failed, cut, cut_header = batch.failed(), batch.cut(), batch.cut_header()
         for row in range(len(batch)):
             counts["records"] += 1
             counts["ib"] += int(batch.is_ib()[row])
@@ -58,7 +58,10 @@ def reference(path: Path) -> tuple[dict[str, int], Flags]:
             counts["failed"] += int(failed[row])
             counts["icrc_bad"] += int(c["icrc_ok"][row] == 0)
             counts["vcrc_bad"] += int(c["vcrc_ok"][row] == 0)
-            counts["errors"] += int(c["error"][row] > 1)
+            counts["errors"] += int(c["error"][row] > 1 and not cut_header[row])
+            counts["cut"] += int(cut[row])
+            if cut[row]:  # a snap length: the most frame bytes one of them kept
+                counts["cut_kept"] = max(counts["cut_kept"], int(c["frame.len"][row]))
             if failed[row] or row in batch.warnings:
                 flagged.append((int(c["record"][row]), error_key(batch.errors.get(row)),
                                 warning_key(batch.warnings.get(row))))
@@ -75,7 +78,8 @@ def tallied(path: Path, threads: int, window: int) -> tuple[dict[str, int], Flag
     with found:
         for window_ in found.windows():
             for name, value in zip(found.names, window_.counts, strict=True):
-                counts[name] += value
+                counts[name] = max(counts[name], value) if name == "cut_kept" else \
+                    counts[name] + value
             for f in window_.flagged:
                 flagged.append((f.record, error_key(f.error), warning_key(f.warning)))
                 record = records[f.record]

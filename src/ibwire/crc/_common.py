@@ -39,6 +39,11 @@ KIND_NAMES: tuple[str, ...] = (
 
 ERROR_NAMES: tuple[str, ...] = ("ok", "not_ib", "truncated", "malformed", "unsupported")
 OK, NOT_IB, TRUNCATED, MALFORMED, UNSUPPORTED = range(5)
+# A CRC the length fields place past the bytes a capture kept (kernel.h IBW_CUT_*): the frame
+# was cut by a snap length, and that CRC cannot be verified.
+CUT_ICRC, CUT_VCRC = 1, 2
+# A header of an InfiniBand/RoCE packet runs past the bytes the capture kept (IBW_CUT_HEADER).
+CUT_HEADER = 4
 
 _ERRORS: dict[int, tuple[type[IbwireError], str]] = {
     NOT_IB: (NotInfinibandError, "no InfiniBand transport packet with an ICRC/VCRC here"),

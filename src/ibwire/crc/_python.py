@@ -12,6 +12,9 @@ import zlib
 import numpy as np
 
 from ibwire.crc._common import (
+    CUT_HEADER,
+    CUT_ICRC,
+    CUT_VCRC,
     ERROR_NAMES,
     KIND_NAMES,
     LINK_CODES,
@@ -115,12 +118,12 @@ def _span(kind: int, start: int, masks: list[tuple[int, int]], bth: int, icrc: i
     return IcrcSpan(KIND_NAMES[kind], start, pseudo, tuple(masks), bth, icrc, vcrc)
 
 
-def _grh(b: memoryview, n: int, g: int) -> IcrcSpan:
+def _grh(b: memoryview, n: int, w: int, g: int) -> IcrcSpan:
     k = _KIND["rocev1"]
     if n - g < 40:
         raise _Fault(TRUNCATED, "GRH.header", g, k)
     paylen = _be16(b, g + 4)
-    placed = 16 <= paylen <= n - g - 40  # PayLen alone places the ICRC
+    placed = 16 <= paylen <= w - g - 40  # PayLen alone places the ICRC
     span = _span(k, g, _grh_masks(g), g + 40, g + 40 + paylen - 4) if placed else None
     if b[g] >> 4 != 6:
         raise _Fault(MALFORMED, "GRH.ipver", g, k, span)
@@ -133,7 +136,7 @@ def _grh(b: memoryview, n: int, g: int) -> IcrcSpan:
     return span
 
 
-def _ipv4(b: memoryview, n: int, o: int) -> IcrcSpan:
+def _ipv4(b: memoryview, n: int, w: int, o: int) -> IcrcSpan:
     k = _KIND["none"]
     if n - o < 20:
         raise _Fault(TRUNCATED, "IPv4.header", o, k)
@@ -160,7 +163,7 @@ def _ipv4(b: memoryview, n: int, o: int) -> IcrcSpan:
     if total < ihl + 8 + 16:
         raise _Fault(MALFORMED, "IPv4.total_length", o + 2, k)
     udp_lies = _be16(b, u + 4) != total - ihl
-    if total > n - o:  # the UDP length's lie, if any, is the first fault
+    if total > w - o:  # the UDP length's lie, if any, is the first fault
         if udp_lies:
             raise _Fault(MALFORMED, "UDP.length", u + 4, k)
         raise _Fault(TRUNCATED, "IPv4.total_length", o + 2, k)
@@ -197,7 +200,7 @@ def _ipv6_ext(b: memoryview, n: int, o: int) -> IcrcSpan:
             raise _Fault(NOT_IB, "IPv6.next_header", o + 6, k)
 
 
-def _ipv6(b: memoryview, n: int, o: int) -> IcrcSpan:
+def _ipv6(b: memoryview, n: int, w: int, o: int) -> IcrcSpan:
     k = _KIND["none"]
     if n - o < 40:
         raise _Fault(TRUNCATED, "IPv6.header", o, k)
@@ -215,7 +218,7 @@ def _ipv6(b: memoryview, n: int, o: int) -> IcrcSpan:
     if plen < 8 + 16:
         raise _Fault(MALFORMED, "IPv6.payload_length", o + 4, k)
     udp_lies = _be16(b, u + 4) != plen
-    if plen > n - u:
+    if plen > w - u:
         if udp_lies:
             raise _Fault(MALFORMED, "UDP.length", u + 4, k)
         raise _Fault(TRUNCATED, "IPv6.payload_length", o + 4, k)
@@ -226,7 +229,7 @@ def _ipv6(b: memoryview, n: int, o: int) -> IcrcSpan:
     return span
 
 
-def _ethernet(b: memoryview, n: int) -> IcrcSpan:
+def _ethernet(b: memoryview, n: int, w: int) -> IcrcSpan:
     if n < 14:
         raise _Fault(TRUNCATED, "Ethernet.ethertype", 12, 0)
     etype, o = _be16(b, 12), 14
@@ -235,22 +238,22 @@ def _ethernet(b: memoryview, n: int) -> IcrcSpan:
             raise _Fault(TRUNCATED, "VLAN.ethertype", o + 2, 0)
         etype, o = _be16(b, o + 2), o + 4
     if etype == 0x0800:
-        return _ipv4(b, n, o)
+        return _ipv4(b, n, w, o)
     if etype == 0x86DD:
-        return _ipv6(b, n, o)
+        return _ipv6(b, n, w, o)
     if etype == 0x8915:
-        return _grh(b, n, o)
+        return _grh(b, n, w, o)
     raise _Fault(NOT_IB, "Ethernet.ethertype", o - 2, 0)
 
 
-def _ip(b: memoryview, n: int) -> IcrcSpan:
+def _ip(b: memoryview, n: int, w: int) -> IcrcSpan:
     if n < 1:
         raise _Fault(TRUNCATED, "IP.version", 0, 0)
     version = b[0] >> 4
     if version == 4:
-        return _ipv4(b, n, 0)
+        return _ipv4(b, n, w, 0)
     if version == 6:
-        return _ipv6(b, n, 0)
+        return _ipv6(b, n, w, 0)
     raise _Fault(NOT_IB, "IP.version", 0, 0)
 
 
@@ -258,7 +261,7 @@ _LNH_KIND = (_KIND["ib_raw"], _KIND["ib_ip"], _KIND["ib_lrh"], _KIND["ib_grh"])
 _LNH_LEAST = (8, 8, 8 + 12 + 4, 8 + 40 + 12 + 4)
 
 
-def _lrh(b: memoryview, n: int) -> IcrcSpan:
+def _lrh(b: memoryview, n: int, w: int) -> IcrcSpan:
     if n < 8:
         raise _Fault(TRUNCATED, "LRH.header", 0, 0)
     lnh = b[1] & 3
@@ -266,9 +269,9 @@ def _lrh(b: memoryview, n: int) -> IcrcSpan:
     k = _LNH_KIND[lnh]
     if length < _LNH_LEAST[lnh]:  # no room for the transport, but the VCRC is placed
         vcrc_only = IcrcSpan(KIND_NAMES[k], 0, False, (), -1, -1, length) \
-            if 8 <= length and length + 2 <= n else None
+            if 8 <= length and length + 2 <= w else None
         raise _Fault(MALFORMED, "LRH.packet_length", 4, k, vcrc_only)
-    if length + 2 > n:
+    if length + 2 > w:
         raise _Fault(TRUNCATED, "LRH.packet_length", 4, k)
     if lnh < 2:
         return IcrcSpan(KIND_NAMES[k], 0, False, (), -1, -1, length)
@@ -276,6 +279,8 @@ def _lrh(b: memoryview, n: int) -> IcrcSpan:
         return _span(k, 0, [(0, 0xF0)], 8, length - 4, length, pseudo=False)  # VL
     g = 8  # LNH 3: the whole LRH is variant (8 x 0xFF), then the GRH; PktLen places both CRCs
     span = _span(k, g, _grh_masks(g), g + 40, length - 4, length)
+    if n - g < 40:  # PktLen is within the wire length, but the capture cut the GRH
+        raise _Fault(TRUNCATED, "GRH.header", g, k, span)
     if b[g] >> 4 != 6:
         raise _Fault(MALFORMED, "GRH.ipver", g, k, span)
     if b[g + 6] != GRH_NEXT_HEADER_IBA:
@@ -285,12 +290,36 @@ def _lrh(b: memoryview, n: int) -> IcrcSpan:
     return span
 
 
-_WALKERS = (_ethernet, _lrh, _ip, lambda b, n: _grh(b, n, 0))
+_WALKERS = (_ethernet, _lrh, _ip, lambda b, n, w: _grh(b, n, w, 0))
 
 
-def _walk(b: memoryview, link: int) -> IcrcSpan:
-    """The frame walker: where the ICRC region is, or a _Fault."""
-    return _WALKERS[link](b, len(b))
+def _walk(b: memoryview, link: int, wire: int = -1) -> IcrcSpan:
+    """The frame walker: where the ICRC region is, or a _Fault. ``wire``: the frame's length
+    on the wire when the capture kept fewer bytes (its original length; the C
+    ``ibw_locate_wire``): the length fields are checked against it, the headers read from
+    the bytes kept."""
+    return _WALKERS[link](b, len(b), max(wire, len(b)))
+
+
+_LENGTH_SITES = frozenset(SITE[name] for name in (
+    "IPv4.total_length", "IPv6.payload_length", "GRH.payload_length", "LRH.packet_length"))
+
+
+def fault_cut(f: _Fault, kept: int, wire: int) -> int:
+    """``cut_of`` for a walk that faulted: also ``CUT_HEADER`` when the capture cut a header
+    of an InfiniBand/RoCE packet (a truncation not at a length field, which would be its lie)."""
+    bits = cut_of(f.span, kept) if f.span is not None else 0
+    if f.code == TRUNCATED and kept < wire and f.kind != 0 and f.site not in _LENGTH_SITES:
+        bits |= CUT_HEADER
+    return bits
+
+
+def cut_of(span: IcrcSpan, kept: int) -> int:
+    """Which CRCs ``span`` places past the ``kept`` bytes of a frame the capture cut:
+    ``CUT_ICRC | CUT_VCRC`` bits (the C span's ``cut``)."""
+    if 0 <= span.vcrc and span.vcrc + 2 > kept:  # a frame cut at all: no CRC is verified
+        return CUT_VCRC | (CUT_ICRC if span.icrc >= 0 else 0)
+    return CUT_ICRC if 0 <= span.icrc and span.icrc + 4 > kept else 0
 
 
 def _view(frame: Buffer) -> memoryview:
@@ -343,12 +372,13 @@ def _verdict(b: memoryview, s: IcrcSpan, compute: bool = True) -> CrcVerdict:
     """The CRCs ``s`` places, as on the wire, and (``compute``) checked (the C ``ibw_verify``;
     without, ``ibw_place``: no verdict)."""
     icrc_ok = icrc_wire = icrc_computed = vcrc_ok = vcrc_wire = vcrc_computed = None
-    if s.icrc >= 0:
+    cut = cut_of(s, len(b))  # a CRC past the bytes the capture kept: no verdict
+    if s.icrc >= 0 and not cut & CUT_ICRC:
         icrc_wire = int.from_bytes(b[s.icrc:s.icrc + 4], "little")
         if compute:
             icrc_computed = _icrc_of(b, s)
             icrc_ok = icrc_wire == icrc_computed
-    if s.vcrc >= 0:
+    if s.vcrc >= 0 and not cut & CUT_VCRC:
         vcrc_wire = int.from_bytes(b[s.vcrc:s.vcrc + 2], "little")
         if compute:
             vcrc_computed = crc16(b[:s.vcrc])

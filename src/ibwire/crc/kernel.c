@@ -110,14 +110,14 @@ static int done(ibw_span *s, int64_t bth, int64_t icrc)
     return IBW_OK;
 }
 
-static int walk_grh(const uint8_t *p, int64_t n, int64_t g, ibw_span *s)
+static int walk_grh(const uint8_t *p, int64_t n, int64_t w, int64_t g, ibw_span *s)
 {
     s->kind = IBW_KIND_ROCEV1;
     if (n - g < IBW_GRH)
         return fault(s, IBW_TRUNCATED, IBW_SITE_GRH_HEADER, g);
     int64_t paylen = be16(p + g + 4);
     /* PayLen alone places the ICRC: a wrong IPVer or next header still gets its verdict */
-    int placed = paylen >= IBW_BTH + IBW_ICRC && paylen <= n - g - IBW_GRH;
+    int placed = paylen >= IBW_BTH + IBW_ICRC && paylen <= w - g - IBW_GRH;
     if (placed) {
         s->start = g;
         s->pseudo_lrh = 1;
@@ -135,7 +135,7 @@ static int walk_grh(const uint8_t *p, int64_t n, int64_t g, ibw_span *s)
     return IBW_OK;
 }
 
-static int walk_ipv4(const uint8_t *p, int64_t n, int64_t o, ibw_span *s)
+static int walk_ipv4(const uint8_t *p, int64_t n, int64_t w, int64_t o, ibw_span *s)
 {
     if (n - o < 20)
         return fault(s, IBW_TRUNCATED, IBW_SITE_IPV4_HEADER, o);
@@ -162,7 +162,7 @@ static int walk_ipv4(const uint8_t *p, int64_t n, int64_t o, ibw_span *s)
     if (total < ihl + IBW_UDP + IBW_BTH + IBW_ICRC)
         return fault(s, IBW_MALFORMED, IBW_SITE_IPV4_TOTAL_LENGTH, o + 2);
     int udp_lies = (int64_t)be16(p + u + 4) != total - ihl;
-    if (total > n - o) /* the UDP length's lie, if any, is the first fault */
+    if (total > w - o) /* the UDP length's lie, if any, is the first fault */
         return udp_lies ? fault(s, IBW_MALFORMED, IBW_SITE_UDP_LENGTH, u + 4)
                         : fault(s, IBW_TRUNCATED, IBW_SITE_IPV4_TOTAL_LENGTH, o + 2);
     s->start = o;
@@ -218,7 +218,7 @@ static int walk_ipv6_ext(const uint8_t *p, int64_t n, int64_t o, ibw_span *s)
     }
 }
 
-static int walk_ipv6(const uint8_t *p, int64_t n, int64_t o, ibw_span *s)
+static int walk_ipv6(const uint8_t *p, int64_t n, int64_t w, int64_t o, ibw_span *s)
 {
     if (n - o < 40)
         return fault(s, IBW_TRUNCATED, IBW_SITE_IPV6_HEADER, o);
@@ -236,7 +236,7 @@ static int walk_ipv6(const uint8_t *p, int64_t n, int64_t o, ibw_span *s)
     if (plen < IBW_UDP + IBW_BTH + IBW_ICRC)
         return fault(s, IBW_MALFORMED, IBW_SITE_IPV6_PAYLOAD_LENGTH, o + 4);
     int udp_lies = (int64_t)be16(p + u + 4) != plen;
-    if (plen > n - u)
+    if (plen > w - u)
         return udp_lies ? fault(s, IBW_MALFORMED, IBW_SITE_UDP_LENGTH, u + 4)
                         : fault(s, IBW_TRUNCATED, IBW_SITE_IPV6_PAYLOAD_LENGTH, o + 4);
     s->start = o;
@@ -248,7 +248,7 @@ static int walk_ipv6(const uint8_t *p, int64_t n, int64_t o, ibw_span *s)
     return udp_lies ? fault(s, IBW_MALFORMED, IBW_SITE_UDP_LENGTH, u + 4) : IBW_OK; /* as IPv4 */
 }
 
-static int walk_ethernet(const uint8_t *p, int64_t n, ibw_span *s)
+static int walk_ethernet(const uint8_t *p, int64_t n, int64_t w, ibw_span *s)
 {
     if (n < 14)
         return fault(s, IBW_TRUNCATED, IBW_SITE_ETH_TYPE, 12);
@@ -261,26 +261,26 @@ static int walk_ethernet(const uint8_t *p, int64_t n, ibw_span *s)
         o += 4;
     }
     switch (type) {
-    case 0x0800: return walk_ipv4(p, n, o, s);
-    case 0x86DD: return walk_ipv6(p, n, o, s);
-    case 0x8915: return walk_grh(p, n, o, s);
+    case 0x0800: return walk_ipv4(p, n, w, o, s);
+    case 0x86DD: return walk_ipv6(p, n, w, o, s);
+    case 0x8915: return walk_grh(p, n, w, o, s);
     default: return fault(s, IBW_NOT_IB, IBW_SITE_ETH_TYPE, o - 2);
     }
 }
 
-static int walk_ip(const uint8_t *p, int64_t n, ibw_span *s)
+static int walk_ip(const uint8_t *p, int64_t n, int64_t w, ibw_span *s)
 {
     if (n < 1)
         return fault(s, IBW_TRUNCATED, IBW_SITE_IP_VERSION, 0);
     switch (p[0] >> 4) {
-    case 4: return walk_ipv4(p, n, 0, s);
-    case 6: return walk_ipv6(p, n, 0, s);
+    case 4: return walk_ipv4(p, n, w, 0, s);
+    case 6: return walk_ipv6(p, n, w, 0, s);
     default: return fault(s, IBW_NOT_IB, IBW_SITE_IP_VERSION, 0);
     }
 }
 
 /* Native IB: the LRH PktLen (4-byte words, LRH .. ICRC) places the ICRC and the VCRC. */
-static int walk_lrh(const uint8_t *p, int64_t n, ibw_span *s)
+static int walk_lrh(const uint8_t *p, int64_t n, int64_t w, ibw_span *s)
 {
     static const int kinds[4] = {IBW_KIND_IB_RAW, IBW_KIND_IB_IP, IBW_KIND_IB_LRH,
                                  IBW_KIND_IB_GRH};
@@ -293,11 +293,11 @@ static int walk_lrh(const uint8_t *p, int64_t n, ibw_span *s)
     s->kind = kinds[lnh];
     if (len < least[lnh]) {
         /* no room for the transport headers, but the VCRC is still where PktLen says */
-        if (len >= IBW_LRH && len + 2 <= n)
+        if (len >= IBW_LRH && len + 2 <= w)
             s->vcrc = len;
         return fault(s, IBW_MALFORMED, IBW_SITE_LRH_PACKET_LENGTH, 4);
     }
-    if (len + 2 > n)
+    if (len + 2 > w)
         return fault(s, IBW_TRUNCATED, IBW_SITE_LRH_PACKET_LENGTH, 4);
     s->vcrc = len;
     if (lnh < 2)
@@ -313,6 +313,8 @@ static int walk_lrh(const uint8_t *p, int64_t n, ibw_span *s)
     s->pseudo_lrh = 1;
     mask_grh(s, g);
     done(s, g + IBW_GRH, len - IBW_ICRC);
+    if (n - g < IBW_GRH) /* PktLen is within the wire length, but the capture cut the GRH */
+        return fault(s, IBW_TRUNCATED, IBW_SITE_GRH_HEADER, g);
     if (p[g] >> 4 != 6)
         return fault(s, IBW_MALFORMED, IBW_SITE_GRH_VERSION, g);
     if (p[g + 6] != IBW_GRH_NEXT_HEADER_IBA)
@@ -322,7 +324,7 @@ static int walk_lrh(const uint8_t *p, int64_t n, ibw_span *s)
     return IBW_OK;
 }
 
-int ibw_locate(const uint8_t *p, int64_t n, int link, ibw_span *s)
+static int walk(const uint8_t *p, int64_t n, int64_t w, int link, ibw_span *s)
 {
     s->start = 0;
     s->bth = s->icrc = s->vcrc = -1;
@@ -334,15 +336,44 @@ int ibw_locate(const uint8_t *p, int64_t n, int link, ibw_span *s)
     s->nmask = 0;
     s->ff[0] = s->ff[1] = 0;
     s->first_or = 0;
+    s->cut = 0;
     if (n < 0)
         n = 0;
+    if (w < n)
+        w = n;
     switch (link) {
-    case IBW_LINK_ETHERNET: return walk_ethernet(p, n, s);
-    case IBW_LINK_INFINIBAND: return walk_lrh(p, n, s);
-    case IBW_LINK_IP: return walk_ip(p, n, s);
-    case IBW_LINK_GRH: return walk_grh(p, n, 0, s);
+    case IBW_LINK_ETHERNET: return walk_ethernet(p, n, w, s);
+    case IBW_LINK_INFINIBAND: return walk_lrh(p, n, w, s);
+    case IBW_LINK_IP: return walk_ip(p, n, w, s);
+    case IBW_LINK_GRH: return walk_grh(p, n, w, 0, s);
     default: return fault(s, IBW_NOT_IB, IBW_SITE_NONE, 0);
     }
+}
+
+/* The sites of the length fields that place the CRCs (a truncation there is their lie). */
+static inline int length_site(int site)
+{
+    return site == IBW_SITE_IPV4_TOTAL_LENGTH || site == IBW_SITE_IPV6_PAYLOAD_LENGTH
+           || site == IBW_SITE_GRH_PAYLOAD_LENGTH || site == IBW_SITE_LRH_PACKET_LENGTH;
+}
+
+int ibw_locate_wire(const uint8_t *p, int64_t n, int64_t wire, int link, ibw_span *s)
+{
+    int error = walk(p, n, wire, link, s);
+    /* the length fields may place a CRC past the bytes the capture kept: not verifiable */
+    if (s->icrc >= 0 && s->icrc + IBW_ICRC > n)
+        s->cut |= IBW_CUT_ICRC;
+    if (s->vcrc >= 0 && s->vcrc + 2 > n) /* a frame cut at all: no CRC of it is verified */
+        s->cut |= IBW_CUT_VCRC | (s->icrc >= 0 ? IBW_CUT_ICRC : 0);
+    /* an InfiniBand/RoCE packet whose headers the capture cut: not a length field's lie */
+    if (error == IBW_TRUNCATED && n < wire && s->kind != IBW_KIND_NONE && !length_site(s->site))
+        s->cut |= IBW_CUT_HEADER;
+    return error;
+}
+
+int ibw_locate(const uint8_t *p, int64_t n, int link, ibw_span *s)
+{
+    return walk(p, n, n, link, s);
 }
 
 /* ---------------------------------------------------------------- CRCs of a span */
@@ -362,34 +393,46 @@ static inline uint32_t le32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-int ibw_place(const uint8_t *p, int64_t n, int link, ibw_span *s, ibw_check *c)
+int ibw_place_wire(const uint8_t *p, int64_t n, int64_t wire, int link, ibw_span *s,
+                   ibw_check *c)
 {
     c->icrc_ok = c->vcrc_ok = -1;
     c->icrc_wire = c->icrc_computed = 0;
     c->vcrc_wire = c->vcrc_computed = 0;
-    c->error = (uint8_t)ibw_locate(p, n, link, s);
+    c->error = (uint8_t)ibw_locate_wire(p, n, wire, link, s);
     c->kind = (uint8_t)s->kind;
     if (c->error != IBW_OK && s->icrc < 0 && s->vcrc < 0)
         return c->error; /* the fault leaves no CRC placed */
-    if (s->icrc >= 0)
+    if (s->icrc >= 0 && !(s->cut & IBW_CUT_ICRC))
         c->icrc_wire = le32(p + s->icrc);
-    if (s->vcrc >= 0)
+    if (s->vcrc >= 0 && !(s->cut & IBW_CUT_VCRC))
         c->vcrc_wire = (uint16_t)(p[s->vcrc] | p[s->vcrc + 1] << 8);
+    return c->error;
+}
+
+int ibw_place(const uint8_t *p, int64_t n, int link, ibw_span *s, ibw_check *c)
+{
+    return ibw_place_wire(p, n, n, link, s, c);
+}
+
+int ibw_verify_wire(const uint8_t *p, int64_t n, int64_t wire, int link, ibw_span *s,
+                    ibw_check *c)
+{
+    ibw_place_wire(p, n, wire, link, s, c); /* a fault that places no CRC leaves both < 0 */
+    if (s->icrc >= 0 && !(s->cut & IBW_CUT_ICRC)) {
+        c->icrc_computed = ibw_icrc_of(p, s);
+        c->icrc_ok = c->icrc_computed == c->icrc_wire;
+    }
+    if (s->vcrc >= 0 && !(s->cut & IBW_CUT_VCRC)) {
+        c->vcrc_computed = ibw_vcrc_of(p, s);
+        c->vcrc_ok = c->vcrc_computed == c->vcrc_wire;
+    }
     return c->error;
 }
 
 int ibw_verify(const uint8_t *p, int64_t n, int link, ibw_span *s, ibw_check *c)
 {
-    ibw_place(p, n, link, s, c); /* a fault that places no CRC leaves both < 0 */
-    if (s->icrc >= 0) {
-        c->icrc_computed = ibw_icrc_of(p, s);
-        c->icrc_ok = c->icrc_computed == c->icrc_wire;
-    }
-    if (s->vcrc >= 0) {
-        c->vcrc_computed = ibw_vcrc_of(p, s);
-        c->vcrc_ok = c->vcrc_computed == c->vcrc_wire;
-    }
-    return c->error;
+    return ibw_verify_wire(p, n, n, link, s, c);
 }
 
 int ibw_fix(uint8_t *p, int64_t n, int link, int placed, ibw_span *s)

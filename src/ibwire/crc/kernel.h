@@ -85,6 +85,13 @@ extern const char *const ibw_site_field[IBW_SITE_COUNT];
 
 #define IBW_MAX_MASKS 8
 
+/* A CRC placed by the length fields past the bytes the capture kept (a snap length): it
+ * cannot be verified (ibw_locate_wire). */
+#define IBW_CUT_ICRC 1
+#define IBW_CUT_VCRC 2
+/* A header of an InfiniBand/RoCE packet runs past the captured bytes (the error names it). */
+#define IBW_CUT_HEADER 4
+
 /* Where the ICRC region of one frame is. Offsets are from the frame start. */
 typedef struct ibw_span {
     int64_t start;   /* first covered byte (after the 8 x 0xFF pseudo LRH if pseudo_lrh) */
@@ -96,6 +103,7 @@ typedef struct ibw_span {
     int32_t error;   /* enum ibw_error */
     int32_t site;    /* fault: enum ibw_site */
     int32_t pseudo_lrh;
+    int32_t cut;     /* IBW_CUT_*: a CRC the length fields place past the captured bytes */
     int32_t nmask;
     int64_t mask_off[IBW_MAX_MASKS]; /* masked bytes, in ascending order */
     uint8_t mask_or[IBW_MAX_MASKS];  /* bits forced to one in each of them */
@@ -135,6 +143,10 @@ uint16_t ibw_crc16(const uint8_t *p, size_t n);
  * LRH PktLen, which then places both). The verdict then tells a corrupted packet (CRC bad)
  * from one the sender built wrong (CRC good). */
 int ibw_locate(const uint8_t *p, int64_t n, int link, ibw_span *s);
+/* ibw_locate of a frame the capture may have cut: n bytes kept of `wire` on the wire (its
+ * original length; wire <= n: not cut). The length fields are checked against `wire`, the
+ * headers read from the n bytes only; a CRC they place past n is flagged in s->cut, not read. */
+int ibw_locate_wire(const uint8_t *p, int64_t n, int64_t wire, int link, ibw_span *s);
 /* CRC values for a span that ibw_locate accepted (icrc >= 0, resp. vcrc >= 0). */
 uint32_t ibw_icrc_of(const uint8_t *p, const ibw_span *s);
 uint16_t ibw_vcrc_of(const uint8_t *p, const ibw_span *s);
@@ -143,6 +155,12 @@ uint16_t ibw_vcrc_of(const uint8_t *p, const ibw_span *s);
 int ibw_place(const uint8_t *p, int64_t n, int link, ibw_span *s, ibw_check *c);
 /* ibw_place + both checks; returns c->error. */
 int ibw_verify(const uint8_t *p, int64_t n, int link, ibw_span *s, ibw_check *c);
+/* ibw_place and ibw_verify of a frame cut by the capture (see ibw_locate_wire): a CRC past
+ * the kept bytes keeps its verdict -1 and its wire value 0. */
+int ibw_place_wire(const uint8_t *p, int64_t n, int64_t wire, int link, ibw_span *s,
+                   ibw_check *c);
+int ibw_verify_wire(const uint8_t *p, int64_t n, int64_t wire, int link, ibw_span *s,
+                    ibw_check *c);
 /* locate + write the ICRC (and the VCRC after it) in place; returns s->error. placed: also
  * write the CRCs that a fault leaves placed (else a fault writes nothing). */
 int ibw_fix(uint8_t *p, int64_t n, int link, int placed, ibw_span *s);

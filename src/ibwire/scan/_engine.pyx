@@ -15,7 +15,7 @@ import numpy as np
 cnp.import_array()
 
 from ibwire.scan import program as _program
-from ibwire.scan._frames import frame_arrays
+from ibwire.scan._frames import frame_arrays, wire_arrays
 
 __all__ = ["pcap_records", "scan_frames", "scan_pcap"]
 
@@ -25,8 +25,8 @@ include "_layout.pxi"
 
 cdef extern from "scan.h" nogil:
     void ibw_scan(const uint8_t *buf, int64_t buflen, const int64_t *offs, const int64_t *lens,
-                  const uint8_t *links, int64_t count, const ibw_scan_prog *prog,
-                  const ibw_scan_out *out)
+                  const int64_t *wires, const uint8_t *links, int64_t count,
+                  const ibw_scan_prog *prog, const ibw_scan_out *out)
     int64_t ibw_pcap_records(const uint8_t *buf, int64_t pos, int64_t end, int swapped,
                              int64_t fraction_ns, uint32_t max_caplen, int64_t cap,
                              int64_t *offs, int64_t *caplen, uint32_t *orig_len, int64_t *ts,
@@ -50,6 +50,7 @@ cdef class _Compiled:
 
     def __cinit__(self, tuple selected, bint verdicts):
         fill_layout(&self.prog)
+        set_extents(&self.prog, _program.view_extents())
         self.prog.verdicts = verdicts
         instructions = [_program.instructions()[i] for i in selected]
         self.instr = <ibw_scan_instr *>malloc(sizeof(ibw_scan_instr) * max(1, len(instructions)))
@@ -113,16 +114,19 @@ cdef void **_outputs(dict cols, tuple selected, ibw_scan_out *out) except NULL:
     out.error = <uint8_t *>_data(cols, "error")
     out.site = <uint8_t *>_data(cols, "error.site")
     out.error_off = <int32_t *>_data(cols, "error.offset")
+    out.cut = <uint8_t *>_data(cols, "cut")
     return pointers
 
 
-def scan_frames(buffer, offsets, lengths, links, fields=None):
+def scan_frames(buffer, offsets, lengths, links, fields=None, wires=None):
     """Columns (see ``ibwire.scan.program``) for the frames ``buffer[offsets[i]:][:lengths[i]]``
     starting at ``links[i]`` (``ibwire.crc.LINK_CODES``, 255: not a link ibwire reads).
     Header fields (``fields``: only these keys or headers, see ``program.select``), offsets,
-    CRC verdicts and errors; not record, timestamp or link type."""
-    cdef cnp.ndarray offs, lens, codes
+    CRC verdicts and errors; not record, timestamp or link type. ``wires``: each frame's
+    length on the wire where a snap length may have cut it (None: none was cut)."""
+    cdef cnp.ndarray offs, lens, codes, wire_lens
     offs, lens, codes = frame_arrays(offsets, lengths, links)
+    wire_lens = wire_arrays(wires, lens)
     cdef int64_t count = offs.shape[0]
     selected = _program.select(fields)
     cdef _Compiled program = _program_for(selected, _program.verdicts(fields))
@@ -133,12 +137,13 @@ def scan_frames(buffer, offsets, lengths, links, fields=None):
     cdef const int64_t *p_offs = <const int64_t *>cnp.PyArray_DATA(offs)
     cdef const int64_t *p_lens = <const int64_t *>cnp.PyArray_DATA(lens)
     cdef const uint8_t *p_codes = <const uint8_t *>cnp.PyArray_DATA(codes)
+    cdef const int64_t *p_wires = <const int64_t *>cnp.PyArray_DATA(wire_lens)
     try:
         PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE)
         try:
             with nogil:
-                ibw_scan(<const uint8_t *>view.buf, view.len, p_offs, p_lens, p_codes, count,
-                         &program.prog, &out)
+                ibw_scan(<const uint8_t *>view.buf, view.len, p_offs, p_lens, p_wires, p_codes,
+                         count, &program.prog, &out)
         finally:
             PyBuffer_Release(&view)
     finally:

@@ -24,3 +24,14 @@ def frame_arrays(offsets: object, lengths: object, links: object
     if raw.size and (raw.min() < 0 or raw.max() > 255):
         raise ValueError("link codes must be in 0..255")
     return offs, lens, np.ascontiguousarray(raw, dtype=np.uint8)
+
+
+def wire_arrays(wires: object, lengths: np.ndarray) -> np.ndarray:
+    """Contiguous int64 lengths on the wire, one per frame (None: each frame's own length,
+    none cut by the capture)."""
+    if wires is None:
+        return lengths
+    out = np.ascontiguousarray(wires, dtype=np.int64).reshape(-1)
+    if out.shape != lengths.shape:
+        raise ValueError(f"{out.size} wire lengths for {lengths.size} frames")
+    return out

@@ -31,6 +31,7 @@ cdef extern from "scan.h" nogil:
         int32_t nviews
         uint32_t view_key[32]
         int32_t view_slot[32]
+        int32_t view_extent[32]
         int32_t eth, vlan, ip, ipv6, udp, lrh, grh, bth, deth, mad, rmpp_slot
         int32_t site_slot_base, site_padcnt
         int32_t verdicts
@@ -54,7 +55,16 @@ cdef extern from "scan.h" nogil:
         uint8_t *error
         uint8_t *site
         int32_t *error_off
+        uint8_t *cut
 
+
+
+cdef int set_extents(ibw_scan_prog *prog, dict extents) except -1:
+    """The bytes each view's fields are read from (``program.view_extents``): a view is then
+    put where the capture kept those, not only the whole attribute."""
+    for i in range(prog.nviews):
+        prog.view_extent[i] = extents.get(prog.view_slot[i], prog.view_extent[i])
+    return 0
 
 
 cdef int fill_layout(ibw_scan_prog *prog) except -1:
@@ -88,6 +98,7 @@ cdef int fill_layout(ibw_scan_prog *prog) except -1:
     for i in range(len(views)):
         prog.view_key[i] = views[i][0]
         prog.view_slot[i] = views[i][1]
+        prog.view_extent[i] = sizes[views[i][1]]  # the whole attribute (see set_extents)
     slot = _layout.SLOT
     prog.eth, prog.vlan, prog.ip, prog.ipv6 = slot["eth"], slot["vlan"], slot["ip"], slot["ipv6"]
     prog.udp, prog.lrh, prog.grh, prog.bth = slot["udp"], slot["lrh"], slot["grh"], slot["bth"]

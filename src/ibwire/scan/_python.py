@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from ibwire.crc._common import KIND_NAMES, MALFORMED, NOT_IB, TRUNCATED, Buffer, IcrcSpan
-from ibwire.crc._python import _Fault, _verdict, _view, _walk
+from ibwire.crc._common import (
+    CUT_HEADER,
+    KIND_NAMES,
+    MALFORMED,
+    NOT_IB,
+    TRUNCATED,
+    Buffer,
+    IcrcSpan,
+)
+from ibwire.crc._python import _Fault, _verdict, _view, _walk, cut_of, fault_cut
 from ibwire.headers.fields import Layout
 from ibwire.headers.mad import carries_mad
 from ibwire.pcap.records import MAX_CAPLEN
 from ibwire.scan import program
-from ibwire.scan._frames import frame_arrays
+from ibwire.scan._frames import frame_arrays, wire_arrays
 
 __all__ = ["pcap_records", "scan_frames", "scan_pcap"]
 
@@ -39,9 +47,13 @@ class _Row:
     def __setitem__(self, name: str, value: int) -> None:
         self.cols[name][self.row] = value
 
-    def put(self, slot: int, offset: int) -> None:
+    def put(self, slot: int, offset: int, kept: int | None = None) -> None:
+        """Header ``slot`` at ``offset``; ``kept``: the bytes of it there are (a view the
+        capture cut after its fields: the rest read as zeros)."""
         header: Layout = _SLOTS[slot]
-        word = int.from_bytes(self.frame[offset:offset + header.size], "big")
+        size = header.size if kept is None else kept
+        word = int.from_bytes(bytes(self.frame[offset:offset + size])
+                              + bytes(header.size - size), "big")
         self.cols["headers"][self.row] |= 1 << slot
         for column in self.by_slot.get(slot, ()):
             f = header.by_name[column.field]
@@ -57,6 +69,13 @@ class _Row:
 
     def fault(self, code: int, site: int, where: int) -> None:
         self["error"], self["error.site"], self["error.offset"] = code, site, where
+
+    def cut(self, site: int, where: int) -> None:
+        """The header at ``where`` (a scanner site), which the length fields allow, runs
+        past the bytes the capture kept (as scan.c's cut())."""
+        self.fault(TRUNCATED, site, where)
+        self["offset.payload"] = where
+        self.cols["cut"][self.row] |= CUT_HEADER
 
 
 def _tclass_ecn(b: memoryview, at: int) -> int:
@@ -131,16 +150,32 @@ def _network(r: _Row, link: int) -> None:
         r.put(_S["udp"], udp)
 
 
-def _views(r: _Row, key: int, body: int, icrc: int) -> None:
+def _views(r: _Row, key: int, body: int, icrc: int, kept: int) -> None:
     """The views of the MAD body at ``body`` for its class and attribute ``key`` (as scan.c's
-    views()): each is the whole attribute, put only where it ends by the ICRC."""
+    views()): each is the whole attribute, put only where it ends by the ICRC and the capture
+    kept the bytes of its fields."""
+    extents = program.view_extents()
     for view_key, slot in _VIEWS:
-        if view_key == key and _SLOTS[slot].size <= icrc - body:
-            r.put(slot, body)
+        if view_key == key and _SLOTS[slot].size <= icrc - body \
+                and extents.get(slot, _SLOTS[slot].size) <= kept - body:
+            r.put(slot, body, min(kept - body, _SLOTS[slot].size))
+
+
+def _cut_payload(r: _Row, bth: int, end: int, icrc: int) -> None:
+    """As scan.c's cut_payload(): the payload of a packet whose header the capture cut."""
+    pad = (r.frame[bth + 1] >> 4) & 3
+    if end + pad <= icrc:
+        r["offset.payload"], r["payload.length"] = end, icrc - end - pad
 
 
 def _transport(r: _Row, bth: int, icrc: int) -> None:
+    """As scan.c's transport(): the length fields (``icrc``) bound the headers; one they allow
+    but the capture cut is a truncation at that header."""
     b = r.frame
+    kept = min(icrc, r.n)  # the bytes of the transport the capture kept
+    if 12 > kept - bth:
+        r.cut(program.SITE_SLOT_BASE + _S["bth"], bth)
+        return
     r.put(_S["bth"], bth)
     r["offset.bth"] = bth
     op = b[bth]
@@ -149,10 +184,16 @@ def _transport(r: _Row, bth: int, icrc: int) -> None:
         r["offset.payload"], r["payload.length"] = cursor, icrc - cursor
         return
     srcqp = None
-    for slot in _CHAIN[op, :_CHAIN_LEN[op]].tolist():
+    chain = _CHAIN[op, :_CHAIN_LEN[op]].tolist()
+    for slot in chain:
         size = _SLOTS[slot].size
         if size > icrc - cursor:
             r.fault(MALFORMED, program.SITE_SLOT_BASE + slot, cursor)
+            return
+        if size > kept - cursor:  # the payload is still where the opcode's headers end
+            r.cut(program.SITE_SLOT_BASE + slot, cursor)
+            _cut_payload(r, bth, cursor + sum(_SLOTS[s].size for s in chain[chain.index(slot):]),
+                         icrc)
             return
         r.put(slot, cursor)
         if slot == _S["deth"]:
@@ -161,6 +202,10 @@ def _transport(r: _Row, bth: int, icrc: int) -> None:
     destqp = int.from_bytes(b[bth + 5:bth + 8], "big")
     ud = "UD" if _FLAGS[op] & 1 else ""
     if carries_mad(ud, destqp, srcqp) and icrc - cursor >= 24:
+        if kept - cursor < 24:  # a payload from here, as far as is known
+            r.cut(program.SITE_SLOT_BASE + _S["mad"], cursor)
+            _cut_payload(r, bth, cursor, icrc)
+            return
         r.put(_S["mad"], cursor)
         mgmt = b[cursor + 1]
         key = mgmt << 16 | b[cursor + 16] << 8 | b[cursor + 17]  # class, AttributeID
@@ -168,11 +213,15 @@ def _transport(r: _Row, bth: int, icrc: int) -> None:
         body = True  # the body starts after the RMPP header, if its class has one
         if _RMPP[mgmt]:
             body = icrc - cursor >= 12
+            if body and kept - cursor < 12:
+                r.cut(program.SITE_SLOT_BASE + _S["rmpp"], cursor)
+                _cut_payload(r, bth, cursor, icrc)
+                return
             if body:
                 r.put(_S["rmpp"], cursor)
                 cursor += 12
         if body:
-            _views(r, key, cursor, icrc)
+            _views(r, key, cursor, icrc, kept)
     pad = (b[bth + 1] >> 4) & 3
     r["offset.payload"] = cursor
     if pad > icrc - cursor:
@@ -193,10 +242,11 @@ def _verdicts(r: _Row, span: IcrcSpan, compute: bool) -> None:
 
 
 def scan_frames(buffer: Buffer, offsets: object, lengths: object, links: object,
-                fields: object = None) -> dict[str, np.ndarray]:
+                fields: object = None, wires: object = None) -> dict[str, np.ndarray]:
     """Columns for the frames ``buffer[offsets[i]:][:lengths[i]]`` (see the C twin)."""
     data = _view(buffer)
     offs, lens, codes = frame_arrays(offsets, lengths, links)
+    wire_lens = wire_arrays(wires, lens).tolist()
     count = offs.size
     selected = program.select(fields)
     compute = program.verdicts(fields)
@@ -219,14 +269,16 @@ def scan_frames(buffer: Buffer, offsets: object, lengths: object, links: object,
         r = _Row(cols, by_slot, i, data[off:off + n])
         _network(r, link)
         try:
-            span = _walk(r.frame, link)
+            span = _walk(r.frame, link, wire_lens[i])
         except _Fault as f:
             r["encapsulation"] = f.kind
             r.fault(f.code, f.site, f.offset)
+            r["cut"] = fault_cut(f, n, wire_lens[i])
             if f.span is not None:  # the fault leaves the CRCs placed: their verdicts
                 _verdicts(r, f.span, compute)
             continue
         r["encapsulation"] = _KINDS[span.kind]
+        r["cut"] = cut_of(span, n)
         _verdicts(r, span, compute)
         if span.bth >= 0:
             _transport(r, span.bth, span.icrc)
@@ -275,5 +327,6 @@ def scan_pcap(buffer: Buffer, pos: int, end: int, swapped: bool, fraction_ns: in
     ``release_every``, which only bounds the C walk's memory, is not needed here)."""
     offs, caplen, orig, ts, stop, status = pcap_records(buffer, pos, end, swapped,
                                                         fraction_ns, max_caplen, cap)
-    cols = scan_frames(buffer, offs, caplen, np.full(len(offs), link, np.uint8), fields)
+    cols = scan_frames(buffer, offs, caplen, np.full(len(offs), link, np.uint8), fields,
+                       np.maximum(caplen, orig.astype(np.int64)))
     return offs, caplen, orig, ts, stop, status, cols

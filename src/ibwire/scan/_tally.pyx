@@ -15,7 +15,7 @@ __all__ = ["HEADERS", "TALLY", "check_pcap", "check_pcapng", "pcap_sync", "pcapn
 
 cdef extern from "scan.h" nogil:
     ctypedef struct ibw_tally:
-        int64_t records, ib, other, failed, icrc_bad, vcrc_bad, errors
+        int64_t records, ib, other, failed, icrc_bad, vcrc_bad, errors, cut, cut_kept
 
     ctypedef struct ibw_record_link:
         int32_t header, code
@@ -46,7 +46,8 @@ cdef extern from "scan.h" nogil:
                             uint32_t max_len, int depth, int64_t search)
 
 
-TALLY = ("records", "ib", "other", "failed", "icrc_bad", "vcrc_bad", "errors")
+TALLY = ("records", "ib", "other", "failed", "icrc_bad", "vcrc_bad", "errors", "cut",
+         "cut_kept")
 """The counts of ``check_pcap``, in order."""
 HEADERS = (None, "sll", "sll2")
 """Where a record's frame starts (``header`` of ``check_pcap`` and of pcapng interfaces): at
@@ -69,12 +70,12 @@ _sll.keys, _sll.codes, _sll.count = _sll_keys, _sll_codes, len(_sll_pairs)
 
 cdef tuple _counts(ibw_tally *tally):
     return (tally.records, tally.ib, tally.other, tally.failed, tally.icrc_bad, tally.vcrc_bad,
-            tally.errors)
+            tally.errors, tally.cut, tally.cut_kept)
 
 
 cdef void _zero(ibw_tally *tally) noexcept nogil:
     tally.records = tally.ib = tally.other = tally.failed = 0
-    tally.icrc_bad = tally.vcrc_bad = tally.errors = 0
+    tally.icrc_bad = tally.vcrc_bad = tally.errors = tally.cut = tally.cut_kept = 0
 
 
 cdef Py_buffer _view(buffer, Py_ssize_t pos, Py_ssize_t end) except *:

@@ -12,9 +12,10 @@ from ibwire.crc._common import NOT_IB, Buffer
 from ibwire.pcap.locators import locate_sll2_frame, locate_sll_frame
 from ibwire.pcap.records import LINK_OTHER
 from ibwire.scan._python import pcap_records, scan_frames
-from ibwire.scan.batch import ScanBatch
+from ibwire.scan.batch import ScanBatch, cut_counts
 
-TALLY = ("records", "ib", "other", "failed", "icrc_bad", "vcrc_bad", "errors")
+TALLY = ("records", "ib", "other", "failed", "icrc_bad", "vcrc_bad", "errors", "cut",
+         "cut_kept")
 HEADERS = (None, "sll", "sll2")
 _LOCATORS = {1: locate_sll_frame, 2: locate_sll2_frame}
 _PLAUSIBLE_ORIG_LEN = 1 << 24
@@ -32,13 +33,15 @@ def _window(buffer: Buffer, pos: int, end: int) -> memoryview:
     return data
 
 
-def _count(buffer: Buffer, offs: np.ndarray, lens: np.ndarray, links: np.ndarray,
-           headers: np.ndarray, warned: np.ndarray, cap_flagged: int
+def _count(buffer: Buffer, offs: np.ndarray, lens: np.ndarray, orig: np.ndarray,
+           links: np.ndarray, headers: np.ndarray, warned: np.ndarray, cap_flagged: int
            ) -> tuple[tuple[int, ...], list[int]]:
     """Counts and the rows to look at again of records whose data is ``buffer[offs:][:lens]``
     (frames at ``links``, or behind the cooked header ``HEADERS[headers]``), the counts
-    stopping after the ``cap_flagged``-th row listed (``warned``: rows listed anyway)."""
+    stopping after the ``cap_flagged``-th row listed (``warned``: rows listed anyway);
+    ``orig``: the records' lengths on the wire (``lens`` their captured bytes)."""
     data = memoryview(buffer).cast("B")
+    missing = np.maximum(orig.astype(np.int64) - lens, 0)  # what a snap length cut
     offs, lens, links = offs.copy(), lens.copy(), links.copy()
     cut = np.zeros(len(offs), bool)  # too short for its cooked header: the reader's error
     for row in np.flatnonzero(headers > 0).tolist():
@@ -49,7 +52,7 @@ def _count(buffer: Buffer, offs: np.ndarray, lens: np.ndarray, links: np.ndarray
             cut[row], links[row], lens[row] = True, LINK_OTHER, 0
         else:
             offs[row], lens[row], links[row] = first, last - first, code
-    c = scan_frames(buffer, offs, lens, links, ())
+    c = scan_frames(buffer, offs, lens, links, (), lens + missing)
     batch = ScanBatch(c, {}, buffer)  # its rules of what failed and what is InfiniBand
     error, failed = c["error"], batch.failed() | cut
     flagged = np.flatnonzero(failed | warned)[:max(1, cap_flagged)]
@@ -59,7 +62,8 @@ def _count(buffer: Buffer, offs: np.ndarray, lens: np.ndarray, links: np.ndarray
               int(np.count_nonzero(failed[:rows])),
               int(np.count_nonzero(c["icrc_ok"][:rows] == 0)),
               int(np.count_nonzero(c["vcrc_ok"][:rows] == 0)),
-              int(np.count_nonzero(((error > NOT_IB) | cut)[:rows])))
+              int(np.count_nonzero(((error > NOT_IB) & ~batch.cut_header() | cut)[:rows])),
+              *cut_counts(batch, c["frame.len"][:rows]))
     return counts, flagged.tolist()
 
 
@@ -72,7 +76,7 @@ def check_pcap(buffer: Buffer, pos: int, end: int, swapped: bool, max_caplen: in
     offs, caplen, orig, _ts, stop, status = pcap_records(buffer, pos, end, swapped, 0,
                                                          max_caplen)
     warned = (caplen > orig) | ((caplen > snaplen) if snaplen > 0 else False)
-    counts, flagged = _count(buffer, offs, caplen, np.full(len(offs), link, np.uint8),
+    counts, flagged = _count(buffer, offs, caplen, orig, np.full(len(offs), link, np.uint8),
                              np.full(len(offs), header), warned, cap_flagged)
     if len(flagged) >= max(1, cap_flagged):  # the walk stops after the last one listed
         last = counts[0] - 1
@@ -105,7 +109,7 @@ def check_pcapng(buffer: Buffer, pos: int, end: int, swapped: bool, max_len: int
             raise ValueError(f"no record header {header}")
     data = _window(buffer, pos, end)
     order = _order(swapped)
-    blocks: list[tuple[int, int, int, int, int]] = []  # block, data, caplen, link, header
+    blocks: list[tuple[int, int, int, int, int, int]] = []  # block, data, caplen, link, header, orig
     status = 0
     while pos < end:
         length, status = _epb_length(data, pos, end, order, max_len)
@@ -117,11 +121,12 @@ def check_pcapng(buffer: Buffer, pos: int, end: int, swapped: bool, max_len: int
         snaplen, link, header = interfaces[face]
         if header < 0 or caplen > orig or (snaplen and caplen > snaplen):
             break
-        blocks.append((pos, pos + 28, caplen, link, header))
+        blocks.append((pos, pos + 28, caplen, link, header, orig))
         pos += length
-    columns = list(zip(*blocks, strict=True)) or [(), (), (), (), ()]
+    columns = list(zip(*blocks, strict=True)) or [(), (), (), (), (), ()]
     counts, flagged = _count(buffer, np.array(columns[1], np.int64),
-                             np.array(columns[2], np.int64), np.array(columns[3], np.uint8),
+                             np.array(columns[2], np.int64), np.array(columns[5], np.int64),
+                             np.array(columns[3], np.uint8),
                              np.array(columns[4], np.int64), np.zeros(len(blocks), bool),
                              cap_flagged)
     if len(flagged) >= max(1, cap_flagged):  # paused after the last one listed

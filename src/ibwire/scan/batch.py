@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ibwire.crc._common import ERROR_CODES
+from ibwire.crc._common import CUT_HEADER, ERROR_CODES
 from ibwire.errors import (
     IbwireError,
     MalformedError,
@@ -23,6 +23,7 @@ from ibwire.scan import program
 
 _ERROR_CLASSES: dict[int, type[IbwireError]] = {code: cls for cls, code in ERROR_CODES.items()}
 NOT_IB = program.ERROR_NAMES.index("not_ib")
+TRUNCATED = program.ERROR_NAMES.index("truncated")
 
 
 @dataclass(frozen=True)
@@ -94,9 +95,22 @@ class ScanBatch:
         return (self.columns["encapsulation"] != 0) & (self.columns["error"] != NOT_IB)
 
     def failed(self) -> np.ndarray:
-        """Rows that did not verify: a CRC mismatch or any error but other traffic."""
+        """Rows that did not verify: a CRC mismatch or any error but other traffic and the
+        truncation of a header that the capture cut (a snap length: :meth:`cut`)."""
         c = self.columns
-        return (c["icrc_ok"] == 0) | (c["vcrc_ok"] == 0) | ((c["error"] != 0) & (c["error"] != NOT_IB))
+        error = c["error"]
+        return ((c["icrc_ok"] == 0) | (c["vcrc_ok"] == 0)
+                | ((error != 0) & (error != NOT_IB) & ~self.cut_header()))
+
+    def cut(self) -> np.ndarray:
+        """Packets the capture cut (a snap length) that did not fail otherwise: a CRC, or a
+        header, past the bytes kept; their CRCs cannot be verified."""
+        return (self.columns["cut"] != 0) & ~self.failed()
+
+    def cut_header(self) -> np.ndarray:
+        """Rows whose error is the truncation of a header that the capture cut."""
+        c = self.columns
+        return (c["error"] == TRUNCATED) & ((c["cut"] & CUT_HEADER) != 0)
 
     def error(self, row: int) -> IbwireError | None:
         """The error of a row (record = the row's record number), None if it has none or is
@@ -189,6 +203,13 @@ _REASONS: dict[type[IbwireError], str] = {
 }
 
 
+def cut_counts(batch: ScanBatch, kept: np.ndarray) -> tuple[int, int]:
+    """The tally's last two counts of a batch: the packets the capture cut (``ScanBatch.cut``)
+    and the most bytes kept of one of them (``kept``: each row's captured bytes)."""
+    cut = batch.cut()[:len(kept)]
+    return int(np.count_nonzero(cut)), int(kept[cut].max()) if cut.any() else 0
+
+
 def make_batch(cols: dict[str, np.ndarray], first_record: int, timestamps: np.ndarray,
                linktypes: np.ndarray, orig_lengths: np.ndarray,
                errors: tuple[IbwireError, ...], warnings: object, buffer: Any) -> ScanBatch:
@@ -217,7 +238,8 @@ def scan_index(index: CaptureIndex, first_record: int = 0, fields: object = None
     past its new end read as zeros: ``ibwire.pcap.filemap``)."""
     from ibwire.scan import scan_frames
 
-    cols = scan_frames(index.buffer, index.offsets, index.lengths, index.link_codes, fields)
+    cols = scan_frames(index.buffer, index.offsets, index.lengths, index.link_codes, fields,
+                       index.orig_lengths)
     check_buffer(index.buffer, first_record)
     return make_batch(cols, first_record, index.timestamps_ns, index.linktypes,
                       index.orig_lengths, index.errors, index.warnings, index.buffer)

@@ -73,6 +73,7 @@ FIXED: tuple[tuple[str, str, str], ...] = (
     ("vcrc", "u2", "VCRC as on the wire"),
     ("icrc_ok", "i1", "1 verified, 0 mismatch, -1 none (or an error leaves its place unknown)"),
     ("vcrc_ok", "i1", "1 verified, 0 mismatch, -1 none (or an error leaves its place unknown)"),
+    ("cut", "u1", "CRCs placed past the bytes a snap length kept: 1 ICRC, 2 VCRC (not verifiable)"),
     ("error", "u1", "ERROR_NAMES: ok, not_ib, truncated, malformed, unsupported, capture"),
     ("error.site", "u1", "where: SITES (header, field)"),
     ("error.offset", "i4", "byte offset of the field at fault, in the frame"),
@@ -199,8 +200,20 @@ def rmpp_classes() -> np.ndarray:
 def mad_views() -> tuple[tuple[int, int], ...]:
     """(MgmtClass << 16 | AttributeID, view slot) for every attribute a view reads, sorted:
     the view's slot is put at the MAD body (after the MAD and RMPP headers) when the MAD has
-    that class and attribute and the view (the whole attribute) fits before the ICRC."""
+    that class and attribute, the view (the whole attribute) fits before the ICRC, and the
+    capture kept the bytes its fields are in (``view_extents``)."""
     return _layout.MAD_VIEWS
+
+
+@cache
+def view_extents() -> dict[int, int]:
+    """The bytes of its attribute each view slot reads (its fields as the C twin loads them):
+    a capture that cut the MAD body still gives a view that ends within the bytes kept."""
+    extents: dict[int, int] = {}
+    for ins in instructions():
+        if ins.slot in VIEW_SLOTS:
+            extents[ins.slot] = max(extents.get(ins.slot, 0), ins.at + ins.load)
+    return extents
 
 
 def site_name(site: int) -> tuple[str, str]:

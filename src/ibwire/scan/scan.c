@@ -161,22 +161,52 @@ static inline void fault(const ibw_scan_out *out, int64_t row, int error, int si
     out->error_off[row] = (int32_t)where;
 }
 
+/* The header at `where` (a scanner site), which the length fields allow, runs past the
+ * bytes the capture kept: a truncation there, the frame marked cut. */
+static inline void cut(const ibw_scan_out *out, int64_t row, int site, int64_t where)
+{
+    fault(out, row, IBW_TRUNCATED, site, where);
+    out->off_payload[row] = (int32_t)where;
+    out->cut[row] |= IBW_CUT_HEADER;
+}
+
+/* The payload of a packet whose header the capture cut, from `end` (where its headers end,
+ * as far as is known) to the ICRC less the pad, if the length fields leave room for it. */
+static inline void cut_payload(const ibw_scan_out *out, int64_t row, const uint8_t *p,
+                               int64_t bth, int64_t end, int64_t icrc)
+{
+    int64_t pad = (p[bth + 1] >> 4) & 3;
+    if (end + pad <= icrc) {
+        out->off_payload[row] = (int32_t)end;
+        out->payload_len[row] = (int32_t)(icrc - end - pad);
+    }
+}
+
 /* The views of the MAD body at `body` (ibwire.scan.views) for its class and attribute `key`:
- * each view is the whole attribute, put only where it ends by the ICRC. */
+ * each view is the whole attribute, put only where it ends by the ICRC and the capture kept
+ * the bytes of its fields (its extent: a headers-only capture may cut the body). */
 static void views(const ibw_scan_prog *g, const ibw_scan_out *out, int64_t row,
-                  const uint8_t *p, uint32_t key, int64_t body, int64_t icrc)
+                  const uint8_t *p, uint32_t key, int64_t body, int64_t icrc, int64_t kept)
 {
     for (int32_t i = 0; i < g->nviews; i++) {
         int slot = g->view_slot[i];
-        if (g->view_key[i] == key && g->slot_size[slot] <= icrc - body)
+        if (g->view_key[i] == key && g->slot_size[slot] <= icrc - body
+            && g->view_extent[i] <= kept - body)
             put(g, out, row, slot, p + body);
     }
 }
 
-/* BTH, the opcode's extended headers, MAD/RMPP and the pad, between bth and the ICRC. */
+/* BTH, the opcode's extended headers, MAD/RMPP and the pad, between bth and the ICRC, of a
+ * frame of which the capture kept n bytes: the length fields (icrc) bound the headers, and
+ * a header they allow but the capture cut is a truncation at that header. */
 static void transport(const ibw_scan_prog *g, const ibw_scan_out *out, int64_t row,
-                      const uint8_t *p, int64_t bth, int64_t icrc)
+                      const uint8_t *p, int64_t n, int64_t bth, int64_t icrc)
 {
+    int64_t kept = icrc < n ? icrc : n; /* the bytes of the transport the capture kept */
+    if (BTH_LEN > kept - bth) {
+        cut(out, row, g->site_slot_base + g->bth, bth);
+        return;
+    }
     put(g, out, row, g->bth, p + bth);
     out->off_bth[row] = (int32_t)bth;
     unsigned op = p[bth];
@@ -195,6 +225,14 @@ static void transport(const ibw_scan_prog *g, const ibw_scan_out *out, int64_t r
             fault(out, row, IBW_MALFORMED, g->site_slot_base + slot, cursor);
             return;
         }
+        if (size > kept - cursor) { /* the payload is still where the opcode's headers end */
+            cut(out, row, g->site_slot_base + slot, cursor);
+            int64_t end = cursor;
+            for (unsigned k = j; k < len; k++)
+                end += g->slot_size[g->chain[op * IBW_SCAN_MAX_CHAIN + k]];
+            cut_payload(out, row, p, bth, end, icrc);
+            return;
+        }
         put(g, out, row, slot, p + cursor);
         if (slot == g->deth)
             srcqp = be32(p + cursor + 4) & 0xFFFFFF;
@@ -203,6 +241,11 @@ static void transport(const ibw_scan_prog *g, const ibw_scan_out *out, int64_t r
     /* a MAD: UD to or from QP0/QP1 (program.WELL_KNOWN_QPS, checked by a test) */
     uint32_t destqp = be32(p + bth + 4) & 0xFFFFFF;
     if ((g->op_flags[op] & 1) && (destqp <= 1 || srcqp <= 1) && MAD_LEN <= icrc - cursor) {
+        if (MAD_LEN > kept - cursor) { /* a payload from here, as far as is known */
+            cut(out, row, g->site_slot_base + g->mad, cursor);
+            cut_payload(out, row, p, bth, cursor, icrc);
+            return;
+        }
         put(g, out, row, g->mad, p + cursor);
         unsigned mgmt = p[cursor + 1];
         uint32_t key = mgmt << 16 | be16(p + cursor + 16); /* class, AttributeID */
@@ -210,13 +253,18 @@ static void transport(const ibw_scan_prog *g, const ibw_scan_out *out, int64_t r
         int body = 1; /* the body starts after the RMPP header, if its class has one */
         if (g->rmpp[mgmt]) {
             body = RMPP_LEN <= icrc - cursor;
+            if (body && RMPP_LEN > kept - cursor) {
+                cut(out, row, g->site_slot_base + g->rmpp_slot, cursor);
+                cut_payload(out, row, p, bth, cursor, icrc);
+                return;
+            }
             if (body) {
                 put(g, out, row, g->rmpp_slot, p + cursor);
                 cursor += RMPP_LEN;
             }
         }
         if (body)
-            views(g, out, row, p, key, cursor, icrc);
+            views(g, out, row, p, key, cursor, icrc, kept);
     }
     int64_t pad = (p[bth + 1] >> 4) & 3;
     out->off_payload[row] = (int32_t)cursor;
@@ -250,17 +298,19 @@ static inline void verdicts(const ibw_scan_out *out, int64_t i, const ibw_span *
 /* One frame into row i; network 0: not the link and network columns (only verdicts and the
  * transport walk, which can fail). */
 static inline void scan_frame(const ibw_scan_prog *prog, const ibw_scan_out *out, int64_t i,
-                              const uint8_t *p, int64_t n, int link, int network_columns)
+                              const uint8_t *p, int64_t n, int64_t wire, int link,
+                              int network_columns)
 {
     ibw_span s;
     ibw_check c;
     if (network_columns)
         network(prog, out, i, p, n, link);
     if (prog->verdicts)
-        ibw_verify(p, n, link, &s, &c);
+        ibw_verify_wire(p, n, wire, link, &s, &c);
     else
-        ibw_place(p, n, link, &s, &c);
+        ibw_place_wire(p, n, wire, link, &s, &c);
     out->encapsulation[i] = c.kind;
+    out->cut[i] = (uint8_t)s.cut;
     if (c.error != IBW_OK) {
         fault(out, i, c.error, s.site, s.where);
         if (s.icrc >= 0 || s.vcrc >= 0) /* the fault leaves the CRCs placed: their verdicts */
@@ -269,11 +319,23 @@ static inline void scan_frame(const ibw_scan_prog *prog, const ibw_scan_out *out
     }
     verdicts(out, i, &s, &c);
     if (s.bth >= 0) {
-        transport(prog, out, i, p, s.bth, s.icrc);
+        transport(prog, out, i, p, n, s.bth, s.icrc);
     } else { /* LNH 0/1: no transport, the rest up to the VCRC is payload */
         out->off_payload[i] = LRH_LEN;
         out->payload_len[i] = (int32_t)(s.vcrc - LRH_LEN);
     }
+}
+
+/* The length on the wire of a frame of n bytes kept from a record that lost orig - caplen
+ * (a snap length); the frame may start after a cooked header that the record counts. */
+static inline int64_t wire_of_record(int64_t n, int64_t caplen, int64_t orig)
+{
+    return orig > caplen ? n + (orig - caplen) : n;
+}
+
+static inline int64_t wire_of(int64_t caplen, int64_t orig)
+{
+    return wire_of_record(caplen, caplen, orig);
 }
 
 /* Whether frame [off, off + n) lies in a buffer of buflen bytes. */
@@ -283,8 +345,8 @@ static inline int in_buffer(int64_t off, int64_t n, int64_t buflen)
 }
 
 void ibw_scan(const uint8_t *buf, int64_t buflen, const int64_t *offs, const int64_t *lens,
-              const uint8_t *links, int64_t count, const ibw_scan_prog *prog,
-              const ibw_scan_out *out)
+              const int64_t *wires, const uint8_t *links, int64_t count,
+              const ibw_scan_prog *prog, const ibw_scan_out *out)
 {
     for (int64_t i = 0; i < count; i++) {
         int64_t k = i + IBW_AHEAD_FRAMES;
@@ -301,7 +363,7 @@ void ibw_scan(const uint8_t *buf, int64_t buflen, const int64_t *offs, const int
             out->error[i] = IBW_TRUNCATED;
             continue;
         }
-        scan_frame(prog, out, i, buf + off, n, link, 1);
+        scan_frame(prog, out, i, buf + off, n, wires != NULL ? wires[i] : n, link, 1);
     }
 }
 
@@ -365,7 +427,7 @@ static int64_t pcap_walk(const uint8_t *buf, int64_t pos, int64_t end, int swapp
             if (link >= IBW_LINK_COUNT)
                 out->error[rows] = IBW_NOT_IB;
             else
-                scan_frame(prog, out, rows, h + 16, len, link, 1);
+                scan_frame(prog, out, rows, h + 16, len, wire_of(len, orig_len[rows]), link, 1);
         }
         rows++;
     }
@@ -397,7 +459,7 @@ typedef struct scratch_row {
     uint32_t headers, icrc;
     int32_t off_network, off_bth, off_payload, payload_len, off_icrc, off_vcrc, error_off;
     uint16_t vcrc;
-    uint8_t encapsulation, vlan_count, error, site;
+    uint8_t encapsulation, vlan_count, error, site, cut;
     int8_t ecn, icrc_ok, vcrc_ok;
 } scratch_row;
 
@@ -419,7 +481,7 @@ static void counter_init(counter *k, const ibw_scan_prog *prog, const ibw_sll_li
     const ibw_scan_out out = {
         k->no_columns, &r->encapsulation, &r->headers, &r->vlan_count, &r->ecn, &r->off_network,
         &r->off_bth, &r->off_payload, &r->payload_len, &r->off_icrc, &r->off_vcrc, &r->icrc,
-        &r->vcrc, &r->icrc_ok, &r->vcrc_ok, &r->error, &r->site, &r->error_off};
+        &r->vcrc, &r->icrc_ok, &r->vcrc_ok, &r->error, &r->site, &r->error_off, &r->cut};
     k->prog = prog;
     k->sll = sll;
     k->out = out;
@@ -444,12 +506,20 @@ static int sll_code(counter *k, uint32_t arphrd, uint32_t protocol)
     return k->sll_code;
 }
 
+/* A packet that failed only because the capture cut one of its headers (IBW_CUT_HEADER: the
+ * error is that truncation), as ScanBatch.failed() says. */
+static inline int capture_cut(const scratch_row *r)
+{
+    return r->error == IBW_TRUNCATED && (r->cut & IBW_CUT_HEADER);
+}
+
 /* Scan and count the data of one record (link: where its frame starts, as ibw_record_link);
  * returns whether it failed. A record too short for its cooked header is the reader's error
  * record (a capture error: failed, an error, neither InfiniBand nor other traffic). */
 static int count_record(counter *k, ibw_tally *tally, const uint8_t *data, int64_t len,
-                        int header, int code)
+                        int64_t orig, int header, int code)
 {
+    int64_t caplen = len;
     scratch_row *r = &k->r;
     tally->records++;
     if (header != IBW_RECORD_FRAME) {
@@ -469,14 +539,21 @@ static int count_record(counter *k, ibw_tally *tally, const uint8_t *data, int64
     if (code >= IBW_LINK_COUNT)
         r->error = IBW_NOT_IB;
     else
-        scan_frame(k->prog, &k->out, 0, data, len, code, 0);
-    int failed = r->icrc_ok == 0 || r->vcrc_ok == 0 || (r->error != IBW_OK && r->error != IBW_NOT_IB);
+        scan_frame(k->prog, &k->out, 0, data, len, wire_of_record(len, caplen, orig), code,
+                   0);
+    int failed = r->icrc_ok == 0 || r->vcrc_ok == 0
+                 || (r->error != IBW_OK && r->error != IBW_NOT_IB && !capture_cut(r));
     tally->ib += r->encapsulation != IBW_KIND_NONE && r->error != IBW_NOT_IB;
     tally->other += r->error == IBW_NOT_IB;
     tally->failed += failed;
     tally->icrc_bad += r->icrc_ok == 0;
     tally->vcrc_bad += r->vcrc_ok == 0;
-    tally->errors += r->error > IBW_NOT_IB;
+    tally->errors += r->error > IBW_NOT_IB && !capture_cut(r);
+    if (r->cut != 0 && !failed) {
+        tally->cut++;
+        if (len > tally->cut_kept) /* the frame's bytes kept (a cooked header not counted) */
+            tally->cut_kept = len;
+    }
     return failed;
 }
 
@@ -498,7 +575,7 @@ int64_t ibw_check_pcap(const uint8_t *buf, int64_t pos, int64_t end, int swapped
         uint32_t orig = rd32(h + 12, swapped);
         int64_t data = pos + 16;
         pos = data + len;
-        int failed = count_record(&k, tally, h + 16, len, link.header, link.code);
+        int failed = count_record(&k, tally, h + 16, len, orig, link.header, link.code);
         if (failed || (uint64_t)len > orig || (snaplen > 0 && (uint64_t)len > snaplen)) {
             flagged[2 * listed] = tally->records - first;
             flagged[2 * listed + 1] = data;
@@ -558,7 +635,8 @@ int64_t ibw_check_pcapng(const uint8_t *buf, int64_t pos, int64_t end, int swapp
         if ((int64_t)id >= n_iface || ifaces[id].header < 0 || cap_len > orig
             || (ifaces[id].snaplen && cap_len > ifaces[id].snaplen))
             break;
-        if (count_record(&k, tally, b + 28, cap_len, ifaces[id].header, ifaces[id].code)) {
+        if (count_record(&k, tally, b + 28, cap_len, orig, ifaces[id].header,
+                         ifaces[id].code)) {
             flagged[2 * listed] = tally->records - first;
             flagged[2 * listed + 1] = pos;
             listed++;

@@ -46,6 +46,7 @@ typedef struct ibw_scan_prog {
     int32_t nviews;
     uint32_t view_key[IBW_SCAN_MAX_VIEWS];
     int32_t view_slot[IBW_SCAN_MAX_VIEWS];
+    int32_t view_extent[IBW_SCAN_MAX_VIEWS]; /* bytes of the attribute its fields are in */
     int32_t eth, vlan, ip, ipv6, udp, lrh, grh, bth, deth, mad, rmpp_slot;
     int32_t site_slot_base, site_padcnt;
     /* 1: compute the CRC verdicts; 0: place the CRCs and read them from the wire only
@@ -66,13 +67,16 @@ typedef struct ibw_scan_out {
     int8_t *icrc_ok, *vcrc_ok;
     uint8_t *error, *site;
     int32_t *error_off;
+    uint8_t *cut; /* IBW_CUT_* (crc/kernel.h): CRCs past the bytes the capture kept */
 } ibw_scan_out;
 
 /* Scan count frames of buf (frame i: buf[offs[i], offs[i] + lens[i]), link links[i], a
- * enum ibw_link or IBW_SCAN_LINK_NONE). Columns must be zeroed; needs ibw_init(), no GIL. */
+ * enum ibw_link or IBW_SCAN_LINK_NONE; wires[i] its length on the wire, more than lens[i]
+ * where a snap length cut it, or wires NULL: none cut). Columns must be zeroed; needs
+ * ibw_init(), no GIL. */
 void ibw_scan(const uint8_t *buf, int64_t buflen, const int64_t *offs, const int64_t *lens,
-              const uint8_t *links, int64_t count, const ibw_scan_prog *prog,
-              const ibw_scan_out *out);
+              const int64_t *wires, const uint8_t *links, int64_t count,
+              const ibw_scan_prog *prog, const ibw_scan_out *out);
 
 /* Classic pcap records in buf[pos, end): rows for at most cap whole records (frame offset,
  * caplen, orig_len, timestamp ns). Returns the row count; *next is where the walk stopped and
@@ -99,6 +103,8 @@ typedef struct ibw_tally {
     int64_t other;   /* other traffic (IBW_NOT_IB) */
     int64_t failed;  /* a CRC mismatch or an error other than IBW_NOT_IB */
     int64_t icrc_bad, vcrc_bad, errors;
+    int64_t cut;      /* not failed, but cut by the capture (a snap length): unverifiable */
+    int64_t cut_kept; /* the most bytes kept of a cut frame (its snap length, as a rule) */
 } ibw_tally;
 
 /* Where the frame of a record starts: at the record (IBW_RECORD_FRAME; it starts at `code`,

@@ -159,7 +159,7 @@ class PcapngTally:
         import numpy as np
 
         from ibwire.pcap.index import _Columns
-        from ibwire.scan.batch import NOT_IB, scan_index
+        from ibwire.scan.batch import NOT_IB, cut_counts, scan_index
 
         columns = _Columns()
         for _record, raw in left:
@@ -171,7 +171,8 @@ class PcapngTally:
                   int(np.count_nonzero(error == NOT_IB)), int(np.count_nonzero(failed)),
                   int(np.count_nonzero(c["icrc_ok"] == 0)),
                   int(np.count_nonzero(c["vcrc_ok"] == 0)),
-                  int(np.count_nonzero(error > NOT_IB)))
+                  int(np.count_nonzero((error > NOT_IB) & ~batch.cut_header())),
+                  *cut_counts(batch, c["frame.len"]))
         self._counts = [a + b for a, b in zip(self._counts, counts, strict=True)]
         for row in sorted({*np.flatnonzero(failed).tolist(), *batch.warnings}):
             error_: IbwireError | None = batch.errors.get(row)

@@ -15,6 +15,11 @@ link layer goes by it), a PktLen too short for the transport headers (it still p
 VCRC). The headers stop at the fault; the bytes from there to the ICRC are the payload. A
 fault that leaves no CRC placed (a frame cut before its CRCs, a length pointing past the
 frame or before the BTH) is raised; ``strict=True`` raises every fault.
+
+A frame the capture cut (``wire``: its length on the wire, more than the bytes kept) is
+checked against that length: cut after its headers it is a whole packet whose CRCs were not
+kept, cut inside a header of an InfiniBand/RoCE packet it is a packet whose ``error`` is that
+truncation, with every header before it (``Packet.wire_length``).
 """
 
 from __future__ import annotations
@@ -70,10 +75,16 @@ ROCE_V2_PORT = _C["ROCE_V2_UDP_PORT"]
 class _Walk:
     """The state of one dissection: the frame, the headers so far, where the ICRC is."""
 
-    def __init__(self, frame: bytes, link: str, strict: bool) -> None:
+    def __init__(self, frame: bytes, link: str, strict: bool, wire: int | None = None) -> None:
         self.frame = frame
         self.link = link
         self.strict = strict
+        self.wire = max(len(frame), wire or 0)
+        """The frame's length on the wire: the bytes kept, or more where the capture cut it."""
+        self.encapsulation: str | None = None
+        """Set once the walk knows the frame carries InfiniBand (as the CRC walker's kind)."""
+        self.icrc_at: int | None = None
+        """Where the length fields put the ICRC, once the walk knows."""
         self.headers: list[HeaderValue] = []
         self.derived: dict[str, Any] = {}
         self.warnings: list[str] = []
@@ -102,11 +113,52 @@ class _Walk:
         return Packet(
             frame, self.link, encapsulation, tuple(self.headers),
             payload=frame[start:end], payload_offset=start,
-            icrc=None if icrc_at is None else frame[icrc_at:icrc_at + ICRC_SIZE],
-            icrc_offset=icrc_at,
-            vcrc=None if vcrc_at is None else frame[vcrc_at:vcrc_at + VCRC_SIZE],
-            vcrc_offset=vcrc_at, trailer=frame[tail:], opcode=opcode,
-            warnings=tuple(self.warnings), derived=MappingProxyType(self.derived), error=error)
+            icrc=self.kept(icrc_at, ICRC_SIZE), icrc_offset=icrc_at,
+            vcrc=self.kept(vcrc_at, VCRC_SIZE), vcrc_offset=vcrc_at, trailer=frame[tail:],
+            opcode=opcode, warnings=tuple(self.warnings), derived=MappingProxyType(self.derived),
+            error=error, **self.cut(end - start))
+
+    @property
+    def is_cut(self) -> bool:
+        return self.wire > len(self.frame)
+
+    def kept(self, offset: int | None, size: int) -> bytes | None:
+        """The CRC of ``size`` bytes at ``offset``, None where there is none or the capture
+        cut it."""
+        if offset is None or offset + size > len(self.frame):
+            return None
+        return self.frame[offset:offset + size]
+
+    def cut(self, payload_length: int) -> dict[str, Any]:
+        """The ``Packet`` arguments of a packet the capture cut (none if it did not): its
+        length on the wire and its payload's, ``payload_length`` by the length fields."""
+        if not self.is_cut:
+            return {}
+        return {"wire_length": self.wire, "wire_payload_length": payload_length + sum(
+            h.length for h in self.headers if h.full_keys)}
+
+    def cut_short(self, error: TruncatedError) -> Packet:
+        """A packet whose header the capture cut: the headers before it, ``error`` that
+        header's truncation, said to be the capture's."""
+        assert self.encapsulation is not None
+        frame = self.frame
+        start = max((h.offset + h.length for h in self.headers), default=0)
+        error.reason = (f"header cut by the capture ({len(frame)} of {self.wire} bytes kept): "
+                        f"{error.reason}")
+        error.args = (error._message(),)
+        bth = next((h for h in self.headers if h.name == "bth"), None)
+        op = None if bth is None else opcodes().get(bth.values["opcode"])
+        payload = None
+        if op is not None and self.icrc_at is not None:  # where the opcode's headers end
+            start = max(start, bth.offset + BTH.size + sum(EXTENDED[name].size
+                                                           for name in op.headers))
+            if start + bth.values["padcnt"] <= self.icrc_at:
+                payload = self.icrc_at - start - bth.values["padcnt"]
+        return Packet(frame, self.link, self.encapsulation, tuple(self.headers),
+                      payload=frame[start:] if payload is not None else b"",
+                      payload_offset=start, warnings=tuple(self.warnings),
+                      derived=MappingProxyType(self.derived), error=error, opcode=op,
+                      wire_length=self.wire, wire_payload_length=payload or 0)
 
     def take(self, header: Header, offset: int, limit: int | None = None) -> dict[str, Any]:
         """Parse ``header`` at ``offset``; it must end by ``limit`` (the ICRC), else malformed."""
@@ -127,25 +179,26 @@ class _Walk:
 
 
 def parse(frame: bytes | bytearray | memoryview, link: str = "ethernet", *,
-          strict: bool = False) -> Packet:
+          strict: bool = False, wire: int | None = None) -> Packet:
     """Dissect one frame starting at ``link``: "ethernet", "infiniband" (LRH), "ip" or "grh".
 
     Returns a :class:`Packet`; frames of other protocols come back with encapsulation
     ``"other"``. Raises :class:`~ibwire.errors.TruncatedError` when the frame ends early and
     :class:`~ibwire.errors.MalformedError` when a field contradicts the rest; with
-    ``strict=True`` also for reserved/vendor opcodes and non-zero LVer/TVer.
+    ``strict=True`` also for reserved/vendor opcodes and non-zero LVer/TVer. ``wire``: the
+    frame's length on the wire when a capture kept fewer bytes (its record's original
+    length): a packet it cut is returned as the module says, not raised (unless ``strict``).
     """
     data = bytes(frame)
-    walk = _Walk(data, link, strict)
-    if link == "ethernet":
-        return _ethernet(walk)
-    if link == "infiniband":
-        return _lrh(walk)
-    if link == "ip":
-        return _ip(walk, 0)
-    if link == "grh":
-        return _grh_roce_v1(walk, 0)
-    raise ValueError(f"unknown link {link!r}; expected one of {LINKS}")
+    if link not in _LINK_WALKS:
+        raise ValueError(f"unknown link {link!r}; expected one of {LINKS}")
+    walk = _Walk(data, link, strict, wire)
+    try:
+        return _LINK_WALKS[link](walk)
+    except TruncatedError as exc:
+        if not walk.is_cut or walk.encapsulation is None or strict:
+            raise
+        return walk.cut_short(exc)
 
 
 def _ethernet(walk: _Walk) -> Packet:
@@ -199,6 +252,7 @@ def _ipv4(walk: _Walk, offset: int) -> Packet:
     udp = _udp(walk, offset + ihl, end, "ip", "len")
     if udp is None:
         return walk.other(offset + ihl + UDP.size, "not UDP port 4791")
+    walk.encapsulation = "rocev2_ipv4"
     if ip["len"] < ihl:
         raise MalformedError(f"total length {ip['len']} is shorter than the header",
                              header="ip", field="len", offset=offset)
@@ -224,6 +278,7 @@ def _ipv6(walk: _Walk, offset: int) -> Packet:
     udp = _udp(walk, start, end, "ipv6", "plen")
     if udp is None:
         return walk.other(start + UDP.size, "not UDP port 4791")
+    walk.encapsulation = "rocev2_ipv6"
     return _transport(walk, start + UDP.size, end, "rocev2_ipv6", lrh_end=None)
 
 
@@ -262,6 +317,7 @@ def _udp(walk: _Walk, offset: int, ip_end: int, header: str, field: str
 
 
 def _grh_roce_v1(walk: _Walk, offset: int) -> Packet:
+    walk.encapsulation = "rocev1"
     grh = _grh(walk, offset)
     end = offset + GRH.size + grh["paylen"]
     return _transport(walk, offset + GRH.size, end, "rocev1", lrh_end=None)
@@ -288,16 +344,18 @@ def _lrh(walk: _Walk) -> Packet:
     if vcrc_at < LRH.size:
         raise MalformedError(f"PktLen {lrh['pktlen']} is shorter than the LRH", header="lrh",
                              field="pktlen", offset=0)
-    if vcrc_at + VCRC_SIZE > len(walk.frame):
+    if vcrc_at + VCRC_SIZE > walk.wire:
         raise TruncatedError(f"PktLen {lrh['pktlen']} needs {vcrc_at + 2} bytes, frame has "
-                             f"{len(walk.frame)}", header="lrh", field="pktlen", offset=0)
+                             f"{walk.wire}", header="lrh", field="pktlen", offset=0)
     if lrh["lnh"] < 2:  # raw and IPv6 packets: no BTH, no ICRC, but a VCRC
         frame = walk.frame
         return Packet(frame, walk.link, "ib_raw", tuple(walk.headers),
                       payload=frame[LRH.size:vcrc_at], payload_offset=LRH.size,
-                      vcrc=frame[vcrc_at:vcrc_at + 2], vcrc_offset=vcrc_at,
-                      trailer=frame[vcrc_at + 2:], unknown=f"LNH {lrh['lnh']} (not IBA transport)")
+                      vcrc=walk.kept(vcrc_at, VCRC_SIZE), vcrc_offset=vcrc_at,
+                      trailer=frame[vcrc_at + 2:], unknown=f"LNH {lrh['lnh']} (not IBA transport)",
+                      **walk.cut(vcrc_at - LRH.size))
     encapsulation = "ib_global" if lrh["lnh"] == 3 else "ib_local"
+    walk.encapsulation = encapsulation
     first = LRH.size + (GRH.size if lrh["lnh"] == 3 else 0)  # the BTH
     if vcrc_at < first + BTH.size + ICRC_SIZE:  # PktLen still places the VCRC
         if lrh["lnh"] == 3 and len(walk.frame) >= first:  # the GRH, as far as it is there
@@ -320,15 +378,16 @@ def _transport(walk: _Walk, offset: int, end: int, encapsulation: str,
     """BTH, extended headers, payload, pad and ICRC between ``offset`` and ``end``."""
     frame = walk.frame
     icrc_at = end - ICRC_SIZE
-    if end > len(frame):
+    if end > walk.wire:
         raise walk.fault or TruncatedError(f"the length fields put the ICRC end at byte {end}, "
-                                           f"the frame has {len(frame)}", header="icrc",
+                                           f"the frame has {walk.wire}", header="icrc",
                                            offset=icrc_at)
     if icrc_at < offset + BTH.size:
         raise walk.fault or MalformedError("the length fields leave no room for BTH and ICRC",
                                            header="bth", offset=offset)
     if walk.fault is not None:  # a broken header before the BTH, the CRCs placed all the same
         return walk.with_fault(walk.fault, encapsulation, icrc_at, lrh_end)
+    walk.icrc_at = icrc_at
     op = None
     try:
         bth = walk.take(BTH, offset, icrc_at)
@@ -360,18 +419,18 @@ def _transport(walk: _Walk, offset: int, end: int, encapsulation: str,
                 walk.warnings.append(message)
     except MalformedError as exc:  # a broken transport: its CRCs are placed all the same
         return walk.with_fault(exc, encapsulation, icrc_at, lrh_end, op)
-    vcrc = vcrc_at = None
+    vcrc_at = None
     tail = end
     if lrh_end is not None:
         vcrc_at = lrh_end
-        vcrc = frame[vcrc_at:vcrc_at + VCRC_SIZE]
         tail = vcrc_at + VCRC_SIZE
     return Packet(
         frame, walk.link, encapsulation, tuple(walk.headers),
         payload=frame[cursor:payload_end], payload_offset=cursor, pad=pad,
-        icrc=frame[icrc_at:end], icrc_offset=icrc_at, vcrc=vcrc, vcrc_offset=vcrc_at,
+        icrc=walk.kept(icrc_at, ICRC_SIZE), icrc_offset=icrc_at,
+        vcrc=walk.kept(vcrc_at, VCRC_SIZE), vcrc_offset=vcrc_at,
         trailer=frame[tail:], opcode=op, unknown=unknown, warnings=tuple(walk.warnings),
-        derived=MappingProxyType(walk.derived),
+        derived=MappingProxyType(walk.derived), **walk.cut(payload_end - cursor),
     )
 
 
@@ -412,3 +471,7 @@ def _mad(walk: _Walk, offset: int, limit: int) -> int:
     walk.derived.update(body.derived)
     walk.warnings.extend(body.warnings)
     return body.end
+
+
+_LINK_WALKS = {"ethernet": _ethernet, "infiniband": _lrh, "ip": lambda walk: _ip(walk, 0),
+               "grh": lambda walk: _grh_roce_v1(walk, 0)}

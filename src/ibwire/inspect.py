@@ -32,10 +32,17 @@ class Inspection:
 
     @property
     def failed(self) -> bool:
-        """An InfiniBand/RoCE packet (or a capture record) that did not verify."""
-        if self.error is not None:
+        """An InfiniBand/RoCE packet (or a capture record) that did not verify; not a packet
+        that the capture cut (:attr:`cut`)."""
+        if self.error is not None and not self.cut:
             return True
         return self.icrc_ok is False or self.vcrc_ok is False
+
+    @property
+    def cut(self) -> bool:
+        """An InfiniBand/RoCE packet that the capture cut (a snap length), after its headers
+        or inside one: its CRCs cannot be verified, and that is not a failure."""
+        return self.packet is not None and self.packet.cut and self.packet.is_ib
 
     @property
     def reason(self) -> str:
@@ -63,6 +70,12 @@ class Inspection:
             out["payload.length"] = self.packet.payload_length
         out["icrc_ok"] = self.icrc_ok
         out["vcrc_ok"] = self.vcrc_ok
+        if self.cut:
+            assert self.packet is not None
+            out["payload.captured"] = self.packet.captured_payload_length
+            out["frame.len"] = len(self.packet.frame)
+            out["frame.orig_len"] = self.packet.wire_length
+            out["cut"] = True
         out["error"] = str(self.error) if self.error is not None else None
         return out
 
@@ -81,6 +94,12 @@ def crc_note(icrc_ok: bool | None, vcrc_ok: bool | None) -> str:
     return f"; {said}: corrupted after the sender built it"
 
 
+def wire_length(kept: int, record: CaptureRecord) -> int:
+    """The length on the wire of a frame of ``kept`` bytes from ``record`` (which may count a
+    cooked header before it): more than ``kept`` where a snap length cut the record."""
+    return kept + max(0, record.orig_len - record.caplen)
+
+
 def inspect(record: CaptureRecord) -> Inspection:
     """Dissect and verify one record; problems become the inspection's ``error``."""
     number = record.index + 1  # messages count records from 1, like frame numbers
@@ -90,10 +109,13 @@ def inspect(record: CaptureRecord) -> Inspection:
         return Inspection(record, None, None, None, None)
     frame = bytes(record.frame)
     try:
-        packet = parse(frame, record.link)
+        packet = parse(frame, record.link, wire=wire_length(len(frame), record))
     except IbwireError as exc:
         error = exc.at_record(number).cut_by_capture(record.caplen, record.orig_len)
         return Inspection(record, None, None, None, error)
+    if packet.cut and packet.is_ib:
+        error = None if packet.error is None else copy.copy(packet.error).at_record(number)
+        return Inspection(record, packet, None, None, error)
     if packet.icrc is None and packet.vcrc is None:
         return Inspection(record, packet, None, None, None)
     try:

@@ -211,7 +211,8 @@ class Body(NamedTuple):
 def parse_body(frame: bytes, offset: int, limit: int, mad: Mapping[str, Any],
                rmpp: Mapping[str, Any] | None, strict: bool = False) -> Body:
     """The parts of the MAD body at ``offset`` (after the MAD and RMPP headers), which must end
-    by ``limit`` (the ICRC)."""
+    by ``limit`` (the ICRC). A frame the capture cut (``limit`` past its end) gives the parts
+    and fields it kept, and a warning naming the first field missing."""
     warnings: list[str] = []
     klass = mad["mgmtclass"]
     if klass not in DECODED:
@@ -233,6 +234,14 @@ def parse_body(frame: bytes, offset: int, limit: int, mad: Mapping[str, Any],
     for part in plan(mad, rmpp, seen):
         if offset + part.size > limit:
             raise _cut(part, offset, limit, start)
+        if offset + part.size > len(frame):  # the capture cut it: the fields it kept
+            values, missing = _kept_fields(part, frame, offset)
+            if values:
+                headers.append(HeaderValue(part.header.name, offset, part.size,
+                                           MappingProxyType(values), full_keys=True))
+            warnings.append(f"MAD body cut by the capture: {missing} onwards missing")
+            end = offset + part.size if values else offset
+            return Body(headers, derived(mad, seen), warnings, end)  # of whole parts only
         values = parse_part(part, frame, offset)
         seen.update(values)
         headers.append(HeaderValue(part.header.name, offset, part.size,
@@ -252,6 +261,24 @@ def parse_part(part: Part, frame: bytes, offset: int) -> dict[str, Any]:
             frame[offset + i * part.stride + header.size:offset + (i + 1) * part.stride]
             for i in range(part.entries)]
     return values
+
+
+def _kept_fields(part: Part, frame: bytes, offset: int) -> tuple[dict[str, Any], str]:
+    """The values of the fields of ``part`` wholly in the bytes a capture kept (a table: its
+    whole records), and the name of the first field missing."""
+    header = part.header
+    left = len(frame) - offset
+    if part.entries:
+        whole = min(part.entries, max(left, 0) // part.stride)
+        missing = f"{header.name} record {whole}"
+        if not whole:
+            return {}, missing
+        return parse_part(part._replace(entries=whole), frame, offset), missing
+    padded = frame[offset:] + bytes(header.size - left)
+    values = parse_part(part, padded, 0)
+    kept = {f.name for f in header.fields if header.size * 8 - f.shift <= left * 8}
+    first = next((f.name for f in header.fields if f.name not in kept), header.name)
+    return {k: v for k, v in values.items() if k in kept}, header.key(first)
 
 
 def _cut(part: Part, offset: int, limit: int, start: int) -> MalformedError:

@@ -46,6 +46,13 @@ class Packet:
     place its ICRC (or its VCRC): ``headers`` stop at the fault, the bytes from there to the
     CRC are ``payload``, and :meth:`verify` gives the verdict that tells a corrupted packet
     (CRC bad) from one the sender built wrong (CRC good). None for a sound packet.
+
+    ``wire_length`` is set when the capture kept fewer bytes than the frame had on the wire
+    (a snap length) and cut this packet: its length on the wire. The length fields still
+    place everything: ``payload`` holds the bytes kept, ``payload_length`` counts them all,
+    ``icrc``/``vcrc`` are None where the capture cut them (``icrc_offset`` says where they
+    were), and a header the capture cut is ``error``, a :class:`TruncatedError` (the headers
+    before it are all there).
     """
 
     frame: bytes
@@ -65,16 +72,34 @@ class Packet:
     warnings: tuple[str, ...] = ()
     derived: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     error: IbwireError | None = None
+    wire_length: int | None = None
+    wire_payload_length: int | None = None
 
     @property
     def is_ib(self) -> bool:
-        """True when the frame carries an InfiniBand transport packet (BTH and ICRC)."""
-        return self.icrc is not None
+        """True when the frame carries an InfiniBand transport packet (BTH and ICRC; the ICRC
+        may be one the capture cut)."""
+        return self.icrc is not None or (self.cut and self.encapsulation not in (OTHER,
+                                                                                 "ib_raw"))
+
+    @property
+    def cut(self) -> bool:
+        """The capture cut this packet (a snap length): see the class."""
+        return self.wire_length is not None
 
     @property
     def payload_length(self) -> int:
         """Bytes the transport carries after the opcode's headers and any MAD/RMPP header, pad
-        excluded: a decoded MAD body counts, as the scanner's ``payload.length`` counts it."""
+        excluded: a decoded MAD body counts, as the scanner's ``payload.length`` counts it. On
+        a packet the capture cut, as many as the length fields say (``payload`` holds
+        ``captured_payload_length`` of them)."""
+        if self.wire_payload_length is not None:
+            return self.wire_payload_length
+        return self.captured_payload_length
+
+    @property
+    def captured_payload_length(self) -> int:
+        """The bytes of the payload the capture kept (all of them unless it cut the packet)."""
         return len(self.payload) + sum(h.length for h in self.headers if h.full_keys)
 
     def header(self, name: str) -> HeaderValue | None:
@@ -122,7 +147,10 @@ class Packet:
 
     def verify(self) -> Any:
         """The ICRC/VCRC verdict of this frame (see :func:`ibwire.crc.verify`), also when
-        ``error`` broke its headers but left its CRCs placed."""
+        ``error`` broke its headers but left its CRCs placed. A CRC the capture cut has
+        verdict None (not verifiable)."""
         from ibwire import crc
 
+        if self.cut:
+            return crc.CrcVerdict(None, None, None, None, None, None)
         return crc.verify(self.frame, self.link, lenient=self.error is not None)

@@ -523,14 +523,9 @@ BAD = [
     Bad("cut-inside-ethernet", cut(roce_write(3), 6), 3, 5, ("ethernet", "truncated")),
     Bad("cut-inside-ipv4", cut(roce_write(3), 20), 3, 5, ("ipv4", "truncated")),
     Bad("cut-inside-udp", cut(roce_write(3), 38), 3, 5, ("udp", "truncated")),
-    Bad("cut-inside-bth", cut(roce_write(3), 48), 3, 5, ("bth", "truncated", "cut", "captured")),
-    Bad("cut-inside-reth", cut(roce_write(3), 60), 3, 5,
-        ("reth", "truncated", "cut", "captured")),
     Bad("ib-cut-inside-lrh", ib_cut(ib_global(3), 5), 3, 5, ("lrh", "truncated")),
-    Bad("ib-cut-inside-grh", ib_cut(ib_global(3), 20), 3, 5,
-        ("grh", "truncated", "cut", "captured")),
-    Bad("ib-cut-inside-bth", ib_cut(ib_global(3), 52), 3, 5,
-        ("bth", "truncated", "cut", "captured")),
+    # (a header of an InfiniBand/RoCE packet cut by a snap length is not a failure:
+    # tests/cli/test_headers_only.py)
     # --- gzip: data cut after three records (records 1-3 readable, the cut is record 4), and
     #     a truncated pcap inside whole gzip data
     Bad("gzip-data-cut", gzip_cut_after([roce(k) for k in range(1, 7)], 3), 4, 4,

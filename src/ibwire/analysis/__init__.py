@@ -37,7 +37,7 @@ WINDOW = 48 << 20
 #: Scanner columns the analysis extracts.
 SCAN_FIELDS = (*CONNECTION_FIELDS, *ADDRESS_FIELDS, *CM_FIELDS)
 #: The keys of one connection's result, in output order.
-KEYS = ("requester", "responder", "transport", *COUNTERS, "cm_packets", "first_ns",
+KEYS = ("requester", "responder", "transport", *COUNTERS, "cm_packets", "cut_packets", "first_ns",
         "last_ns", "ack_rtt_ns", *LATENCIES, "rnr_wait_ns", "pmtu", "cm", "findings")
 
 QpReport = make_dataclass(

@@ -35,6 +35,7 @@ from ibwire._twins import load_twin
 from ibwire.analysis import bulk
 from ibwire.analysis.addresses import address_text, row_addresses
 from ibwire.analysis.cm import CmIndex
+from ibwire.crc._common import CUT_HEADER, TRUNCATED
 from ibwire.scan.program import slot_bit
 from ibwire.transport.cm import CmSession
 from ibwire.transport.cm import report as cm_report
@@ -81,6 +82,8 @@ class Connection:
     #: and how many (with CHUNK_ROWS more a batch, for the arrays that hold them).
     pending: list[dict[str, np.ndarray]] = field(default_factory=list)
     pending_rows: int = 0
+    #: Its packets the capture cut (a snap length): their CRCs and payloads are not there.
+    cut_packets: int = 0
 
     def identity(self) -> dict[str, Any]:
         return {"requester": {"address": address_text(*self.requester),
@@ -89,7 +92,8 @@ class Connection:
                               "qpn": self.responder_qpn},
                 "transport": self.transport,
                 "cm": None if self.cm is None else cm_report(self.cm, self.requester),
-                "cm_packets": 0 if self.cm is None else self.cm.packets}
+                "cm_packets": 0 if self.cm is None else self.cm.packets,
+                "cut_packets": self.cut_packets}
 
 
 def _psn_in(psns: np.ndarray, observed: Observed, batch_psns: np.ndarray) -> bool:
@@ -217,7 +221,9 @@ class Connections:
         # each column gathered once, in connection order; each connection's rows a slice
         fields = _row_columns(cols, rows[by_conn])
         fields["to_responder"] = to_responder[by_conn]
+        cut = np.cumsum(cols["cut"][rows[by_conn]] != 0)  # packets the capture cut, to count
         for a, b, c in zip(bounds, bounds[1:], owners, strict=False):
+            c.cut_packets += int(cut[b - 1] - (cut[a - 1] if a else 0))
             if self.observe:
                 mine = {k: v[a:b] for k, v in fields.items()}
                 self._observe(c, mine)
@@ -383,7 +389,10 @@ def stream_keys(cols: dict[str, np.ndarray]
     """(rows of a batch that belong to a connection, their stream key columns: source and
     destination address words, destination QPN, answer or not, UD source QPN); None when
     no row does. A stream is the packets of one kind going one way to one QP."""
-    has_bth = ((cols["headers"] & slot_bit("bth")) != 0) & (cols["error"] == 0)
+    # a packet whose later header the capture cut (a snap length) is a packet all the same
+    error = cols["error"]
+    sound = (error == 0) | ((error == TRUNCATED) & ((cols["cut"] & CUT_HEADER) != 0))
+    has_bth = ((cols["headers"] & slot_bit("bth")) != 0) & sound
     opcode = cols["bth.opcode"]
     kind = KIND[opcode]
     qpn = cols["bth.destqp"]

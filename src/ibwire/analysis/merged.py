@@ -43,7 +43,7 @@ from ibwire.analysis.connections import Connections, stream_keys
 from ibwire.pcap.source import Source
 
 #: Scanner columns a summary keeps for each connection row (what Connections.feed reads).
-COLUMNS = ("record", "timestamp_ns", "headers", "error", "ecn", "payload.length", "icrc_ok",
+COLUMNS = ("record", "timestamp_ns", "headers", "error", "cut", "ecn", "payload.length", "icrc_ok",
            *(f for f in SCAN_FIELDS if f not in CM_FIELDS))
 #: Bytes a record takes besides its frame (a classic pcap record header).
 RECORD_HEADER = 16

@@ -2,7 +2,9 @@
 every InfiniBand/RoCE packet, in capture files or as they are captured.
 
 Exit status: 0 when everything verified, 1 when a packet (or a capture record) failed, 2 when
-a file could not be read at all. Frames of other protocols are counted, not failed; a record
+a file could not be read at all. A packet the capture cut (a snap length: headers-only
+captures) cannot be verified and is not a failure: the summary counts such packets and says
+the snap length; ``--strict`` makes them failures. Frames of other protocols are counted, not failed; a record
 the capture is unsure of (caplen over the snaplen or its original length) is printed as a
 warning and verified like any other. A packet whose headers are broken where the length fields
 still place its CRCs is printed with its error and what the CRCs say: good, the sender built
@@ -50,13 +52,19 @@ if TYPE_CHECKING:
     from ibwire.scan.tally import Flagged, Tally
     from ibwire.scan.tally_pcapng import PcapngTally
 
-COUNTS = ("records", "ib", "other", "failed", "icrc_bad", "vcrc_bad", "errors")
+COUNTS = ("records", "ib", "other", "failed", "icrc_bad", "vcrc_bad", "errors", "cut",
+          "cut_kept")
+#: Counts that are a maximum over the parts, not a sum.
+_MAXIMA = ("cut_kept",)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_input_arguments(parser, many=True, live=True)
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("-q", "--quiet", action="store_true", help="only the summary")
+    parser.add_argument("--strict", action="store_true",
+                        help="a packet the capture cut (snap length), whose CRCs cannot be "
+                             "verified, is a failure (exit 1)")
 
 
 def _warning(warning: IbwireError, number: int) -> str:
@@ -70,13 +78,16 @@ def _report(path: str, batch: ScanBatch, c: dict[str, np.ndarray], failed: np.nd
     rows)."""
     import numpy as np
 
+    from ibwire.scan.batch import cut_counts
+
     error = c["error"]
     counts: Counter[str] = Counter(
         records=len(error), ib=int(batch.is_ib()[:len(error)].sum()),
         other=int(np.count_nonzero(error == 1)), failed=len(failed),
         icrc_bad=int(np.count_nonzero(c["icrc_ok"] == 0)),
         vcrc_bad=int(np.count_nonzero(c["vcrc_ok"] == 0)),
-        errors=int(np.count_nonzero(error > 1)))
+        errors=int(np.count_nonzero((error > 1) & ~batch.cut_header()[:len(error)])))
+    counts["cut"], counts["cut_kept"] = cut_counts(batch, c["frame.len"])
     notes = {int(r): failure_reason(batch, int(r)) for r in failed}
     for r, warning in batch.warnings.items():
         if r < len(error) and r not in notes:  # usable records the capture is unsure of
@@ -152,6 +163,9 @@ def _inspected(path: str, args: argparse.Namespace, source: Source | None = None
         if found.record.warning is not None and not found.failed:
             lines.append(f"{path}: record {found.record.index + 1}: "
                          f"{_warning(found.record.warning, found.record.index + 1)}")
+        if found.cut and not found.failed:
+            counts["cut"] += 1
+            counts["cut_kept"] = len(found.record.frame)
         if found.failed:
             counts["failed"] += 1
             counts["icrc_bad"] += found.icrc_ok is False
@@ -175,25 +189,50 @@ def _parts(path: str, args: argparse.Namespace, source: Source | None = None
     return _scanned(path, args) if tally is None else _tallied(path, tally, args)
 
 
+def add(counts: Counter[str], more: Counter[str]) -> None:
+    """``counts`` += ``more``, the maxima (``_MAXIMA``) kept as maxima."""
+    kept = {name: max(counts[name], more[name]) for name in _MAXIMA}
+    counts.update(more)
+    counts.update({name: value - counts[name] for name, value in kept.items()})
+
+
 def check_file(path: str, args: argparse.Namespace) -> tuple[Counter[str], list[str]]:
     counts: Counter[str] = Counter()
     failures: list[str] = []
     for found, lines in _parts(path, args):
-        counts.update(found)
+        add(counts, found)
         failures += lines
     return counts, failures
+
+
+def failed(counts: Counter[str], args: argparse.Namespace) -> int:
+    """The packets that count as failed: with ``--strict``, the cut ones too."""
+    return counts["failed"] + (counts["cut"] if args.strict else 0)
 
 
 def _summary(path: str, counts: Counter[str], args: argparse.Namespace) -> str:
     if args.json:
         import json  # here: the start of a plain check stays light
 
-        return json.dumps({"file": path, **{k: counts[k] for k in COUNTS}})
-    verdict = "OK" if not counts["failed"] else "FAILED"
+        return json.dumps({"file": path, **{k: counts[k] for k in COUNTS},
+                           "verified": counts["ib"] - counts["failed"] - counts["cut"]})
+    verdict = "OK" if not failed(counts, args) else "FAILED"
     return (f"{path}: {verdict}: {counts['records']} records, {counts['ib']} InfiniBand/"
             f"RoCE packets, "
             f"{counts['other']} other; {counts['failed']} failed (ICRC "
-            f"{counts['icrc_bad']}, VCRC {counts['vcrc_bad']}, errors {counts['errors']})")
+            f"{counts['icrc_bad']}, VCRC {counts['vcrc_bad']}, errors {counts['errors']})"
+            f"{_cut_note(counts, args)}")
+
+
+def _cut_note(counts: Counter[str], args: argparse.Namespace) -> str:
+    """What the summary says of the packets the capture cut, if any."""
+    cut = counts["cut"]
+    if not cut:
+        return ""
+    every = "every one of them" if cut == counts["ib"] else f"{cut} of them"
+    strict = " (--strict: failures)" if args.strict else ""
+    return (f"; {every} cut by the capture after {counts['cut_kept']} bytes (snap length): "
+            f"CRCs not verifiable{strict}")  # (bytes of the frame: a cooked header not counted)
 
 
 def check_live(args: argparse.Namespace) -> int:
@@ -204,7 +243,7 @@ def check_live(args: argparse.Namespace) -> int:
         status = LiveStatus(live.name, not args.no_progress)
         try:
             for found, lines in _parts(live.name, args, live):
-                counts.update(found)
+                add(counts, found)
                 if lines and not args.quiet:
                     status.clear()
                     print("\n".join(lines))
@@ -212,7 +251,7 @@ def check_live(args: argparse.Namespace) -> int:
         finally:
             status.clear()
         print(_summary(live.name, counts, args))
-    return 1 if counts["failed"] else 0
+    return 1 if failed(counts, args) else 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -232,7 +271,7 @@ def run(args: argparse.Namespace) -> int:
             for line in failures:
                 print(line)
         print(_summary(path, counts, args))
-        if counts["failed"]:
+        if failed(counts, args):
             status = max(status, 1) if status != 2 else 2
     sys.stdout.flush()
     return status

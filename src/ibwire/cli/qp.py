@@ -159,6 +159,12 @@ def run(args: argparse.Namespace) -> int:
                 records = ", ".join(str(r + 1) for r in f["records"][:8])
                 more = " ..." if len(f["records"]) > 8 else ""
                 print(f"#{i} {f['kind']}: {f['detail']} (records {records}{more})", file=out)
+        cut = [(i, d["cut_packets"]) for i, d in enumerate(dicts) if d["cut_packets"]]
+        if cut:
+            which = ", ".join(f"#{i} {n}" for i, n in cut)
+            print(f"packets cut by the capture (snap length: headers only): {which}; counted "
+                  f"whole from their length fields, their CRCs and payloads not checked",
+                  file=out)
         print(f"{len(dicts)} connections in {result.records} records", file=out)
     if args.plot:
         from ibwire.analysis.plot import plot_analysis

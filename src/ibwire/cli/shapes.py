@@ -19,7 +19,7 @@ from functools import cache
 
 import numpy as np
 
-from ibwire.crc._common import KIND_NAMES
+from ibwire.crc._common import CUT_ICRC, CUT_VCRC, KIND_NAMES
 from ibwire.encap_numbers import (
     ETHERTYPE_IPV4,
     ETHERTYPE_IPV6,
@@ -46,6 +46,12 @@ _RAW_KINDS = tuple(KIND_NAMES.index(k) for k in ("ib_raw", "ib_ip"))
 _MAX_TAGS = 15
 ETHERNET_LEN, TAG_LEN = SLOTS[SLOT["eth"]].size, SLOTS[SLOT["vlan"]].size
 _NOT_IB = program.ERROR_NAMES.index("not_ib")
+#: A CRC's state in a :class:`Shape` when the capture cut it (a snap length).
+CUT = 2
+#: How a line and a tree name each CRC state (the dissecting path as the templates).
+CRC_WORDS = {1: "ok", 0: "BAD", CUT: "cut"}
+#: What a cut packet's line and tree add: the bytes kept of those on the wire.
+KEPT_NOTE = " ({} of {} bytes kept)"
 
 #: Header-field columns the classification reads (more for the output itself).
 CLASSIFY_KEYS = ("bth.opcode", "bth.destqp", "bth.padcnt", "deth.srcqp", "aeth.syndrome",
@@ -67,10 +73,14 @@ class Shape:
     headers: int
     opcode: int
     vlans: int
-    icrc_ok: int
+    icrc_ok: int  # 1 ok, 0 bad, -1 none, CUT: cut by the capture (not verifiable)
     vcrc_ok: int
     payload: bool
     options: bool
+
+    @property
+    def cut(self) -> bool:
+        return CUT in (self.icrc_ok, self.vcrc_ok)
 
     @classmethod
     def of(cls, key: int) -> Shape:
@@ -298,8 +308,8 @@ def classify(cols: dict[str, np.ndarray], mode: str = "tree"
            | (kind.astype(np.uint64) << np.uint64(40))
            | (np.minimum(link, 7).astype(np.uint64) << np.uint64(44))
            | (np.minimum(vlans, _MAX_TAGS).astype(np.uint64) << np.uint64(47))
-           | ((cols["icrc_ok"].astype(np.int64) + 1).astype(np.uint64) << np.uint64(51))
-           | ((cols["vcrc_ok"].astype(np.int64) + 1).astype(np.uint64) << np.uint64(53))
+           | (_verdict_state(cols["icrc_ok"], cols["cut"] & CUT_ICRC) << np.uint64(51))
+           | (_verdict_state(cols["vcrc_ok"], cols["cut"] & CUT_VCRC) << np.uint64(53))
            | ((cols["payload.length"] > 0).astype(np.uint64) << np.uint64(55))
            | (options.astype(np.uint64) << np.uint64(56))
            | (category << np.uint64(57)))
@@ -310,7 +320,16 @@ def classify(cols: dict[str, np.ndarray], mode: str = "tree"
              "icrc.wire": cols["icrc"].byteswap(), "vcrc.wire": cols["vcrc"].byteswap(),
              "offset.udp": net + np.where(has("ip"), ihl, 40),
              "json.payload": np.where(is_other, np.maximum(frame_len - payload_at, 0),
-                                      cols["payload.length"])}
+                                      cols["payload.length"]),
+             "payload.captured": np.maximum(np.minimum(
+                 frame_len, np.where(cols["offset.icrc"] >= 0, cols["offset.icrc"], frame_len))
+                 - cols["offset.payload"], 0)}
     return key, extra
+
+
+def _verdict_state(ok: np.ndarray, cut: np.ndarray) -> np.ndarray:
+    """A CRC's two bits of the shape key: its verdict + 1, or ``CUT + 1`` (3) when the
+    capture cut it."""
+    return np.where(cut != 0, CUT + 1, ok.astype(np.int64) + 1).astype(np.uint64)
 
 

@@ -81,7 +81,7 @@ def _head(number: int, timestamp_ns: int | None, start_ns: int, fields: Mapping[
 
 
 def _transport(encapsulation: str, name: str, fields: Mapping[str, Any], payload: int,
-               icrc_ok: bool | None, vcrc_ok: bool | None) -> str:
+               found: Inspection) -> str:
     """The InfiniBand part of a line: opcode, QP, PSN, key ETH fields, verdicts."""
     line = (f"{_NAMES.get(encapsulation, encapsulation)} {name} QP={fields['bth.destqp']:#08x} "
             f"PSN={fields['bth.psn']}")
@@ -95,9 +95,22 @@ def _transport(encapsulation: str, name: str, fields: Mapping[str, Any], payload
         line += f" {mad_summary(fields)}"
     if payload:
         line += f" payload={payload}"
-    line += f" ICRC {'ok' if icrc_ok else 'BAD'}"
-    if vcrc_ok is not None:
-        line += f" VCRC {'ok' if vcrc_ok else 'BAD'}"
+    return line + _verdicts(found)
+
+
+def _verdicts(found: Inspection) -> str:
+    """A transport packet's CRC verdicts on its line; of a packet the capture cut, that
+    and the bytes kept (as the templates write them: ``shapes.CRC_WORDS``)."""
+    from ibwire.cli.shapes import CRC_WORDS, KEPT_NOTE
+
+    packet = found.packet
+    assert packet is not None
+    if found.cut:
+        words = " ICRC cut" + (" VCRC cut" if packet.vcrc_offset is not None else "")
+        return words + KEPT_NOTE.format(len(packet.frame), packet.wire_length)
+    line = f" ICRC {CRC_WORDS[found.icrc_ok is True]}"
+    if found.vcrc_ok is not None:
+        line += f" VCRC {CRC_WORDS[found.vcrc_ok is True]}"
     return line
 
 
@@ -131,8 +144,7 @@ def summary(found: Inspection, start_ns: int, fields: Mapping[str, Any] | None =
         line += _broken(packet, fields, found.icrc_ok, found.vcrc_ok)
     elif packet.is_ib:
         name = packet.opcode.name if packet.opcode else packet.unknown
-        line += _transport(packet.encapsulation, name, fields, packet.payload_length,
-                           found.icrc_ok, found.vcrc_ok)
+        line += _transport(packet.encapsulation, name, fields, packet.payload_length, found)
     elif packet.encapsulation == "ib_raw":
         line += f"{_NAMES[packet.encapsulation]} {packet.unknown} VCRC " \
                 f"{'ok' if found.vcrc_ok else 'BAD'}"
@@ -192,14 +204,31 @@ def tree(found: Inspection) -> str:
     for key, value in packet.derived.items():
         lines.append(line(key, value, number(key, value) if mad else derived_text(value)))
     if packet.is_ib:
-        lines.append(f"  Payload ({len(packet.payload)} bytes at {packet.payload_offset}), "
-                     f"pad {len(packet.pad)}")
-        lines.append(f"  ICRC {packet.icrc.hex()} ({'ok' if found.icrc_ok else 'BAD'})")
-    if packet.vcrc is not None:
-        lines.append(f"  VCRC {packet.vcrc.hex()} ({'ok' if found.vcrc_ok else 'BAD'})")
+        body = sum(h.length for h in packet.headers if h.full_keys)  # a decoded MAD body
+        lines.append(f"  Payload ({packet.payload_length - body} bytes at "
+                     f"{packet.payload_offset}), pad {_pad(packet)}")
+        lines.append(_crc_line("ICRC", packet.icrc, found.icrc_ok, packet))
+    if packet.vcrc is not None or (packet.cut and packet.vcrc_offset is not None):
+        lines.append(_crc_line("VCRC", packet.vcrc, found.vcrc_ok, packet))
     for warning in packet.warnings:
         lines.append(f"  warning: {warning}")
     return "\n".join(lines)
+
+
+def _pad(packet: Packet) -> int:
+    """The pad's length: as the BTH PadCnt says where the capture cut the pad."""
+    bth = packet.header("bth")
+    return bth.values["padcnt"] if packet.cut and bth is not None else len(packet.pad)
+
+
+def _crc_line(name: str, value: bytes | None, ok: bool | None, packet: Packet) -> str:
+    """The tree's line of a CRC: its value and verdict, or that the capture cut it."""
+    from ibwire.cli.shapes import KEPT_NOTE
+
+    if value is None:
+        return f"  {name} cut by the capture" + KEPT_NOTE.format(len(packet.frame),
+                                                                 packet.wire_length)
+    return f"  {name} {value.hex()} ({'ok' if ok else 'BAD'})"
 
 
 def _record(batch: ScanBatch, row: int) -> CaptureRecord:

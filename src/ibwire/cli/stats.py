@@ -62,17 +62,19 @@ def _scanned(source: Source, args: argparse.Namespace, tables: dict[str, Counter
     totals = tables["totals"]
     for batch, c, failed in scanned(source, args, fields=("bth.opcode", "bth.destqp")):
         error = c["error"]
-        ib = batch.is_ib()[:len(error)] & (error == 0)
+        cut_header = batch.cut_header()[:len(error)]  # a packet all the same, its CRCs cut
+        ib = batch.is_ib()[:len(error)] & ((error == 0) | cut_header)
         totals["records"] += len(error)
         totals["bytes"] += int(c["frame.orig_len"].sum())
-        totals["errors"] += int(np.count_nonzero(error > 1))
+        totals["errors"] += int(np.count_nonzero((error > 1) & ~cut_header))
+        totals["cut"] += int(np.count_nonzero(batch.cut()[:len(error)]))
         totals["other"] += int(np.count_nonzero(error == 1))
         totals["failed"] += len(failed)
         for row in failed[:max(0, args.top - len(failures))].tolist():
             failures.append(f"record {int(c['record'][row]) + 1}: {failure_reason(batch, row)}")
         totals["ib_packets"] += int(ib.sum())
         totals["ib_bytes"] += int(c["frame.orig_len"][ib].sum())
-        totals["payload_bytes"] += int(c["payload.length"][ib].sum())
+        totals["payload_bytes"] += int(np.maximum(c["payload.length"][ib], 0).sum())
         totals["icrc_bad"] += int(np.count_nonzero(c["icrc_ok"] == 0))
         totals["vcrc_bad"] += int(np.count_nonzero(c["vcrc_ok"] == 0))
         _count(tables["encapsulation"], c["encapsulation"][ib],
@@ -98,7 +100,8 @@ def _inspected(source: Source, args: argparse.Namespace, tables: dict[str, Count
             totals["failed"] += 1
             if len(failures) < args.top:
                 failures.append(f"record {found.record.index + 1}: {found.reason}")
-        if found.error is not None:  # with the verdicts of the CRCs it left placed
+        totals["cut"] += found.cut and not found.failed
+        if found.error is not None and not found.cut:  # the verdicts of the CRCs it placed
             totals["errors"] += 1
             totals["icrc_bad"] += found.icrc_ok is False
             totals["vcrc_bad"] += found.vcrc_ok is False
@@ -113,7 +116,7 @@ def _inspected(source: Source, args: argparse.Namespace, tables: dict[str, Count
         totals["icrc_bad"] += found.icrc_ok is False
         totals["vcrc_bad"] += found.vcrc_ok is False
         tables["encapsulation"][packet.encapsulation] += 1
-        if not packet.is_ib:
+        if not packet.is_ib or "bth" not in packet:  # raw, or a BTH the capture cut
             continue
         name = packet.opcode.name if packet.opcode else f"0x{packet.fields()['bth.opcode']:02x}"
         tables["opcode"][name] += 1

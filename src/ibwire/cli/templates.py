@@ -16,9 +16,12 @@ from functools import cache
 from typing import Any
 
 from ibwire.cli.shapes import (
+    CRC_WORDS,
+    CUT,
     ETHERNET_LEN,
     FIELD_NAMES,
     IB,
+    KEPT_NOTE,
     NOT_PARSED,
     RAW,
     REASONS,
@@ -206,9 +209,19 @@ def line(t: Template, shape: Shape, when: str | None) -> None:
         t.string("mad:line")
     if shape.payload:
         t.number("payload.length", " payload={}")
-    t.text(f" ICRC {'ok' if shape.icrc_ok == 1 else 'BAD'}")
+    t.text(f" ICRC {CRC_WORDS.get(shape.icrc_ok, 'BAD')}")
     if shape.vcrc_ok >= 0:
-        t.text(f" VCRC {'ok' if shape.vcrc_ok == 1 else 'BAD'}")
+        t.text(f" VCRC {CRC_WORDS[shape.vcrc_ok]}")
+    if shape.cut:
+        _kept(t)
+
+
+def _kept(t: Template) -> None:
+    """A cut packet's bytes kept of those on the wire (``KEPT_NOTE``)."""
+    before, middle, after = KEPT_NOTE.split("{}")
+    t.number("frame.len", before + "{}")
+    t.number("frame.orig_len", middle + "{}")
+    t.text(after)
 
 
 def _json_value(t: Template, key: str, tag: int) -> None:
@@ -239,7 +252,7 @@ def _json_fields(slot: int, tags: int) -> Block:
 
 def json_object(t: Template, shape: Shape) -> None:
     """The JSON object of ``show --json`` (``Inspection.fields`` through ``json_line``)."""
-    verdict = {-1: "null", 0: "false", 1: "true"}
+    verdict = {-1: "null", 0: "false", 1: "true", CUT: "null"}
     t.text('{"frame": ')
     t.number("number")
     t.number("timestamp_ns", ', "timestamp_ns": {}')
@@ -256,15 +269,19 @@ def json_object(t: Template, shape: Shape) -> None:
             t.text('"')
         if shape.has("aeth"):
             t.string("aeth:json")
-        if shape.category == IB:
+        if shape.category == IB and shape.icrc_ok != CUT:
             t.number("icrc", ', "icrc": {}')
-        if shape.vcrc_ok >= 0:
+        if shape.vcrc_ok >= 0 and shape.vcrc_ok != CUT:
             t.number("vcrc", ', "vcrc": {}')
         if shape.known:
             t.text(f', "bth.opcode.name": {json.dumps(opcodes()[shape.opcode].name)}')
         t.number("json.payload", ', "payload.length": {}')
-    t.text(f', "icrc_ok": {verdict[shape.icrc_ok]}, "vcrc_ok": {verdict[shape.vcrc_ok]}, '
-           '"error": null}')
+    t.text(f', "icrc_ok": {verdict[shape.icrc_ok]}, "vcrc_ok": {verdict[shape.vcrc_ok]}')
+    if shape.cut:  # Inspection.fields' keys of a cut packet
+        t.number("payload.captured", ', "payload.captured": {}')
+        t.number("frame.len", ', "frame.len": {}')
+        t.number("frame.orig_len", ', "frame.orig_len": {}, "cut": true')
+    t.text(', "error": null}')
 
 
 @cache
@@ -315,9 +332,16 @@ def header_tree(t: Template, shape: Shape) -> None:
             t.number("bth.padcnt", "), pad {}")
         else:
             t.text("), pad 0")
-        t.number("icrc.wire", "\n  ICRC {:08x}")
-        t.text(f" ({'ok' if shape.icrc_ok == 1 else 'BAD'})")
-    if shape.vcrc_ok >= 0:
+        if shape.icrc_ok == CUT:
+            t.text("\n  ICRC cut by the capture")
+            _kept(t)
+        else:
+            t.number("icrc.wire", "\n  ICRC {:08x}")
+            t.text(f" ({'ok' if shape.icrc_ok == 1 else 'BAD'})")
+    if shape.vcrc_ok == CUT:
+        t.text("\n  VCRC cut by the capture")
+        _kept(t)
+    elif shape.vcrc_ok >= 0:
         t.number("vcrc.wire", "\n  VCRC {:04x}")
         t.text(f" ({'ok' if shape.vcrc_ok == 1 else 'BAD'})")
 

@@ -225,6 +225,33 @@ _LENGTH_KEYS = {
 }
 
 
+@dataclass(frozen=True)
+class CutPacket:
+    """A valid packet as a capture with a snap length keeps it: ``frame`` its first
+    ``snaplen`` bytes, ``wire_length`` the whole frame's length (the record's original
+    length, as ``tcpdump -s`` writes it)."""
+
+    frame: bytes
+    link: str
+    snaplen: int
+    wire_length: int
+    original: GeneratedPacket
+
+
+@st.composite
+def cut_packets(draw: st.DrawFn, base: st.SearchStrategy[GeneratedPacket] | None = None,
+                snaplen: int | None = None) -> CutPacket:
+    """A valid packet cut by a snap length (``snaplen``, or drawn from the lengths captures use
+    and every length up to the frame's), the way headers-only captures hold RoCE traffic: a
+    parser should read every header the bytes kept hold, and not call the packet broken."""
+    good = draw(base if base is not None else packets())
+    if snaplen is None:
+        usual = [n for n in (64, 96, 128, 256) if n < len(good.frame)]
+        snaplen = draw(st.sampled_from(usual) if usual and draw(st.booleans())
+                       else st.integers(1, max(1, len(good.frame) - 1)))
+    return CutPacket(good.frame[:snaplen], good.link, snaplen, len(good.frame), good)
+
+
 @st.composite
 def mutated(draw: st.DrawFn, base: st.SearchStrategy[GeneratedPacket] | None = None) -> Mutation:
     """A valid packet broken one way: bit flip in a header, truncation, a lying length, bad CRC."""

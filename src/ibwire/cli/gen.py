@@ -76,6 +76,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="DSCP of CNPs (default 48)")
     parser.add_argument("--vlan", type=_vlan, action="append", default=None, metavar="ID[:PCP]",
                         help="802.1Q tag on every Ethernet frame (twice: QinQ, outer first)")
+    parser.add_argument("--snaplen", type=int, default=None, metavar="BYTES",
+                        help="a headers-only capture: every record cut to BYTES, as tcpdump -s "
+                             "BYTES (the manifest says so; it describes the whole conversation)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
@@ -164,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from ibwire.cli.common import Progress
-    from ibwire.gen import write_capture
+    from ibwire.gen import ScenarioError, write_capture
 
     scenario = scenario_of(args)
     total = sum(scenario.psn_count(k) for k in range(len(scenario.qps)))
@@ -174,7 +177,10 @@ def run(args: argparse.Namespace) -> int:
         progress.update(records, 4096)
 
     try:
-        manifest = write_capture(args.output, scenario, on_progress=advance)
+        if args.snaplen is not None and args.snaplen < 1:
+            raise ScenarioError(f"--snaplen must be at least 1, not {args.snaplen}")
+        manifest = write_capture(args.output, scenario, on_progress=advance,
+                                 snaplen=args.snaplen)
     finally:
         progress.close()
     if args.manifest:

@@ -37,11 +37,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="print the totals so far every S seconds while sending (on "
                         "stderr; the final totals go to stdout)")
     parser.add_argument("--json", action="store_true", help="print the totals as JSON")
+    parser.add_argument("--pad", action="store_true",
+                        help="send frames a snap length cut (headers-only captures) zero-filled "
+                             "to their length on the wire (their ICRC is then wrong); without "
+                             "it such a capture is refused")
 
 
 def run(args: argparse.Namespace) -> int:
     from ibwire.replay import (
         Plan,
+        ReplayError,
         ReplayStats,
         Timing,
         TimingError,
@@ -68,7 +73,13 @@ def run(args: argparse.Namespace) -> int:
     if args.interface is not None:
         from ibwire.replay import check_interface
         check_interface(args.interface)
-    data = load(args.input)
+    try:
+        data = load(args.input, pad=args.pad)
+    except ReplayError as exc:
+        return refuse(str(exc))
+    if data.padded:
+        print(f"ibwire replay: {data.padded} frames cut by the capture zero-filled to their "
+              f"length on the wire (--pad): their ICRC is wrong", file=sys.stderr)
     if args.stats is not None and not args.stats > 0:
         return refuse("--stats must be a positive number of seconds")
 

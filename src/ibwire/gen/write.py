@@ -28,13 +28,18 @@ PROGRESS_EVERY = 4096
 
 def write_capture(path: str, scenario: Scenario, *, pcapng: bool | None = None,
                   on_progress: Callable[[int], None] | None = None,
-                  fast: bool = True) -> dict[str, Any]:
+                  fast: bool = True, snaplen: int | None = None) -> dict[str, Any]:
     """Stream the frames of ``scenario`` into a capture at ``path``, written atomically:
     a nanosecond pcap, or pcapng when ``pcapng`` (None: when ``path`` ends in ``.pcapng``).
     Frames are written as they are made (memory does not grow with the packets);
     ``on_progress(records)`` is called every :data:`PROGRESS_EVERY` records. Returns the
-    manifest."""
+    manifest. ``snaplen``: a headers-only capture, every record cut to that many bytes as
+    ``tcpdump -s`` would (:func:`ibwire.pcap.snap.snap_capture`); the manifest says so
+    (``snaplen``, ``records_cut``) and is otherwise the whole conversation's."""
     from ibwire.pcap.writer import PcapngWriter, PcapWriter
+
+    if snaplen is not None:
+        return _write_snapped(path, scenario, pcapng, on_progress, fast, snaplen)
 
     if pcapng is None:
         pcapng = str(path).lower().endswith(".pcapng")
@@ -85,6 +90,32 @@ def write_capture(path: str, scenario: Scenario, *, pcapng: bool | None = None,
                 if on_progress is not None and not count % PROGRESS_EVERY:
                     on_progress(count)
     return generation.manifest
+
+
+def _write_snapped(path: str, scenario: Scenario, pcapng: bool | None,
+                   on_progress: Callable[[int], None] | None, fast: bool,
+                   snaplen: int) -> dict[str, Any]:
+    """``write_capture`` with a snap length: the whole capture beside ``path``, then cut."""
+    import os
+    import tempfile
+
+    from ibwire.pcap.snap import snap_capture
+
+    if snaplen < 1:
+        raise ValueError(f"a snap length must be at least 1 byte, not {snaplen}")
+    if pcapng is None:
+        pcapng = str(path).lower().endswith(".pcapng")
+    handle, whole = tempfile.mkstemp(prefix=".ibwire-gen-", suffix=".pcapng" if pcapng
+                                     else ".pcap", dir=os.path.dirname(os.path.abspath(path)))
+    os.close(handle)
+    try:
+        manifest = write_capture(whole, scenario, pcapng=pcapng, on_progress=on_progress,
+                                 fast=fast)
+        manifest["snaplen"] = snaplen
+        manifest["records_cut"] = snap_capture(whole, path, snaplen)
+    finally:
+        os.unlink(whole)
+    return manifest
 
 
 def _put(writer: PcapWriter, batch: Batch) -> None:

@@ -23,7 +23,7 @@ from ibwire.pcap.writer import PcapWriter
 from ibwire.replay import mmsg
 from ibwire.replay.mmsg import FrameBlock
 from ibwire.replay.schedule import Timing, loop_length, offsets
-from ibwire.replay.send import PacketSocket
+from ibwire.replay.send import PacketSocket, ReplayError
 from ibwire.replay.unique import unique_frame
 
 BURST_S = 0.001
@@ -70,6 +70,8 @@ class Loaded:
     link_codes: np.ndarray
     linktype: int
     timestamps_ns: np.ndarray
+    padded: int = 0
+    """Frames a snap length had cut, zero-filled to their length on the wire (``pad``)."""
 
     @cached_property
     def frames(self) -> list[bytes]:
@@ -87,15 +89,17 @@ class Loaded:
         return FrameBlock(self.data, self.offsets[:count], self.lengths[:count])
 
 
-def load(source: Source, *, window: int = 16 << 20) -> Loaded:
+def load(source: Source, *, window: int = 16 << 20, pad: bool = False) -> Loaded:
     """Every readable frame of ``source`` as sent on the wire (Ethernet or raw IP), from the
     scanner's columns window by window (``ibwire.scan.scan_capture``: no Python per packet):
     the frames of each window are copied once, into one buffer. The link type of the output
-    (``-w``) is that of the last frame."""
+    (``-w``) is that of the last frame. A frame a snap length cut (a headers-only capture)
+    raises :class:`ReplayError`, unless ``pad``: it is then zero-filled to its length on the
+    wire (its ICRC and checksums then wrong; ``Loaded.padded`` counts them)."""
     from ibwire.scan import scan_capture
 
     chunks: list[np.ndarray] = []
-    offsets, lengths, codes, stamps = [], [], [], []
+    offsets, lengths, codes, stamps, wires = [], [], [], [], []
     size = 0
     for batch in scan_capture(source, fields=(), window=window):
         c = batch.columns
@@ -110,6 +114,7 @@ def load(source: Source, *, window: int = 16 << 20) -> Loaded:
         offsets.append(offs - lo + size)
         size += hi - lo
         lengths.append(lens)
+        wires.append(np.maximum(c["frame.orig_len"][keep].astype(np.int64), lens))
         codes.append(c["link"][keep])
         stamps.append(c["timestamp_ns"][keep])
     if not chunks:
@@ -118,8 +123,29 @@ def load(source: Source, *, window: int = 16 << 20) -> Loaded:
     kept = np.concatenate(codes)
     linktype = 101 if kept[-1] == LINK_CODES["ip"] else 1
     data = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
-    return Loaded(data, np.concatenate(offsets), np.concatenate(lengths), kept, linktype,
-                  np.concatenate(stamps).astype(np.int64))
+    loaded = Loaded(data, np.concatenate(offsets), np.concatenate(lengths), kept, linktype,
+                    np.concatenate(stamps).astype(np.int64))
+    wire = np.concatenate(wires)
+    cut = np.flatnonzero(wire > loaded.lengths)
+    if not len(cut):
+        return loaded
+    if not pad:
+        raise ReplayError(f"{len(cut)} frames were cut by the capture (a snap length: the "
+                          f"first, frame {int(cut[0]) + 1}, has {int(loaded.lengths[cut[0]])} "
+                          f"of {int(wire[cut[0]])} bytes): they cannot be sent as they were; "
+                          f"--pad sends them zero-filled to their length (their ICRC wrong)")
+    return _padded(loaded, wire, len(cut))
+
+
+def _padded(loaded: Loaded, wire: np.ndarray, cut: int) -> Loaded:
+    """``loaded`` with every frame zero-filled to its length on the wire, in a new buffer."""
+    offsets = np.concatenate(([0], np.cumsum(wire)[:-1])).astype(np.int64)
+    data = np.zeros(max(1, int(wire.sum())), np.uint8)
+    for at, old, n in zip(offsets.tolist(), loaded.offsets.tolist(), loaded.lengths.tolist(),
+                          strict=True):
+        data[at:at + n] = loaded.data[old:old + n]
+    return replace(loaded, data=data, offsets=offsets, lengths=wire.astype(np.int64),
+                   padded=cut)
 
 
 @dataclass

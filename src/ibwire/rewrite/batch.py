@@ -131,7 +131,8 @@ class BatchRewriter:
         original = bytes(batch.frame(row))
         frame = bytearray(original)
         link = batch.link(row)
-        edit = edit_frame(frame, link, self.options, self.psn) \
+        edit = edit_frame(frame, link, self.options, self.psn,
+                          max(int(c["frame.orig_len"][row]), len(original))) \
             if link in EDITABLE_LINKS else FrameEdit()
         s.icrc[edit.icrc] += 1
         data = bytes(frame)
@@ -150,7 +151,8 @@ class BatchRewriter:
         result = _kernel.edit_frames(buf, fo, lens, links, c["error"], c["icrc_ok"],
                                      c["offset.bth"], c["offset.icrc"], self.options)
         ts = c["timestamp_ns"]
-        fallback = result.fallback | (c["error"] > 1) | (ts < 0) | (ts >= _LAST_SECOND)
+        fallback = result.fallback | (c["error"] > 1) | (c["cut"] != 0) | (ts < 0) | \
+            (ts >= _LAST_SECOND)  # (a frame a snap length cut: edit_frame says so)
         _kernel.record_headers(buf, fo, lens, ts, c["frame.orig_len"],
                                self.writer.nanoseconds, self.writer.order == ">")
         edited = result.edited

@@ -255,14 +255,43 @@ def _crcs(frame: bytearray, link: str, before: crc.CrcVerdict, o: RewriteOptions
         edit.icrc = "bad-fixed"
 
 
-def edit_frame(frame: bytearray, link: str, o: RewriteOptions, psn: PsnPairs) -> FrameEdit:
-    """Edits ``frame`` (link "ethernet", "ip", "infiniband" or "grh") in place."""
+def _cut_bth(frame: bytearray, link: str, wire: int | None) -> int | None:
+    """For an InfiniBand/RoCE packet a snap length cut (``wire`` longer than ``frame``): where
+    its BTH is, -1 where the capture cut the BTH itself; None for any other frame."""
+    if wire is None or wire <= len(frame):
+        return None
+    from ibwire.dissect import parse
+
+    try:
+        packet = parse(frame, link, wire=wire)
+    except IbwireError:
+        return None
+    if not (packet.cut and packet.is_ib):
+        return None
+    bth = packet.header("bth")
+    return -1 if bth is None else bth.offset
+
+
+def edit_frame(frame: bytearray, link: str, o: RewriteOptions, psn: PsnPairs,
+               wire: int | None = None) -> FrameEdit:
+    """Edits ``frame`` (link "ethernet", "ip", "infiniband" or "grh") in place. ``wire``: its
+    length on the wire where a snap length cut it: its headers are edited all the same, its
+    CRCs, which the capture did not keep, cannot be (``icrc`` "cut"), nor a TCP/UDP checksum
+    over bytes it did not keep."""
     edit = FrameEdit()
     try:
         before: crc.CrcVerdict | None = crc.verify(frame, link)
     except IbwireError:
         before = None
+    bth_cut = _cut_bth(frame, link, wire) if before is None else None
+    if bth_cut is not None:
+        edit.icrc = "cut"
     if link == "infiniband":
+        if bth_cut is not None:
+            src, dst = _native(frame, o, edit)
+            if bth_cut >= 0:
+                _bth(frame, bth_cut, src, dst, o, psn, edit)
+            return edit
         if before is None:
             return edit
         src, dst = _native(frame, o, edit)
@@ -277,7 +306,7 @@ def edit_frame(frame: bytearray, link: str, o: RewriteOptions, psn: PsnPairs) ->
     etype, l3 = (ETH_IPV4 if frame[:1] and frame[0] >> 4 == 4 else ETH_IPV6, 0) \
         if link == "ip" else _link(frame, o, edit) if link == "ethernet" else (ETH_ROCEV1, 0)
     layer = _ip(frame, l3, o, edit) if etype in (ETH_IPV4, ETH_IPV6) else None
-    if etype == ETH_ROCEV1 and before is not None:
+    if etype == ETH_ROCEV1 and (before is not None or bth_cut is not None):
         _grh_class(frame, l3, o, edit)
     fix_l4 = fix_ip = o.fixcsum or o.edits
     if layer is not None:
@@ -298,22 +327,24 @@ def edit_frame(frame: bytearray, link: str, o: RewriteOptions, psn: PsnPairs) ->
         fix_ip = fix_ip or bool(edit.changed)
         fix_l4 = fix_l4 or any(c.startswith(("ip.src", "ip.dst", "l4.", "mtu")) for c in
                                edit.changed)
-    if before is not None:
-        span = crc.locate(frame, link)
+    if before is not None or (bth_cut is not None and bth_cut >= 0):
+        bth = crc.locate(frame, link).bth if before is not None else bth_cut
+        assert bth is not None
         size = 16 if etype == ETH_IPV6 else 4
         at = l3 + (8 if etype == ETH_IPV6 else 12) if etype != ETH_ROCEV1 else l3 + 8
         size = 16 if etype == ETH_ROCEV1 else size
-        _bth(frame, span.bth, bytes(frame[at:at + size]), bytes(frame[at + size:at + 2 * size]),
+        _bth(frame, bth, bytes(frame[at:at + size]), bytes(frame[at + size:at + 2 * size]),
              o, psn, edit)
+    if before is not None:
         had = len(edit.changed)
-        if edit.changed or not before.icrc_ok:
+        if edit.changed or not before.icrc_ok:  # (after the BTH edits above)
             _crcs(frame, link, before, o, edit)
         else:
             edit.icrc = "kept"
         fix_l4 = fix_l4 or edit.icrc in ("recomputed", "bad-fixed") or len(edit.changed) > had
     if layer is not None:
         version, proto, l4, _ = layer
-        if fix_l4 and proto in (6, 17):
+        if fix_l4 and proto in (6, 17) and bth_cut is None:  # a cut datagram: not all there
             checksum.transport(frame, l3, l4, l4_len, proto)
         if version == 4 and (fix_ip or fix_l4):
             checksum.ipv4_header(frame, l3)

@@ -90,7 +90,8 @@ def rewrite_capture(source: Source, output: str | os.PathLike[str], options: Rew
                 continue
             summary.records += 1
             frame = bytearray(record.frame)
-            edit = edit_frame(frame, record.link, options, psn) \
+            edit = edit_frame(frame, record.link, options, psn,
+                              max(record.orig_len, len(frame))) \
                 if record.link in EDITABLE_LINKS else FrameEdit()
             summary.icrc[edit.icrc] += 1
             if bytes(frame) != bytes(record.frame):

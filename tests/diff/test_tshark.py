@@ -68,7 +68,7 @@ def compare_file(path: Path, dissections: Sequence[Dissection], labels: Sequence
         packet: Packet | None = None
         error = None
         try:
-            packet = ibwire.parse(bytes(record.frame), record.link)
+            packet = ibwire.parse(bytes(record.frame), record.link, wire=record.orig_len)
         except IbwireError as exc:
             error = f"ibwire: {exc}"
         ib = packet is not None and packet.encapsulation != "other"

@@ -278,3 +278,59 @@ def test_cut_frames_are_reported_per_connection(tmp_path: Path) -> None:
     assert total > 0
     text = cli("qp", cut_path).out
     assert "cut" in text.lower(), text
+
+
+@pytest.mark.parametrize("form", ["pcapng", "erf", "gzip"])
+def test_pcapng_erf_and_gzip_headers_only_captures_read_the_same(tmp_path: Path,
+                                                                 form: str) -> None:
+    """pcapng (EPB original length, interface snaplen), ERF records (wlen above rlen) and a
+    gzip'd pcap cut by a snap length: the counts of the cut classic pcap."""
+    import gzip
+
+    from ibwire.pcap import infiniband_to_erf
+    from ibwire.pcap.snap import snap_capture
+
+    sample = SAMPLES / ("sample-ib.pcap" if form == "erf" else "sample-rocev2.pcap")
+    cut_pcap = tmp_path / "cut.pcap"
+    snap(sample, cut_pcap, 64)
+    expected = check_summary(cli("check", "--json", cut_pcap))
+    assert expected["cut"] > 0
+    if form == "pcapng":
+        ng = tmp_path / "whole.pcapng"
+        assert cli("convert", sample, tmp_path / "a.pcap", "--to", "pcap").status == 0
+        from ibwire.pcap.writer import PcapngWriter
+
+        with open_capture(sample) as capture, PcapngWriter(ng) as writer:
+            for record in capture:
+                writer.write(bytes(record.record_data), record.timestamp_ns, record.linktype)
+        other = tmp_path / "cut.pcapng"
+        snap_capture(ng, other, 64)
+    elif form == "erf":
+        other = tmp_path / "cut-erf.pcap"
+        infiniband_to_erf(cut_pcap, other)  # wlen: the record's original length
+    else:
+        other = tmp_path / "cut.pcap.gz"
+        other.write_bytes(gzip.compress(cut_pcap.read_bytes()))
+    found = check_summary(cli("check", "--json", other))
+    same = ("records", "ib", "other", "failed", "cut", "cut_kept")
+    assert {k: found[k] for k in same} == {k: expected[k] for k in same}, (found, expected)
+    assert _qp(other) == _qp(cut_pcap)
+
+
+def test_export_counts_cut_packets_whole(tmp_path: Path) -> None:
+    """An exported headers-only capture: payload lengths from the length fields, CRC verdicts
+    null where the capture cut them, frame.len below frame.orig_len."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    cut_path = tmp_path / "cut.pcap"
+    snap(SAMPLES / "sample-rocev2.pcap", cut_path, 64)
+    for path, out in ((SAMPLES / "sample-rocev2.pcap", "full"), (cut_path, "cut")):
+        assert cli("export", path, "-o", tmp_path / out).status == 0
+    full, short = (pq.read_table(tmp_path / name).to_pydict() for name in ("full", "cut"))
+    rows = range(len(full["record"]))
+    cut = [r for r in rows if short["frame.len"][r] < short["frame.orig_len"][r]
+           and short["error"][r] is None and full["encapsulation"][r] != "other"]
+    assert cut
+    for r in cut:
+        assert short["payload.length"][r] == full["payload.length"][r]
+        assert short["bth.psn"][r] == full["bth.psn"][r]
+        assert short["icrc_ok"][r] is None and full["icrc_ok"][r] is True

@@ -534,8 +534,9 @@ def capture_tables(source: Any, name: str, columns: tuple[str, ...], labels: Any
             continue
         payload = _payload(batch) if other else None
         table = sch.to_table(batch, keep, name, conn, columns, payload, dictionaries, views)
-        errors = int(np.count_nonzero((cols["error"][keep] != 0)
-                                      & (cols["error"][keep] != sch.NOT_IB)))
+        errors = int(np.count_nonzero((cols["error"][keep] != 0)  # not a snap length's cut
+                                      & (cols["error"][keep] != sch.NOT_IB)
+                                      & ~batch.cut_header()[keep]))
         stamps = cols["timestamp_ns"][keep]
         # nothing of the batch but what the table holds (its columns, with ``views``) is
         # held while the caller writes (which may wait for the writer thread): its window

@@ -12,7 +12,7 @@ import pytest
 
 from ibwire.cli.main import main
 from ibwire.where import FilterError, compile_where
-from tests.conftest import CAPTURES
+from tests import corpus
 
 SAMPLES = Path(__file__).resolve().parents[2] / "captures"
 
@@ -52,7 +52,8 @@ def test_check_unreadable_file_exits_two_with_one_line(capsys, tmp_path):
     assert status == 2 and "missing.pcap" in err
 
 
-@pytest.mark.parametrize("path", sorted(CAPTURES.glob("*.pcap*")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", corpus.params(corpus.captures()),
+                         ids=lambda p: p.name if p else "none")
 def test_every_shared_capture_checks_clean(capsys, path):
     status, out, _ = run(capsys, "check", "--json", str(path))
     assert status == 0
@@ -141,7 +142,7 @@ def test_shipped_samples_are_what_the_generator_writes(tmp_path):
         assert (tmp_path / name).read_bytes() == (SAMPLES / name).read_bytes(), name
 
 
-@pytest.mark.parametrize("path", [*sorted(CAPTURES.glob("*.pcap*")), SAMPLES / "sample-corrupt.pcap"],
+@pytest.mark.parametrize("path", [*corpus.captures(), SAMPLES / "sample-corrupt.pcap"],
                          ids=lambda p: p.name)
 def test_check_scanner_and_dissector_agree(path):
     """``check`` counts a pcap or pcapng file (``_tallied``), scans other files in batches
@@ -254,7 +255,7 @@ BOTH_WAYS = [pytest.param(_show_both_ways, id="lines"), pytest.param(_json_both_
 
 
 @pytest.mark.parametrize("both_ways", BOTH_WAYS)
-@pytest.mark.parametrize("path", [*sorted(CAPTURES.glob("*.pcap*")), *sorted(SAMPLES.glob("*.pcap"))],
+@pytest.mark.parametrize("path", [*corpus.captures(), *sorted(SAMPLES.glob("*.pcap"))],
                          ids=lambda p: p.name)
 def test_show_from_the_scanner_says_what_the_dissector_says(path, both_ways):
     """What show writes from scanner columns is what the dissector gives, byte for byte."""
@@ -352,7 +353,7 @@ def test_a_verb_alone_has_the_help_of_the_whole_parser(capsys):
         assert texts[0] == texts[1] and f"usage: ibwire {verb}" in texts[0]
 
 
-@pytest.mark.parametrize("path", [*sorted(CAPTURES.glob("*.pcap*")), SAMPLES / "sample-corrupt.pcap",
+@pytest.mark.parametrize("path", [*corpus.captures(), SAMPLES / "sample-corrupt.pcap",
                                   SAMPLES / "sample-ib.pcap"], ids=lambda p: p.name)
 def test_stats_scanner_and_dissector_agree(path):
     """``stats`` counts from the scanner; with --where from the dissector: same tables."""

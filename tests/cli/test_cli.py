@@ -6,6 +6,7 @@ import argparse
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -204,12 +205,19 @@ def _show_both_ways(path: Path, count: int | None = None) -> tuple[list[str], li
 
     args = argparse.Namespace(count=count, where=None, no_progress=True)
     scanned = list(scanned_lines(str(path), args))
-    dissected, start_ns = [], None
-    for found in inspections(str(path), args):
-        if start_ns is None and found.record.error is None:
-            start_ns = found.record.timestamp_ns
-        dissected.append(summary(found, start_ns or 0))
+    times = _times(path, args)
+    dissected = [summary(found, when=next(times)) for found in inspections(str(path), args)]
     return scanned, dissected
+
+
+def _times(path: Path, args: argparse.Namespace) -> Iterator[str]:
+    """The time texts of the records, as the dissector's path of show makes them."""
+    from ibwire.cli.common import inspections
+    from ibwire.cli.show_time import clock_for
+
+    clock = clock_for(str(path), args)
+    for found in inspections(str(path), args):
+        yield clock.advance(None if found.record.error else found.record.timestamp_ns)
 
 
 def _json_both_ways(path: Path, count: int | None = None) -> tuple[list[str], list[str]]:
@@ -232,7 +240,8 @@ def _trees_both_ways(path: Path, count: int | None = None) -> tuple[list[str], l
     args = argparse.Namespace(count=count, where=None, no_progress=True)
     scanned = [tree for batch in texts(str(path), args, "tree")
                for tree in batch.decode().split("\n\n")[:-1]]
-    dissected = [tree(found) for found in inspections(str(path), args)]
+    times = _times(path, args)
+    dissected = [tree(found, next(times)) for found in inspections(str(path), args)]
     return scanned, dissected
 
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from ibwire.errors import CaptureError, IbwireError
 from ibwire.pcap.erf import LINKTYPE_ERF, build_erf_record
 from ibwire.pcap.records import CaptureRecord
-from ibwire.pcap.source import Source, open_capture
-from ibwire.pcap.writer import PcapWriter
+from ibwire.pcap.source import CaptureReader, Source, open_capture
+from ibwire.pcap.writer import PcapngWriter, PcapWriter
 
 LINKTYPE_INFINIBAND = 247
 ERF_TYPE_INFINIBAND = 21
@@ -47,6 +47,20 @@ def _refuse_same_file(source: Source, output: str | os.PathLike[str]) -> None:
             return
         if same:
             raise CaptureError(f"{os.fspath(output)}: output would overwrite the input")
+
+
+def writer_like(reader: CaptureReader, output: str | os.PathLike[str]
+                ) -> PcapWriter | PcapngWriter:
+    """A writer of ``output`` in the format of the capture ``reader`` reads: a pcap with its
+    link type, byte order and timestamp resolution; a pcapng (each record's link type and
+    snaplen kept, nanosecond timestamps); a native ERF file as a pcap of its ERF records
+    (LINKTYPE_ERF, which Wireshark and ibwire read)."""
+    if reader.format == "pcapng":
+        return PcapngWriter(output)
+    if reader.format == "erf" or reader.header is None:
+        return PcapWriter(output, LINKTYPE_ERF, nanoseconds=True)
+    return PcapWriter(output, reader.header.linktype, nanoseconds=reader.header.nanoseconds,
+                      big_endian=reader.header.byte_order == ">")
 
 
 def _check_others(others: str) -> None:

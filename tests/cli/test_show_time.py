@@ -112,3 +112,20 @@ def test_t_is_refused_unless_a_format(capsys) -> None:
     with pytest.raises(SystemExit):
         main(["show", "-t", "q", str(CORRUPT)])
     assert "invalid choice" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fmt", ["r", "d", "dd", "e", "a", "u"])
+@pytest.mark.parametrize("digits", [6, 9])
+def test_a_batch_is_each_record_advanced(utc, fmt: str, digits: int) -> None:
+    """The numpy texts of a batch are :meth:`Clock.advance`'s, across batches, with times
+    going back and records that could not be read."""
+    import numpy as np
+
+    stamps = [T0, T0 + 18, T0 - 5 * NS - 7, T0 + 1_000_000_123, T0 + 3, T0 + 2 * NS]
+    ok = [True, True, True, True, False, True]
+    one, many = Clock(fmt, digits), Clock(fmt, digits)
+    expected = [one.advance(ns if good else None) for ns, good in zip(stamps, ok, strict=True)]
+    got = many.batch(np.array(stamps[:3], np.int64), np.array(ok[:3])) + \
+        many.batch(np.array(stamps[3:], np.int64), np.array(ok[3:]))
+    assert got == expected
+

@@ -208,8 +208,7 @@ def texts(source: Source, args: argparse.Namespace, mode: str) -> Iterator[bytes
         readable = cols["error"] != program.CAPTURE_ERROR
         times: list[str] = []
         if not clock.in_c:  # each row's time text; the C filler writes only the default
-            times = [clock.advance(ns if ok else None) for ns, ok in
-                     zip(cols["timestamp_ns"].tolist(), readable.tolist(), strict=True)]
+            times = clock.batch(cols["timestamp_ns"], readable)
         elif start_ns is None and readable.any():
             start_ns = int(cols["timestamp_ns"][np.flatnonzero(readable)[0]])
         key, extra = classify(cols, mode)

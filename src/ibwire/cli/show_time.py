@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import argparse
 
+    import numpy as np
+
     from ibwire.pcap.source import Source
 
 FORMATS = {"r": "seconds since the first record (default)",
@@ -83,6 +85,40 @@ class Clock:
         if shown:
             self.shown = timestamp_ns
         return text
+
+    def batch(self, stamps: np.ndarray, readable: np.ndarray) -> list[str]:
+        """:meth:`advance` of each of ``stamps`` (int64 nanoseconds; ``readable`` False for
+        a record that could not be read), every one shown: the relative, delta and epoch
+        texts made with numpy, the others one by one."""
+        import numpy as np
+
+        limit = 1 << 62  # no int64 overflow below this
+        if self.fmt not in ("r", "d", "dd", "e") or not len(stamps) or not readable.all() or \
+                int(np.abs(stamps).max()) >= limit or abs(self.first or 0) >= limit:
+            return [self.advance(ns if ok else None)
+                    for ns, ok in zip(stamps.tolist(), readable.tolist(), strict=True)]
+        stamps = stamps.astype(np.int64)
+        if self.first is None:
+            self.first = int(stamps[0])
+        if self.fmt == "r":
+            since = np.int64(self.first)
+        elif self.fmt == "e":
+            since = np.int64(0)
+        else:
+            since = np.empty_like(stamps)
+            since[0] = stamps[0] if self.previous is None else self.previous
+            since[1:] = stamps[:-1]
+        self.previous = self.shown = int(stamps[-1])
+        ns = stamps - since
+        width = 0 if self.fmt == "e" else WIDTH
+        if self.digits == 6:
+            return [f"{v / 1e9:{width}.6f}" for v in ns.tolist()]
+        whole, part = np.divmod(np.abs(ns), _NS)
+        part //= 10 ** (9 - self.digits)
+        signs = np.where(ns < 0, "-", "").tolist()
+        digits = self.digits
+        return [f"{f'{sign}{w}.{p:0{digits}d}':>{width}}" for sign, w, p in
+                zip(signs, whole.tolist(), part.tolist(), strict=True)]
 
     def _text(self, ns: int) -> str:
         if self.fmt in ("r", "d", "dd"):

@@ -4,6 +4,7 @@
   ERF type 21 (InfiniBand) records, which Wireshark opens (it rejects 247).
 - :func:`erf_to_infiniband`: ERF type 21 records -> a LINKTYPE_INFINIBAND pcap.
 - :func:`pcapng_to_pcap`: a pcapng (or any capture) of one link type -> pcap.
+- :func:`pcap_to_pcapng`: a pcap (or any capture) -> pcapng.
 
 Each reads any capture ibwire reads (pcap, pcapng, native ERF, gzip, '-') and writes the
 output atomically: on any failure the output path is left as it was. The input is never
@@ -184,4 +185,25 @@ def pcapng_to_pcap(source: Source, output: str | os.PathLike[str], *,
             writer.abort()
         raise
     report.records_written = writer.records_written
+    return report
+
+
+def pcap_to_pcapng(source: Source, output: str | os.PathLike[str], *,
+                   nanoseconds: bool | None = None, strict: bool = False) -> ConversionReport:
+    """Copy the records of a pcap (or any capture) into a pcapng: one section, an interface
+    per (link type, snaplen) met, each record as stored in an Enhanced Packet Block.
+
+    ``nanoseconds``: the interfaces' timestamp resolution (default: the input pcap's; ns for
+    other inputs, whose ERF or pcapng timestamps may be finer than microseconds).
+    """
+    _refuse_same_file(source, output)
+    report = ConversionReport()
+    with open_capture(source) as reader:
+        if nanoseconds is None:
+            nanoseconds = reader.header.nanoseconds if reader.header else True
+        with PcapngWriter(output, nanoseconds=nanoseconds) as writer:
+            for record in reader:
+                if _usable(record, report, strict):
+                    writer.write_record(record)
+            report.records_written = writer.records_written
     return report

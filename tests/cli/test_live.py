@@ -470,6 +470,9 @@ def test_a_signal_stops_stats_with_its_tables(veth, running, tmp_path, capsys, h
                                                                           frames)))
     assert _untimed(out) == _untimed(expected)
     assert gone(child)
+    from ibwire.pcap.atomic import umask
+
+    assert kept.stat().st_mode & 0o7777 == 0o666 & ~umask()  # not the spool's 0600
 
 
 def _untimed(stats: str) -> object:

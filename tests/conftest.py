@@ -1,34 +1,19 @@
-"""Shared test fixtures: where the shared reference material and captures are."""
+"""Session checks: the shared captures must be there when ``IBWIRE_REQUIRE_SHARED=1``
+(``tests/corpus.py`` says where they are looked for)."""
 
 from __future__ import annotations
 
-import json
-import os
-from pathlib import Path
-from typing import Any
-
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("IBWIRE_SHARED", ROOT.parent / "shared"))
-REFERENCE = SHARED / "reference"
-CAPTURES = SHARED / "captures"
+from tests import corpus
 
 
-def load_vectors() -> list[dict[str, Any]]:
-    path = REFERENCE / "vectors.json"
-    if not path.exists():
-        return []
-    return json.loads(path.read_text())["vectors"]
+def pytest_configure(config: pytest.Config) -> None:
+    if corpus.required() and not corpus.PRESENT:
+        raise pytest.UsageError(f"{corpus.MISSING} ({corpus.REQUIRE_ENV} is set)")
 
 
-def vector_link(vector: dict[str, Any]) -> str:
-    return "infiniband" if vector["starts_with"] == "LRH" else "ethernet"
-
-
-@pytest.fixture(scope="session")
-def vectors() -> list[dict[str, Any]]:
-    found = load_vectors()
-    if not found:
-        pytest.fail(f"reference vectors not found under {REFERENCE} (set IBWIRE_SHARED)")
-    return found
+def pytest_report_header(config: pytest.Config) -> str:
+    if corpus.PRESENT:
+        return f"shared captures: {corpus.CAPTURES}"
+    return f"shared captures: absent, their tests skipped ({corpus.MISSING})"

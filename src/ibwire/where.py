@@ -1,101 +1,415 @@
-"""``--where`` filters: simple comparisons of packet fields, e.g.
-``bth.destqp == 0x12 and bth.opcode == 17`` or ``aeth.syndrome.type == "NAK" or not icrc_ok``.
+"""``--where`` filters: a small subset of Wireshark's display-filter language
+(wireshark-filter(4)), over the fields ``show --json`` prints.
 
-The expression is parsed with Python's grammar, but only names, dotted field keys, constants,
-comparisons, ``and``/``or``/``not`` and ``in`` are accepted; nothing is evaluated by Python.
-A field a packet lacks makes its comparison false.
+* comparisons ``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=`` (and ``eq``, ``ne``, ``lt``, ``le``,
+  ``gt``, ``ge``), ``contains`` (text);
+* ``&&``/``and``, ``||``/``or``, ``!``/``not``, parentheses;
+* values: numbers (decimal, ``0x`` hex, negative), ``true``/``false``, "quoted text", IPv4
+  and IPv6 addresses and networks unquoted (``ip.src == 10.77.0.0/24``: in the network), MAC
+  addresses, and a bare word (``aeth.syndrome.type == NAK``);
+* sets: ``bth.opcode in {4 5 0x11}`` (commas allowed; ``a..b`` ranges), ``not in``;
+* field names as ``show --json`` prints them (``bth.destqp``), Wireshark's ``infiniband.``
+  prefix accepted (``infiniband.bth.destqp``), ``frame.number`` for ``frame``; a field alone
+  is true when the packet has it (``reth``), the verdicts ``icrc_ok``/``vcrc_ok`` alone when
+  they are true.
+
+As in Wireshark, a comparison with a field the packet lacks is false (``icrc_ok == false``
+matches the packets whose ICRC failed, not those without one), ``!=`` is "no value equals"
+and a field with several values (VLAN tags) matches when one of them does. An unknown field
+is an error naming the nearest known ones.
 """
 
 from __future__ import annotations
 
-import ast
-import operator
+import ipaddress
+import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from ibwire.errors import IbwireError
+from ibwire.filter_fields import (
+    ADDRESS,
+    NUMBER,
+    TEXT,
+    VERDICT,
+    canonical,
+    is_known,
+    known_fields,
+    nearest,
+)
 
-_COMPARE: dict[type, Callable[[Any, Any], bool]] = {
-    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-    ast.Gt: operator.gt, ast.GtE: operator.ge, ast.In: lambda a, b: a in b,
-    ast.NotIn: lambda a, b: a not in b,
-}
-_MISSING = object()
 Predicate = Callable[[Mapping[str, Any]], bool]
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
 class FilterError(IbwireError):
-    """A --where expression that is not a simple field comparison."""
+    """A --where expression that is not in the supported filter language."""
 
 
-def compile_where(text: str) -> Predicate:
-    """A predicate over a ``fields()`` mapping (plus ``icrc_ok``, ``vcrc_ok``, ``error``...)."""
+_TOKEN = re.compile(r"""
+    \s*(?:
+      (?P<op>==|!=|<=|>=|&&|\|\||[<>!(){},])
+    | (?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
+    | (?P<word>-?[\w:.][\w:./-]*)
+    )""", re.VERBOSE)
+_WORD_OPS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
+             "and": "&&", "or": "||", "not": "!"}
+_COMPARISONS = ("==", "!=", "<", "<=", ">", ">=", "contains")
+_MAC = re.compile(r"[0-9a-fA-F]{2}([:-])[0-9a-fA-F]{2}(\1[0-9a-fA-F]{2}){4}")
+_FIELD = re.compile(r"[A-Za-z_][\w]*(\.[\w]+)*")
+
+
+@dataclass(frozen=True)
+class _Field:
+    name: str
+
+
+class _Word(str):
+    """A bare word that is neither a field nor a number or address: text, beside a field."""
+
+
+@dataclass(frozen=True)
+class _Range:
+    low: Any
+    high: Any
+
+
+def _tokens(text: str) -> list[tuple[str, str]]:
+    """(kind, text) pairs: "op" (operators, word operators spelled as symbols), "string"
+    (without quotes, escapes resolved), "word"."""
+    out, at = [], 0
+    text = text.rstrip()
+    while at < len(text):
+        match = _TOKEN.match(text, at)
+        if match is None or match.end() == at:
+            raise FilterError(f"cannot read filter {text!r} at {text[at:].lstrip()[:20]!r}")
+        at = match.end()
+        kind = match.lastgroup or "op"
+        value = match.group(kind)
+        if kind == "string":
+            value = re.sub(r"\\(.)", r"\1", value[1:-1])
+        elif kind == "word" and value.lower() in (*_WORD_OPS, "in", "contains"):
+            kind, value = "op", _WORD_OPS.get(value.lower(), value.lower())
+        out.append((kind, value))
+    return out
+
+
+def _literal(word: str) -> Any:
+    """A word's value when it is not a field: a number, a verdict, an address or network,
+    a MAC address (lower case, colons); None if it is none of these."""
+    lower = word.lower()
+    if lower in ("true", "false"):
+        return lower == "true"
     try:
-        tree = ast.parse(text.replace("&&", " and ").replace("||", " or "), mode="eval")
-    except SyntaxError as exc:
-        raise FilterError(f"cannot read filter {text!r}: {exc.msg}") from exc
-    return _compile(tree.body, text)
-
-
-def _key(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = _key(node.value)
-        return f"{base}.{node.attr}" if base else None
+        return int(word, 0) if not re.fullmatch(r"-?0\d+", word) else int(word, 10)
+    except ValueError:
+        pass
+    if _MAC.fullmatch(word):
+        return word.replace("-", ":").lower()
+    if re.fullmatch(r"[0-9a-fA-F:.]+(/\d+)?", word) and ("." in word or ":" in word):
+        try:
+            if "/" in word:
+                return ipaddress.ip_network(word, strict=False)
+            return ipaddress.ip_address(word)
+        except ValueError:
+            return None
     return None
 
 
-def _value(node: ast.expr, text: str) -> Callable[[Mapping[str, Any]], Any]:
-    key = _key(node)
-    if key is not None:
-        return lambda fields: fields.get(key, _MISSING)
-    if isinstance(node, ast.Constant):
-        constant = node.value
-        return lambda fields: constant
-    if isinstance(node, (ast.Tuple, ast.List)):
-        items = [_value(e, text) for e in node.elts]
-        return lambda fields: tuple(item(fields) for item in items)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and \
-            isinstance(node.operand, ast.Constant):
-        negative = -node.operand.value
-        return lambda fields: negative
-    raise FilterError(f"unsupported term {ast.unparse(node)!r} in filter {text!r}")
+class _Parser:
+    """Recursive descent over the tokens: or > and > not > comparison."""
 
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens = _tokens(text)
+        self.at = 0
 
-def _compile(node: ast.expr, text: str) -> Predicate:
-    if isinstance(node, ast.BoolOp):
-        parts = [_compile(v, text) for v in node.values]
-        if isinstance(node.op, ast.And):
-            return lambda fields: all(p(fields) for p in parts)
-        return lambda fields: any(p(fields) for p in parts)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        inner = _compile(node.operand, text)
-        return lambda fields: not inner(fields)
-    if isinstance(node, ast.Compare):
-        left = _value(node.left, text)
-        pairs = []
-        for op, right in zip(node.ops, node.comparators, strict=True):
-            if type(op) not in _COMPARE:
-                raise FilterError(f"unsupported comparison in filter {text!r}")
-            pairs.append((_COMPARE[type(op)], _value(right, text)))
+    def fail(self, why: str) -> FilterError:
+        return FilterError(f"{why} in filter {self.text!r}")
 
-        def compare(fields: Mapping[str, Any]) -> bool:
-            current = left(fields)
-            for fn, right_value in pairs:
-                other = right_value(fields)
-                if current is _MISSING or other is _MISSING:
-                    return False
-                try:
-                    if not fn(current, other):
-                        return False
-                except TypeError:
-                    return False
-                current = other
+    def peek(self) -> tuple[str, str] | None:
+        return self.tokens[self.at] if self.at < len(self.tokens) else None
+
+    def take(self, op: str | None = None) -> tuple[str, str]:
+        token = self.peek()
+        if token is None:
+            raise self.fail("unexpected end" + (f" (expected {op!r})" if op else ""))
+        if op is not None and token != ("op", op):
+            raise self.fail(f"expected {op!r}, found {token[1]!r}")
+        self.at += 1
+        return token
+
+    def accept(self, op: str) -> bool:
+        if self.peek() == ("op", op):
+            self.at += 1
             return True
-        return compare
-    key = _key(node)
-    if key is not None:  # a bare field: true when present and truthy (``icrc_ok``, ``reth``)
-        return lambda fields: bool(fields.get(key, False)) or any(
-            k.startswith(key + ".") for k in fields)
-    raise FilterError(f"unsupported expression {ast.unparse(node)!r} in filter {text!r}")
+        return False
+
+    def parse(self) -> Predicate:
+        if not self.tokens:
+            raise self.fail("empty filter")
+        predicate = self.either()
+        if self.peek() is not None:
+            raise self.fail(f"unexpected {self.peek()[1]!r}")  # type: ignore[index]
+        return predicate
+
+    def either(self) -> Predicate:
+        parts = [self.both()]
+        while self.accept("||"):
+            parts.append(self.both())
+        if len(parts) == 1:
+            return parts[0]
+        return lambda fields: any(p(fields) for p in parts)
+
+    def both(self) -> Predicate:
+        parts = [self.negated()]
+        while self.accept("&&"):
+            parts.append(self.negated())
+        if len(parts) == 1:
+            return parts[0]
+        return lambda fields: all(p(fields) for p in parts)
+
+    def negated(self) -> Predicate:
+        if self.accept("!"):
+            inner = self.negated()
+            return lambda fields: not inner(fields)
+        return self.test()
+
+    def test(self) -> Predicate:
+        if self.accept("("):
+            inner = self.either()
+            self.take(")")
+            return inner
+        left = self.operand()
+        token = self.peek()
+        if token == ("op", "!") and self.at + 1 < len(self.tokens) and \
+                self.tokens[self.at + 1] == ("op", "in"):
+            self.at += 2
+            inside = self.member(left)
+            return lambda fields: not inside(fields)
+        if token == ("op", "in"):
+            self.at += 1
+            return self.member(left)
+        if token is not None and token[0] == "op" and token[1] in _COMPARISONS:
+            self.at += 1
+            right = self.operand()
+            return self.compare(left, token[1], right)
+        if isinstance(left, _Field):
+            return _present(left.name)
+        if isinstance(left, bool):
+            return lambda fields: left
+        if isinstance(left, _Word):
+            raise self.unknown(left)
+        raise self.fail(f"{self.tokens[self.at - 1][1]!r} is not a test")
+
+    def operand(self) -> Any:
+        kind, text = self.take()
+        if kind == "string":
+            return text
+        if kind == "op":
+            raise self.fail(f"expected a field or value, found {text!r}")
+        value = _literal(text)
+        if value is not None:
+            return value
+        name = canonical(text)
+        if is_known(name):
+            return _Field(name)
+        if "." not in name and _FIELD.fullmatch(name):
+            return _Word(text)  # text (``aeth.syndrome.type == NAK``) beside a field
+        raise self.unknown(text)
+
+    def unknown(self, name: str) -> FilterError:
+        near = nearest(canonical(name))
+        hint = f"did you mean {', '.join(near)}?" if near else \
+            "the fields are those show --json prints"
+        return FilterError(f"unknown field {name!r} in filter {self.text!r}; {hint}")
+
+    def member(self, left: Any) -> Predicate:
+        if not isinstance(left, _Field):
+            raise self.fail("'in' needs a field on its left")
+        self.take("{")
+        items: list[Any] = []
+        while not self.accept("}"):
+            if items and self.accept(","):
+                continue
+            token = self.peek()
+            if token is not None and token[0] == "word" and ".." in token[1]:
+                self.at += 1
+                low, high = token[1].split("..", 1)
+                item = _Range(self.value_of(low), self.value_of(high))
+            else:
+                item = self.operand()
+            if isinstance(item, _Field):
+                raise self.fail(f"a set holds values, not the field {item.name!r}")
+            items.append(item)
+        if not items:
+            raise self.fail("empty set")
+        for item in items:
+            for value in (item.low, item.high) if isinstance(item, _Range) else (item,):
+                _check_kind(left.name, value, self.fail)
+        if known_fields().get(left.name) == VERDICT:
+            items = [bool(i) if isinstance(i, int) else i for i in items]
+        tests = [_compare_value("==", item) if not isinstance(item, _Range) else
+                 _in_range(item) for item in items]
+        return _field_test(left.name, lambda value: any(t(value) for t in tests), False)
+
+    def value_of(self, text: str) -> Any:
+        value = _literal(text)
+        if value is None:
+            raise self.fail(f"cannot read {text!r} as a value")
+        return value
+
+    def compare(self, left: Any, op: str, right: Any) -> Predicate:
+        if not isinstance(left, _Field):
+            if not isinstance(right, _Field):
+                if isinstance(left, _Word):
+                    raise self.unknown(left)
+                raise self.fail(f"neither side of {op!r} is a field")
+            left, right, op = right, left, _MIRROR[op]
+        if isinstance(right, _Field):
+            return _fields_compare(left.name, op, right.name)
+        _check_kind(left.name, right, self.fail)
+        if known_fields().get(left.name) == VERDICT and not isinstance(right, bool):
+            right = bool(right)  # icrc_ok == 1
+        if op == "contains" and not isinstance(right, str):
+            raise self.fail("'contains' takes text")
+        if isinstance(right, (ipaddress.IPv4Network, ipaddress.IPv6Network)) and \
+                op not in ("==", "!="):
+            raise self.fail(f"a network ({right}) takes ==, != or in, not {op!r}")
+        test = _compare_value(op, right)
+        if op == "!=":
+            equal = _compare_value("==", right)
+            return _field_test(left.name, equal, True)
+        return _field_test(left.name, test, False)
+
+
+_MIRROR = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<=",
+           "contains": "contains"}
+
+
+def _check_kind(name: str, value: Any, fail: Callable[[str], FilterError]) -> None:
+    """Refuse a value a field of ``name``'s kind can never hold (a filter that would match
+    nothing without saying why)."""
+    kind = known_fields().get(name)
+    if kind is None:
+        return
+    wrong = (
+        (kind == NUMBER and not isinstance(value, int))
+        or (kind == VERDICT and not (isinstance(value, bool) or value in (0, 1)))
+        or (kind == ADDRESS and isinstance(value, (int, bool)))
+        or (kind == TEXT and not isinstance(value, str))
+    )
+    if wrong:
+        shown = str(value).lower() if isinstance(value, bool) else str(value)
+        what = {VERDICT: "true or false", ADDRESS: "an address"}.get(kind, f"a {kind}")
+        raise fail(f"{name} holds {what}, not {shown!r}")
+
+
+def _values(value: Any) -> tuple[Any, ...]:
+    """A field's values: one, or each of a stacked field's (VLAN tags)."""
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
+def _field_test(name: str, test: Callable[[Any], bool], negate: bool) -> Predicate:
+    """True when a value of field ``name`` passes ``test`` (with ``negate``: when the field
+    is there and none does); a field the packet lacks (or None) is false either way."""
+    def keep(fields: Mapping[str, Any]) -> bool:
+        value = fields.get(name)
+        if value is None:
+            return False
+        found = any(test(v) for v in _values(value) if v is not None)
+        return not found if negate else found
+    return keep
+
+
+def _present(name: str) -> Predicate:
+    if known_fields().get(name) == VERDICT:
+        return lambda fields: fields.get(name) is True
+    prefix = name + "."
+    return lambda fields: fields.get(name) is not None or any(k.startswith(prefix)
+                                                              for k in fields)
+
+
+@lru_cache(maxsize=4096)
+def _address(text: str) -> Address | None:
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        return None
+
+
+def _comparable(value: Any, like: Any) -> Any:
+    """``value`` (a packet's) in the type of ``like`` (the filter's), or None."""
+    if isinstance(like, bool):
+        return value if isinstance(value, bool) else None
+    if isinstance(like, int):
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    if isinstance(like, (ipaddress.IPv4Address, ipaddress.IPv6Address, ipaddress.IPv4Network,
+                         ipaddress.IPv6Network)):
+        return _address(value) if isinstance(value, str) else None
+    if isinstance(like, str):
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            return bytes(value).hex()
+        return value.lower() if isinstance(value, str) and _MAC.fullmatch(like) else \
+            value if isinstance(value, str) else None
+    return None
+
+
+_OPS: dict[str, Callable[[Any, Any], bool]] = {
+    "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+    "contains": lambda a, b: b in a,
+}
+
+
+def _compare_value(op: str, literal: Any) -> Callable[[Any], bool]:
+    """A test of one packet value against ``literal`` with ``op``."""
+    if isinstance(literal, (ipaddress.IPv4Network, ipaddress.IPv6Network)):
+        network = literal
+
+        def inside(value: Any) -> bool:
+            address = _comparable(value, network)
+            return address is not None and address.version == network.version and \
+                address in network
+        return inside
+    fn = _OPS[op]
+
+    def test(value: Any) -> bool:
+        mine = _comparable(value, literal)
+        if mine is None:
+            return False
+        try:
+            return bool(fn(mine, literal))
+        except TypeError:  # IPv4 against IPv6
+            return False
+    return test
+
+
+def _in_range(item: _Range) -> Callable[[Any], bool]:
+    low, high = _compare_value(">=", item.low), _compare_value("<=", item.high)
+    return lambda value: low(value) and high(value)
+
+
+def _fields_compare(left: str, op: str, right: str) -> Predicate:
+    fn = _OPS["==" if op == "!=" else op]
+
+    def keep(fields: Mapping[str, Any]) -> bool:
+        a, b = fields.get(left), fields.get(right)
+        if a is None or b is None:
+            return False
+        try:
+            found = any(fn(x, y) for x in _values(a) for y in _values(b))
+        except TypeError:
+            return False
+        return not found if op == "!=" else found
+    return keep
+
+
+def compile_where(text: str) -> Predicate:
+    """A predicate over a ``fields()`` mapping (plus ``icrc_ok``, ``vcrc_ok``, ``error``...);
+    :class:`FilterError` when ``text`` is not in the language or names an unknown field."""
+    return _Parser(text).parse()
+

@@ -14,7 +14,7 @@ from ibwire.analysis import analyse
 from ibwire.gen import Fault, QpSpec, Scenario, generate
 from ibwire.transport.observed import COUNTERS
 from tests.analysis.conftest import write_frames
-from tests.conftest import CAPTURES
+from tests.corpus import capture, needs_shared
 
 L = "linlinw5-rdma_ib_tutorial_"
 A, B = "10.1.16.61", "10.1.16.62"
@@ -55,11 +55,10 @@ HAND = {
 }
 
 
+@needs_shared
 @pytest.mark.parametrize("name", sorted(HAND))
 def test_real_captures_match_hand_counts(name):
-    path = CAPTURES / (L + name)
-    if not path.exists():
-        pytest.skip(f"{path} not found")
+    path = capture(L + name)
     results = analyse(str(path)).as_dicts()
     got = {(r["requester"]["address"], r["responder"]["qpn"]): r for r in results}
     assert set(got) == set(HAND[name])
@@ -72,13 +71,14 @@ def test_real_captures_match_hand_counts(name):
         assert r["requester"]["qpn"] is not None     # answers or the other way tell it
 
 
+@needs_shared
 def test_real_round_trips_are_the_ack_times():
     """pingpong_rc: each SEND ONLY has AckReq; its ACK is the next packet the other way."""
     import shutil
     import subprocess
     if shutil.which("tshark") is None:
         pytest.skip("tshark not installed")
-    path = CAPTURES / (L + "pingpong_rc.pcap")
+    path = capture(L + "pingpong_rc.pcap")
     out = subprocess.run(["tshark", "-r", str(path), "-Y", "infiniband", "-T", "fields",
                           "-e", "frame.time_epoch", "-e", "ip.src", "-e", "infiniband.bth.opcode",
                           "-e", "infiniband.bth.psn"], capture_output=True, text=True,

@@ -12,9 +12,9 @@ import pytest
 from ibwire.analysis import KEYS, analyse
 from ibwire.cli.main import main
 from ibwire.gen import Fault, QpSpec, Scenario
-from tests.conftest import CAPTURES
+from tests.corpus import capture, needs_shared
 
-READ_BW = CAPTURES / "linlinw5-rdma_ib_tutorial_rdma_read_bw.pcap"
+READ_BW = capture("linlinw5-rdma_ib_tutorial_rdma_read_bw.pcap")
 
 
 @pytest.fixture
@@ -75,12 +75,10 @@ def _not_blank(path):
     assert len(np.unique((pixels * 255).astype(np.uint8), axis=0)) > 10
 
 
-@pytest.mark.parametrize("which", ["generated", "real"])
+@pytest.mark.parametrize("which", ["generated", pytest.param("real", marks=needs_shared)])
 def test_plots_are_drawn(lossy, tmp_path, capsys, which):
     pytest.importorskip("matplotlib")
     if which == "real":
-        if not READ_BW.exists():
-            pytest.skip("shared capture not found")
         path = str(READ_BW)
     else:
         path = lossy[0]

@@ -13,7 +13,7 @@ from ibwire.analysis import analyse
 from ibwire.gen import QpSpec, Scenario, generate
 from tests.analysis.conftest import write_frames
 from tests.analysis.test_generated import COMPARED, by_responder
-from tests.conftest import CAPTURES
+from tests.corpus import capture, captures, needs_shared
 from tests.gen.test_gen import ENCAPS, RELIABLE, mixed
 
 L = "linlinw5-rdma_ib_tutorial_"
@@ -76,6 +76,7 @@ def test_the_udp_source_port_tells_apart_write_qps_without_cm(generated):
         assert {k: r[k] for k in COMPARED} == {k: q[k] for k in COMPARED}
 
 
+@needs_shared
 @pytest.mark.parametrize("name, hand", [
     # REQ (1: local QPN 0x3d, comm ID 0x64c0c56d), REP (2: 0x3b, 0x8988f456), RTU (3);
     # REQ (24: 0x3e, 0x65c0c56d), REP (25: 0x3c, 0x8b88f456), RTU (30). Data: SEND ONLY
@@ -94,9 +95,7 @@ def test_the_udp_source_port_tells_apart_write_qps_without_cm(generated):
         (A, 0x2B, 0x2C): (20, 15, 5, None, None, None)}),
 ])
 def test_shared_rdma_cm_captures_pair_as_counted_by_hand(name, hand):
-    path = CAPTURES / (L + name)
-    if not path.exists():
-        pytest.skip(f"{path} not found")
+    path = capture(L + name)
     results = analyse(str(path)).as_dicts()
     got = {(r["requester"]["address"], r["requester"]["qpn"], r["responder"]["qpn"]): r
            for r in results}
@@ -186,7 +185,7 @@ def test_cm_records_from_the_view_columns_equal_the_dissector(tmp_path):
     from ibwire.analysis import batches
     from ibwire.analysis.cm import cm_records
 
-    paths = sorted(CAPTURES.glob("*.pcap*"))
+    paths = captures()  # when there
     for encapsulation in ENCAPS:
         for transport in ("RC", "XRC"):
             records, _ = generate(Scenario(qps=(QpSpec(iters=2, size=100, transport=transport),),

@@ -6,19 +6,14 @@ have their own tests): ERF records (link type 197) lose their 16-byte ERF header
 
 from __future__ import annotations
 
-import csv
-
 import pytest
 
 import ibwire
-from tests.conftest import CAPTURES
+from tests import corpus
 
 scapy_utils = pytest.importorskip("scapy.utils")
 
-ROWS = []
-if (CAPTURES / "PROVENANCE.tsv").exists():
-    with open(CAPTURES / "PROVENANCE.tsv", encoding="utf-8") as fh:
-        ROWS = list(csv.DictReader(fh, delimiter="\t"))
+ROWS = list(corpus.provenance_rows())
 
 
 def _frames(path):
@@ -33,11 +28,11 @@ def _frames(path):
                 yield raw, "ethernet"
 
 
-@pytest.mark.parametrize("row", ROWS, ids=[r["local_name"] for r in ROWS])
+@pytest.mark.parametrize("row", corpus.params(ROWS), ids=lambda r: r["local_name"] if r else "none")
 def test_every_ib_frame_of_a_real_capture_parses(row):
     ib = other = 0
     opcodes: dict[str, int] = {}
-    for frame, link in _frames(CAPTURES / row["local_name"]):
+    for frame, link in _frames(corpus.capture(row["local_name"])):
         packet = ibwire.parse(frame, link, strict=True)
         if packet.is_ib:
             ib += 1

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from ibwire import headers, tables
-from tests.conftest import REFERENCE
+from tests.corpus import DATA
 
 
 def _rows(name: str) -> list[dict[str, str]]:
@@ -46,7 +46,7 @@ def test_loaded_opcode_table_equals_the_file():
 
 
 def test_opcode_table_matches_the_reference_header_lengths():
-    with open(REFERENCE / "opcodes.tsv", encoding="utf-8") as fh:
+    with open(DATA / "opcodes.tsv", encoding="utf-8") as fh:
         reference = list(csv.DictReader(fh, delimiter="\t"))
     checked = 0
     for row in reference:

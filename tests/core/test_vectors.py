@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import ibwire
-from tests.conftest import load_vectors, vector_link
 from tests.core.roundtrip import roundtrip
+from tests.corpus import load_vectors, vector_link
 
 VECTORS = load_vectors()
 GOOD = [v for v in VECTORS if not v["known_bad"]]

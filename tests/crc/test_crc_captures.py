@@ -1,14 +1,13 @@
-"""Real captures (../shared/captures): every RoCE and IB frame verifies, the rest is not_ib.
+"""The shared real captures (``tests/corpus.py``): every RoCE and IB frame verifies, the rest
+is not_ib.
 
-IBWIRE_SHARED points at another shared/ folder. The expected counts come from shared/captures/PROVENANCE.tsv (ib_roce_packets), which an
+The expected counts come from the corpus's PROVENANCE.tsv (ib_roce_packets), which an
 independent checker produced. Frames are read with scapy's raw readers; the ERF records of the
 native IB capture are unwrapped here (16-byte ERF header plus extension headers).
 """
 
 from __future__ import annotations
 
-import csv
-import os
 from pathlib import Path
 
 import numpy as np
@@ -16,12 +15,9 @@ import pytest
 from scapy.utils import RawPcapNgReader, RawPcapReader
 
 from ibwire.crc._common import ERROR_NAMES
+from tests import corpus
 
-SHARED = Path(os.environ.get("IBWIRE_SHARED", Path(__file__).resolve().parents[3] / "shared"))
-CAPTURES = SHARED / "captures"
-PROVENANCE = CAPTURES / "PROVENANCE.tsv"
-ROWS = (list(csv.DictReader(PROVENANCE.open(encoding="utf-8"), delimiter="\t"))
-        if PROVENANCE.is_file() else [])
+ROWS = corpus.provenance_rows()
 
 
 def _erf_payload(record: bytes) -> bytes:
@@ -42,10 +38,10 @@ def _frames(path: Path) -> tuple[list[bytes], str]:
     return records, "ethernet"
 
 
-@pytest.mark.skipif(not ROWS, reason="../shared/captures not present")
-@pytest.mark.parametrize("row", ROWS, ids=[r["local_name"][:48] for r in ROWS])
+@pytest.mark.parametrize("row", corpus.params(list(ROWS)),
+                         ids=lambda r: r["local_name"][:48] if r else "none")
 def test_capture_verifies(crc, row):
-    frames, link = _frames(CAPTURES / row["local_name"])
+    frames, link = _frames(corpus.capture(row["local_name"]))
     assert len(frames) == int(row["packets_total"])
     buf = b"".join(frames)
     lens = np.array([len(f) for f in frames], np.int64)

@@ -1,6 +1,6 @@
 """Known answers: CRC check values, the 49 vectors of vectors.json, the twin selection.
 
-shared/reference/vectors.json (IBWIRE_SHARED points at another shared/ folder): 43 native IB
+tests/data/vectors.json (its sources in tests/data/README.md): 43 native IB
 frames captured by an Endace DAG card (ICRC and VCRC), the ConnectX-4 Lx CNP and the RoCEv1/RoCEv2
 frames of scapy's test/contrib/roce.uts, and one disputed frame (known_bad). Provenance per
 vector in the file.
@@ -8,21 +8,19 @@ vector in the file.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import zlib
-from pathlib import Path
 
 import pytest
 
 import ibwire.crc
 from ibwire.crc import _common, _python
+from tests.corpus import load_vectors
 from tests.crc.crc_frames import crc16_reference
 
-SHARED = Path(os.environ.get("IBWIRE_SHARED", Path(__file__).resolve().parents[3] / "shared"))
-VECTORS = json.loads((SHARED / "reference" / "vectors.json").read_text())["vectors"]
+VECTORS = load_vectors()
 GOOD = [v for v in VECTORS if not v["known_bad"]]
 BAD = [v for v in VECTORS if v["known_bad"]]
 KIND_OF = {"ib_lrh": "ib_lrh", "ib_grh": "ib_grh", "rocev1": "rocev1",

@@ -42,7 +42,8 @@ from ibwire.fuzz.wireshark.divergences import DIVERGENCES, TABLES
 from ibwire.fuzz.wireshark.fields import EXPERTS, FIELDS, NOT_COMPARED, PAYLOAD_DISSECTORS
 from ibwire.pcap import PcapWriter, infiniband_to_erf, read_capture
 from ibwire.tables import opcodes
-from tests.conftest import CAPTURES, ROOT
+from tests import corpus
+from tests.corpus import ROOT
 from tests.diff.generate import LINKTYPE_INFINIBAND, VARIANTS, all_packets, write_captures
 
 # The mapping and the known mistakes: ibwire.fuzz.wireshark.fields and .divergences
@@ -115,13 +116,14 @@ class Run:
 
 def _capture_files() -> list[Path]:
     """The shared real captures, then the project's sample captures."""
-    shared = sorted(p for p in CAPTURES.glob("*") if p.suffix in (".pcap", ".pcapng"))
-    return shared + sorted((ROOT / "captures").glob("*.pcap"))
+    return corpus.captures() + sorted((ROOT / "captures").glob("*.pcap"))
 
 
 def _captures() -> list[Path]:
-    if not CAPTURES.is_dir():
-        pytest.fail(f"shared captures not found under {CAPTURES} (set IBWIRE_SHARED)")
+    """:func:`_capture_files`; the comparisons (``test_tables_are_all_used``) need the
+    shared ones."""
+    if not corpus.PRESENT:
+        corpus.skip_missing()
     return _capture_files()
 
 
@@ -156,10 +158,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
 
 def _provenance() -> dict[str, int]:
     """local_name -> IB/RoCE packet count, from the captures' PROVENANCE.tsv."""
-    rows = (CAPTURES / "PROVENANCE.tsv").read_text().splitlines()
-    header = rows[0].split("\t")
-    name, count = header.index("local_name"), header.index("ib_roce_packets")
-    return {r.split("\t")[name]: int(r.split("\t")[count]) for r in rows[1:] if r.strip()}
+    return {r["local_name"]: int(r["ib_roce_packets"]) for r in corpus.provenance_rows()}
 
 
 CAPTURE_NAMES = [p.name for p in _capture_files()]

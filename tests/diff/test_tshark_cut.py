@@ -22,7 +22,7 @@ import pytest
 from ibwire.pcap import infiniband_to_erf
 from ibwire.pcap.snap import snap_capture
 from tests.cli.test_malformed import cli
-from tests.conftest import ROOT
+from tests.corpus import ROOT
 
 #: tshark field -> ibwire's key (show --json); numbers compared as integers, addresses as text.
 FIELDS = {

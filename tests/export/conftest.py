@@ -6,25 +6,28 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CAPTURES
+from tests import corpus
 from tests.export.helpers import run
 
 pytest.importorskip("pyarrow")
 
 
+SUFFIXES = (".pcap", ".pcapng", ".erf")
+
+
 def shared_captures() -> list[Path]:
-    found = sorted(p for p in CAPTURES.glob("*") if p.suffix in (".pcap", ".pcapng", ".erf"))
-    if not found:
-        pytest.fail(f"no shared captures under {CAPTURES} (set IBWIRE_SHARED)")
-    return found
+    """The shared captures, for parametrize (one skipping parameter when they are absent)."""
+    return corpus.params(corpus.captures(SUFFIXES))
 
 
 @pytest.fixture(scope="session")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Every shared capture exported with other traffic, the ``--qp`` table, two jobs."""
+    if not corpus.PRESENT:
+        corpus.skip_missing()
     out = tmp_path_factory.mktemp("export") / "ds"
     status, _, err = run("export", "--all", "--qp", "-j", "2", "-o", str(out),
-                         *map(str, shared_captures()))
+                         *map(str, corpus.captures(SUFFIXES)))
     assert status == 0, err
     return out
 

@@ -12,6 +12,7 @@ from ibwire.analysis import analyse, batches
 from ibwire.export import schema as sch
 from ibwire.export import write
 from ibwire.export.connections import Labeller, label
+from tests import corpus
 from tests.analysis.conftest import A, B, frame, write_frames
 from tests.export.conftest import shared_captures
 from tests.export.helpers import run
@@ -111,6 +112,7 @@ def test_a_partition_the_end_renumbers_away_leaves_no_directory(tmp_path: Path) 
     assert all(any(p.iterdir()) for p in parts.iterdir())
 
 
+@corpus.needs_shared
 def test_text_columns_read_back_as_strings(tmp_path: Path) -> None:
     """Parquet gets text columns as dictionary arrays; readers see the strings and the
     schema version, without Arrow's own schema in the file."""
@@ -129,7 +131,7 @@ def test_standard_input_is_read_once(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from tests.conftest import ROOT
+    from tests.corpus import ROOT
 
     def export(data: bytes, out: Path) -> subprocess.CompletedProcess[bytes]:
         return subprocess.run([sys.executable, "-m", "ibwire.cli.main", "export", "--all",

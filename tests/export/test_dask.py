@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import corpus
 from tests.export.conftest import shared_captures
 from tests.export.helpers import qp_json, run, stats_json
 
@@ -76,6 +77,7 @@ def test_boundaries_land_on_records_and_a_bad_one_is_refused(big: Path) -> None:
         records_before(str(big), [cuts[0], cuts[1] + 1, cuts[-1]])
 
 
+@corpus.needs_shared
 def test_connections_per_file_are_qps(client, big: Path) -> None:
     captures = [str(shared_captures()[0]), str(big)]
     table = read_connections(captures).compute()
@@ -90,6 +92,7 @@ def test_connections_per_file_are_qps(client, big: Path) -> None:
             assert row["data_packets"] == d["data_packets"]
 
 
+@corpus.needs_shared
 def test_export_on_a_scheduler_writes_the_same_files(client, big: Path,
                                                     tmp_path: Path) -> None:
     captures = [str(big), str(shared_captures()[0])]

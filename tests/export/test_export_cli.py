@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CAPTURES
+from tests.corpus import CAPTURES, needs_shared
 from tests.export.helpers import qp_json, run, show_json, stats_json
 
 pa = pytest.importorskip("pyarrow")
@@ -41,6 +41,7 @@ def broken_half_way(tmp_path: Path) -> tuple[Path, int]:
     return path, half
 
 
+@needs_shared
 def test_broken_capture_keeps_its_good_rows(tmp_path: Path) -> None:
     path, half = broken_half_way(tmp_path)
     status, _, err = run("export", "--all", "-o", str(tmp_path / "ds"), str(path))
@@ -57,6 +58,7 @@ def test_broken_capture_keeps_its_good_rows(tmp_path: Path) -> None:
                                                                       for g in good]
 
 
+@needs_shared
 def test_not_a_capture_fails_the_run(tmp_path: Path) -> None:
     bad = tmp_path / "notes.pcap"
     bad.write_bytes(b"this is not a capture file at all" * 4)
@@ -68,6 +70,7 @@ def test_not_a_capture_fails_the_run(tmp_path: Path) -> None:
     assert not list((tmp_path / "ds").rglob(".*tmp-*"))
 
 
+@needs_shared
 def test_resume_skips_what_is_done_and_force_redoes_it(tmp_path: Path) -> None:
     out = tmp_path / "ds"
     assert run("export", "-o", str(out), str(WRITE_BW))[0] == 0
@@ -81,6 +84,7 @@ def test_resume_skips_what_is_done_and_force_redoes_it(tmp_path: Path) -> None:
     assert pq.read_table(written).num_rows == stats_json(WRITE_BW)["totals"]["ib_packets"]
 
 
+@needs_shared
 @pytest.mark.parametrize("by", ["capture", "date", "qp"])
 def test_partitions_hold_the_same_rows(tmp_path: Path, by: str) -> None:
     flat, parted = tmp_path / "flat", tmp_path / by
@@ -104,6 +108,7 @@ def test_partitions_hold_the_same_rows(tmp_path: Path, by: str) -> None:
     assert got.to_pylist() == expected.sort_by(key).to_pylist()
 
 
+@needs_shared
 @pytest.mark.parametrize("fmt", ["arrow", "csv"])
 def test_other_formats_hold_the_parquet_rows(tmp_path: Path, fmt: str) -> None:
     assert run("export", "-o", str(tmp_path / "pq"), str(RPING))[0] == 0
@@ -120,6 +125,7 @@ def test_other_formats_hold_the_parquet_rows(tmp_path: Path, fmt: str) -> None:
     assert got.to_pylist() == expected.to_pylist()
 
 
+@needs_shared
 def test_fields_keep_what_is_asked(tmp_path: Path) -> None:
     status, _, _ = run("export", "--fields", "bth,icrc_ok,ip.src", "-o", str(tmp_path / "ds"),
                        str(WRITE_BW))
@@ -134,6 +140,7 @@ def test_fields_keep_what_is_asked(tmp_path: Path) -> None:
     assert status == 2 and "bth.nope" in err
 
 
+@needs_shared
 def test_scheduler_without_dask_is_one_line(monkeypatch: pytest.MonkeyPatch,
                                             tmp_path: Path) -> None:
     import sys
@@ -145,6 +152,7 @@ def test_scheduler_without_dask_is_one_line(monkeypatch: pytest.MonkeyPatch,
     assert err.strip() == "ibwire export: ibwire.dask needs dask: pip install 'ibwire[dask]'"
 
 
+@needs_shared
 def test_a_dataset_keeps_one_format_and_layout(tmp_path: Path) -> None:
     out = tmp_path / "ds"
     assert run("export", "--partition-by", "capture", "-o", str(out), str(RPING))[0] == 0
@@ -187,6 +195,7 @@ def test_a_dataset_keeps_one_format_and_layout(tmp_path: Path) -> None:
         stats_json(RPING)["totals"]["ib_packets"]
 
 
+@needs_shared
 def test_standard_input_and_name(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import io
     import sys
@@ -213,6 +222,7 @@ ODD_NAMES = ("a=b.pcap", "p%41.pcap", "_under.pcap", ".dot.pcap", "x#y?z:w*.pcap
              "quo\"te's {[^]}\\.pcap", "tab\tand space+ü.pcap")
 
 
+@needs_shared
 @pytest.mark.parametrize("by", [None, "capture", "qp"])
 def test_any_file_name_reads_back_as_its_capture(tmp_path: Path, by: str | None) -> None:
     """Names with Hive's special characters, or that readers would skip as hidden or
@@ -247,6 +257,7 @@ def test_any_file_name_reads_back_as_its_capture(tmp_path: Path, by: str | None)
         sorted(n for n in ODD_NAMES for _ in range(len(qp_json(RPING))))
 
 
+@needs_shared
 @pytest.mark.parametrize(("jobs", "start"), [(1, "fork"), (2, "fork")])
 def test_sigterm_leaves_no_temporary_files(tmp_path: Path, jobs: int, start: str) -> None:
     """A run ended by SIGTERM (``timeout`` and schedulers signal the process group) stops
@@ -296,6 +307,7 @@ def test_sigterm_leaves_no_temporary_files(tmp_path: Path, jobs: int, start: str
     assert [p for p in out.rglob("*") if p.is_file()] == []
 
 
+@needs_shared
 def test_two_captures_of_one_name_are_refused(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     copy = tmp_path / "a" / RPING.name
@@ -305,6 +317,7 @@ def test_two_captures_of_one_name_are_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "ds").exists()
 
 
+@needs_shared
 @pytest.mark.parametrize("capture", [CAPTURES / "linlinw5-rdma_ib_tutorial_rdma_cm.pcap",
                                      WRITE_BW, CAPTURES / "softroce-demo_infiniband.pcap"],
                          ids=lambda p: p.name)
@@ -340,6 +353,7 @@ def test_connection_tables_of_every_capture_share_a_schema(exported: Path) -> No
         for p in sorted(CAPTURES.glob("*.pcap*")))
 
 
+@needs_shared
 def test_export_does_not_import_pandas(tmp_path: Path) -> None:
     """Parquet and CSV exports build their Arrow arrays from numpy buffers: pandas (which
     ``pyarrow.array`` would import to probe its argument) stays out of the process; a
@@ -361,6 +375,7 @@ def test_export_does_not_import_pandas(tmp_path: Path) -> None:
     assert list((tmp_path / "parquet" / "packets").glob("*.parquet"))
 
 
+@needs_shared
 @pytest.mark.parametrize("failing_write", [1, 2])
 def test_a_failed_write_fails_the_capture_and_leaves_nothing(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing_write: int) -> None:
@@ -390,6 +405,7 @@ def test_a_failed_write_fails_the_capture_and_leaves_nothing(
     assert not any(t.name.startswith("ibwire-export-write") for t in threading.enumerate())
 
 
+@needs_shared
 def test_row_groups_hold_between_half_and_one_row_group(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Rows are written once half a row group is pending: every row group but the last
@@ -460,10 +476,11 @@ def test_many_partitions_hold_few_batches_and_files(tmp_path: Path,
         assert max(sizes) > 1  # rows written early, a row group at a time
 
 
+@needs_shared
 def test_fields_without_verdicts_are_the_full_exports(tmp_path: Path) -> None:
     """Without icrc_ok/vcrc_ok (and --qp) the scan reads the CRCs without checking them:
     every column asked for is the full export's, connections included."""
-    from tests.conftest import ROOT
+    from tests.corpus import ROOT
 
     for path in (WRITE_BW, ROOT / "captures" / "sample-corrupt.pcap"):
         fields = "bth,icrc,vcrc,ip.src,lrh"

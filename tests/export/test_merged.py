@@ -18,6 +18,7 @@ from ibwire.analysis.merged import analyse_merged, merged_records, summarise
 from ibwire.cli.common import json_line
 from ibwire.pcap import open_capture
 from ibwire.pcap.writer import PcapWriter
+from tests import corpus
 from tests.export.conftest import shared_captures
 from tests.export.helpers import qp_json, run
 
@@ -115,6 +116,7 @@ def test_two_taps_are_qp_of_mergecap(faulty: Path, tmp_path: Path) -> None:
     assert findings_records(expected)
 
 
+@corpus.needs_shared
 def test_shared_captures_cut_in_three(tmp_path: Path) -> None:
     for path in shared_captures():
         parts = split(path, tmp_path / path.stem, 3, by_time(path, 3))
@@ -133,6 +135,7 @@ def test_merge_order_is_mergecaps() -> None:
     assert [x.tolist() for x in merged_records(ties)] == [[3, 4], [2], [0, 1]]
 
 
+@corpus.needs_shared
 def test_shared_taps_are_qp_of_mergecap(tmp_path: Path) -> None:
     """Three hosts' captures of one NCCL job (equal timestamps across files, timestamps going
     backwards within them): the analysis of their summaries is ``ibwire qp`` of mergecap's

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests import corpus
+from tests.corpus import ROOT
 from tests.export.conftest import shared_captures
 from tests.export.helpers import qp_json, run, stats_json
 
@@ -82,6 +83,7 @@ def test_cnps_and_bad_icrcs_are_stats_and_qps(faulty: tuple[Path, Path]) -> None
     assert set(bad) == {"192.0.2.1"}  # only the requester's packets were corrupted
 
 
+@corpus.needs_shared
 def test_counts_are_stats_on_every_shared_capture(tmp_path: Path) -> None:
     captures = shared_captures()
     status, _, err = run("export", "--partition-by", "capture", "-o", str(tmp_path / "ds"),

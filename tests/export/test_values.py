@@ -75,7 +75,7 @@ def test_duckdb_and_polars_read_the_same(exported: Path) -> None:
 
 def test_readme_documents_every_column() -> None:
     from ibwire.export.schema import LEADING, TRAILING
-    from tests.conftest import ROOT
+    from tests.corpus import ROOT
 
     readme = (ROOT / "README.md").read_text()
     for name, _, _ in (*LEADING, *TRAILING):

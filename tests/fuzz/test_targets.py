@@ -17,7 +17,7 @@ from ibwire.fuzz.findings import FindingsDir, read_findings
 from ibwire.fuzz.generate import Shape
 from ibwire.fuzz.run import Config, Fuzzer, Summary, replay
 from ibwire.fuzz.targets import Limits, make_target
-from tests.conftest import ROOT
+from tests.corpus import ROOT
 from tests.fuzz import tinyparser
 
 PARSER = ROOT / "tests" / "fuzz" / "tinyparser.py"

@@ -3,15 +3,11 @@ ibwire's writers, so they can also build lies: wrong lengths, bad magics, odd op
 
 from __future__ import annotations
 
-import os
 import struct
-from pathlib import Path
 
 from ibwire.errors import IbwireError
 from ibwire.pcap import LINK_CODES, CaptureRecord, index_buffer
 
-SHARED_CAPTURES = Path(os.environ.get("IBWIRE_SHARED", Path(__file__).resolve().parents[3] / "shared")
-                       ) / "captures"
 NS = 1_000_000_000
 T0 = 1_700_000_000 * NS + 123_456_789
 

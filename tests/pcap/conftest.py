@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -10,8 +9,8 @@ from types import ModuleType
 import pytest
 
 from ibwire.pcap import _filemap_python, filemap
+from tests import corpus
 from tests.crc.conftest import built_or_skip
-from tests.pcap.capture_synth import SHARED_CAPTURES
 
 try:
     from ibwire.pcap import _engine
@@ -48,23 +47,15 @@ def filemap_twin(request: pytest.FixtureRequest) -> Iterator[str]:
         filemap._engine, filemap.implementation = saved
 
 
-def shared_capture_rows() -> list[dict[str, str]]:
-    table = SHARED_CAPTURES / "PROVENANCE.tsv"
-    if not table.is_file():
-        return []
-    with open(table, encoding="utf-8", newline="") as fh:
-        return list(csv.DictReader(fh, delimiter="\t"))
-
-
-SHARED_ROWS = shared_capture_rows()
+SHARED_ROWS = list(corpus.provenance_rows())
 
 
 @pytest.fixture(params=SHARED_ROWS or [None], ids=lambda row: row["local_name"] if row else "none")
 def shared_capture(request: pytest.FixtureRequest) -> tuple[Path, dict[str, str]]:
-    """(path, PROVENANCE.tsv row) of each real capture in ../shared/captures."""
+    """(path, PROVENANCE.tsv row) of each shared real capture (``tests/corpus.py``)."""
     if request.param is None:
-        pytest.skip("../shared/captures is not available")
-    return SHARED_CAPTURES / request.param["local_name"], request.param
+        corpus.skip_missing()
+    return corpus.capture(request.param["local_name"]), request.param
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""The real captures of ../shared/captures: every one reads, with the right record count."""
+"""The shared real captures (``tests/corpus.py``): every one reads, with the right record
+count."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import numpy as np
 import pytest
 
 from ibwire.pcap import LINK_CODES, index_capture, open_capture, read_capture
-from tests.pcap.capture_synth import SHARED_CAPTURES, record_key
+from tests.corpus import ERF_CAPTURE, needs_shared
+from tests.pcap.capture_synth import record_key
 
-ERF_CAPTURE = SHARED_CAPTURES / "softroce-demo_infiniband.pcap"
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
@@ -77,7 +78,7 @@ def test_link_types_of_real_captures(shared_capture: tuple[Path, dict[str, str]]
                    for r in records)
 
 
-@pytest.mark.skipif(not ERF_CAPTURE.is_file(), reason="shared ERF capture not available")
+@needs_shared
 def test_erf_capture_frames_start_at_lrh() -> None:
     records = list(read_capture(ERF_CAPTURE))
     assert len(records) == 43
@@ -126,7 +127,7 @@ def test_gzip_of_real_capture(shared_capture: tuple[Path, dict[str, str]], tmp_p
     assert len(index.offsets) == len(unpacked) and not index.errors
 
 
-@pytest.mark.skipif(not ERF_CAPTURE.is_file(), reason="shared ERF capture not available")
+@needs_shared
 def test_stdin_subprocess() -> None:
     code = ("import sys; from ibwire.pcap import read_capture\n"
             "rs = list(read_capture('-'))\n"

@@ -19,9 +19,9 @@ from ibwire.pcap import (
     pcapng_to_pcap,
     read_capture,
 )
+from tests.corpus import ERF_CAPTURE, captures, needs_shared
 from tests.pcap.capture_synth import (
     NS,
-    SHARED_CAPTURES,
     T0,
     epb,
     erf_record,
@@ -36,8 +36,6 @@ from tests.pcap.capture_synth import (
     sll_header,
     spb,
 )
-
-ERF_CAPTURE = SHARED_CAPTURES / "softroce-demo_infiniband.pcap"
 
 
 def _keys(path: Path | str) -> list[tuple]:
@@ -138,7 +136,7 @@ def test_infiniband_erf_round_trip(write_capture, tmp_path: Path) -> None:
     assert _keys(back) == _keys(source)
 
 
-@pytest.mark.skipif(not ERF_CAPTURE.is_file(), reason="shared ERF capture not available")
+@needs_shared
 def test_real_erf_to_infiniband_and_back(tmp_path: Path) -> None:
     original = list(read_capture(ERF_CAPTURE))
     ib, erf = tmp_path / "ib.pcap", tmp_path / "erf.pcap"
@@ -196,10 +194,10 @@ def test_pcapng_to_pcap(write_capture, tmp_path: Path) -> None:
     assert [r.link for r in read_capture(target)] == ["ip"]
 
 
+@needs_shared
 def test_pcapng_to_pcap_real(tmp_path: Path) -> None:
-    sources = sorted(SHARED_CAPTURES.glob("*.pcapng"))
-    if not sources:
-        pytest.skip("shared captures not available")
+    sources = captures((".pcapng",))
+    assert sources
     for source in sources:
         target = tmp_path / (source.stem + ".pcap")
         pcapng_to_pcap(source, target)

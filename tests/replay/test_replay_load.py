@@ -14,7 +14,8 @@ from tools import mixed_capture
 
 from ibwire.pcap import read_capture
 from ibwire.replay import load, mmsg
-from tests.conftest import ROOT
+from tests import corpus
+from tests.corpus import ROOT
 from tests.rewrite.test_rewrite_roce import CAPTURE_FILES
 
 LINKS = {"ethernet": 0, "ip": 2}
@@ -44,7 +45,7 @@ def test_load_equals_the_record_reader(window: int, mixed: Path) -> None:
         assert got.timestamps_ns.tolist() == [w[2] for w in want], path.name
         assert got.lengths.tolist() == [len(w[0]) for w in want]
         checked += bool(want)
-    assert checked >= 3
+    assert checked >= (3 if corpus.PRESENT else 2)  # without them: rocev2 sample, mixed
 
 
 def test_load_of_a_capture_without_ethernet_or_ip(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from ibwire.pcap import read_capture
-from tests.conftest import ROOT
+from tests.corpus import ROOT
 from tests.replay.netns import Veth, need_root, veth_namespace
 from tests.rewrite.frames import icrc_verdicts
 

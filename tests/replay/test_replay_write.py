@@ -9,7 +9,7 @@ import pytest
 
 from ibwire.cli.main import main
 from ibwire.pcap import read_capture
-from tests.conftest import ROOT
+from tests.corpus import ROOT
 from tests.rewrite.frames import icrc_verdicts, scapy_icrc_ok
 
 SAMPLE = ROOT / "captures" / "sample-rocev2.pcap"

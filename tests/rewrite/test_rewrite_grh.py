@@ -12,7 +12,7 @@ import pytest
 from ibwire import crc
 from ibwire.cli.main import main
 from ibwire.errors import IbwireError
-from tests.conftest import ROOT
+from tests.corpus import ROOT
 from tests.rewrite.frames import frames
 
 

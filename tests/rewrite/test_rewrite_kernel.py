@@ -16,7 +16,7 @@ from tools import mixed_capture
 from ibwire.rewrite import vector
 from ibwire.scan import scan_capture
 from ibwire.scan.program import CAPTURE_ERROR
-from tests.conftest import ROOT
+from tests.corpus import ROOT
 from tests.crc.conftest import built_or_skip
 from tests.rewrite.frames import frames
 from tests.rewrite.test_rewrite_batch import ALL_OPTIONS, _pcap, options

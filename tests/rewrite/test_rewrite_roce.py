@@ -16,7 +16,8 @@ import pytest
 from ibwire import crc
 from ibwire.cli.main import main
 from ibwire.errors import IbwireError
-from tests.conftest import CAPTURES, ROOT
+from tests import corpus
+from tests.corpus import ERF_CAPTURE, RDMA_CM, ROOT, needs_shared
 from tests.rewrite.frames import frames, icrc_verdicts, scapy_icrc_ok
 
 SAMPLES = ROOT / "captures"
@@ -40,12 +41,12 @@ OPTION_SETS: dict[str, list[str]] = {
 }
 MASKED = ("mac", "vlan-add", "ttl", "tos", "tclass-flowlabel", "dscp-ecn")
 """Edits outside the ICRC (Ethernet) or of the fields it masks: the ICRC must be kept."""
-CAPTURE_FILES = [SAMPLES / "sample-rocev2.pcap", SAMPLES / "sample-ib.pcap",
-                 CAPTURES / "linlinw5-rdma_ib_tutorial_rdma_read_bw.pcap",
-                 CAPTURES / "linlinw5-rdma_ib_tutorial_pingpong_ud.pcap",
-                 CAPTURES / "sanderw71-SoftRoce_Frame_req_and_response.pcapng",
-                 CAPTURES / "softroce-demo_infiniband.pcap",
-                 CAPTURES / "linlinw5-rdma_ib_tutorial_rdma_cm.pcap"]
+SAMPLE_FILES = [SAMPLES / "sample-rocev2.pcap", SAMPLES / "sample-ib.pcap"]
+SHARED_FILES = [corpus.capture("linlinw5-rdma_ib_tutorial_rdma_read_bw.pcap"),
+                corpus.capture("linlinw5-rdma_ib_tutorial_pingpong_ud.pcap"),
+                corpus.capture("sanderw71-SoftRoce_Frame_req_and_response.pcapng"), ERF_CAPTURE,
+                RDMA_CM]
+CAPTURE_FILES = [*SAMPLE_FILES, *SHARED_FILES]
 GOLDEN = Path(__file__).with_name("golden.json")
 
 
@@ -66,7 +67,9 @@ def bth_fields(link: str, frame: bytes) -> tuple[int, int, int, int] | None:
             int.from_bytes(frame[b + 5:b + 8], "big"), int.from_bytes(frame[b + 9:b + 12], "big"))
 
 
-@pytest.mark.parametrize("capture", CAPTURE_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("capture", [*SAMPLE_FILES, *(pytest.param(p, marks=needs_shared)
+                                                      for p in SHARED_FILES)],
+                         ids=lambda p: p.name)
 @pytest.mark.parametrize("name", sorted(OPTION_SETS))
 def test_every_icrc_of_every_output_verifies(capture: Path, name: str, tmp_path: Path) -> None:
     if not capture.exists():
@@ -213,11 +216,12 @@ def test_mtu_trunc_cuts_ip_packets_and_marks_roce_cut(tmp_path: Path) -> None:
             assert len(b) == len(a)
 
 
+@needs_shared
 def test_qpmap_and_psn_offset_reach_cm_req_and_rep(tmp_path: Path) -> None:
     """The QPNs a CM REQ/REP sets up move with --qpmap, their starting PSNs with
     --psn-offset; the data packets that follow agree (checked against tshark's fields by the
     offsets: REQ Local QPN 0x3d, Starting PSN 0x7cc204; REP Local QPN 0x3b, PSN 0x727d6d)."""
-    src = CAPTURES / "linlinw5-rdma_ib_tutorial_rdma_cm.pcap"
+    src = RDMA_CM
     out = tmp_path / "o.pcap"
     report = rewrite(src, out, "--qpmap", "0x3d:0x13d,0x3b:0x13b", "--psn-offset", "0x10")
     (_, req), (_, rep) = frames(out)[:2]

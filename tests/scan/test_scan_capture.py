@@ -16,8 +16,8 @@ from ibwire.errors import CaptureError
 from ibwire.pcap import LINK_CODES, read_capture
 from ibwire.scan import scan_capture
 from ibwire.strategies import packets
+from tests import corpus
 from tests.pcap.capture_synth import (
-    SHARED_CAPTURES,
     T0,
     assert_index_agrees,
     erf_record,
@@ -160,8 +160,8 @@ def test_corrupt_gzip(tmp_path):
 
 
 def test_shared_and_sample_captures():
-    paths = sorted(p for p in SHARED_CAPTURES.iterdir() if p.suffix in (".pcap", ".pcapng",
-                                                                         ".erf", ".gz"))
+    """The shared captures (when there) and the samples."""
+    paths = corpus.captures((".pcap", ".pcapng", ".erf", ".gz"))
     paths += sorted((ROOT / "captures").glob("*.pcap"))
     assert paths
     for path in paths:

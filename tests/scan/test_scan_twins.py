@@ -11,7 +11,7 @@ from ibwire.pcap import index_capture
 from ibwire.pcap.records import MAX_CAPLEN
 from ibwire.scan import _python
 from ibwire.strategies import mutated, packets
-from tests.pcap.capture_synth import SHARED_CAPTURES
+from tests import corpus
 from tests.scan.expect import rows_equal
 
 SETTINGS = settings(max_examples=60, deadline=None,
@@ -38,8 +38,9 @@ def test_twins_agree_on_batches(scan_engine, frames):
     assert rows_equal(scan_engine.scan_frames(*args), _python.scan_frames(*args)) == []
 
 
+@corpus.needs_shared
 def test_twins_agree_on_shared_captures(scan_engine):
-    paths = sorted(p for p in SHARED_CAPTURES.iterdir() if p.suffix in (".pcap", ".pcapng"))
+    paths = corpus.captures()
     assert paths
     for path in paths:
         index = index_capture(path)
@@ -115,10 +116,9 @@ def test_unverified_scans_read_the_crcs_without_checking_them(scanner, frames):
 
 
 def test_unverified_scans_of_shared_captures(scanner):
-    from tests.conftest import ROOT
-
-    paths = sorted(p for p in SHARED_CAPTURES.iterdir() if p.suffix in (".pcap", ".pcapng"))
-    paths.append(ROOT / "captures" / "sample-corrupt.pcap")  # bad CRCs: verdicts 0 there
+    """The shared captures (when there) and the corrupt sample."""
+    paths = corpus.captures()
+    paths.append(corpus.ROOT / "captures" / "sample-corrupt.pcap")  # bad CRCs: verdicts 0 there
     for path in paths:
         index = index_capture(path)
         _unverified_is_verified_without_verdicts(

@@ -4,7 +4,6 @@ generated CM MADs and on broken ones (cut, lying lengths: no crash, the view abs
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,7 +25,7 @@ from ibwire.strategies import (
     mutated,
 )
 from ibwire.tables import mad_attributes
-from tests.conftest import CAPTURES
+from tests.corpus import RDMA_CM, captures, needs_shared
 from tests.scan.expect import scan_one
 
 SETTINGS = settings(max_examples=80, deadline=None,
@@ -84,13 +83,10 @@ def check(scanner: Any, frame: bytes, link: str) -> list[str]:
 # ---------------------------------------------------------------- real captures
 
 
-def _captures() -> list[Path]:
-    return sorted(p for p in CAPTURES.iterdir() if p.suffix in (".pcap", ".pcapng"))
-
-
+@needs_shared
 def test_views_agree_with_parse_on_every_shared_capture_frame(scanner):
     cm_rows = 0
-    for path in _captures():
+    for path in captures():
         index = index_capture(path)
         cols = scanner.scan_frames(index.buffer, index.offsets, index.lengths, index.link_codes)
         data = bytes(memoryview(index.buffer))
@@ -104,10 +100,11 @@ def test_views_agree_with_parse_on_every_shared_capture_frame(scanner):
     assert cm_rows >= 10  # rdma_cm.pcap and rping.pcap hold CM exchanges
 
 
+@needs_shared
 def test_the_rdma_cm_capture_pairs_its_connections(scanner):
     """Each REQ's local communication ID comes back as a REP's remote one, and the REP's
     local ID in the RTU: what ``ibwire qp`` pairs connections with."""
-    index = index_capture(CAPTURES / "linlinw5-rdma_ib_tutorial_rdma_cm.pcap")
+    index = index_capture(RDMA_CM)
     cols = scanner.scan_frames(index.buffer, index.offsets, index.lengths, index.link_codes)
 
     def rows(view: str) -> np.ndarray:

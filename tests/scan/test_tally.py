@@ -18,8 +18,8 @@ from ibwire.pcap import LINK_CODES, read_capture
 from ibwire.scan import _layout, declared, scan_capture, tally
 from ibwire.scan import _tally_python as twin
 from ibwire.strategies import packets, placed_mutations
+from tests import corpus
 from tests.pcap.capture_synth import (
-    SHARED_CAPTURES,
     T0,
     pcap_file,
     pcap_header,
@@ -291,9 +291,10 @@ def _linktype(path: Path) -> int:
     return struct.unpack_from(order + "I", head, 20)[0] & 0xFFFF
 
 
-SHARED_PCAPS = sorted(SHARED_CAPTURES.glob("*.pcap"))
+SHARED_PCAPS = corpus.captures((".pcap",))
 
 
+@corpus.needs_shared
 def test_the_counting_scan_takes_the_shared_captures_it_reads():
     """Those whose records are frames or cooked; the others (ERF here) are left to the
     scanner."""
@@ -304,8 +305,9 @@ def test_the_counting_scan_takes_the_shared_captures_it_reads():
             found.feed.close()
 
 
-@pytest.mark.parametrize("path", [p for p in SHARED_PCAPS if _linktype(p) in DIRECT | COOKED],
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize("path", corpus.params([p for p in SHARED_PCAPS
+                                                if _linktype(p) in DIRECT | COOKED]),
+                         ids=lambda p: p.name if p else "none")
 def test_shared_captures(engine, path, monkeypatch):
     monkeypatch.setattr(tally, "SPLIT_AT_LEAST", 0)
     for window in (4096, 1 << 20):

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from ibwire.pcap import LINK_CODES
 from ibwire.scan import _tally_python as twin
 from ibwire.scan import tally, tally_pcapng
+from tests import corpus
 from tests.pcap.capture_synth import (
-    SHARED_CAPTURES,
     T0,
     block,
     epb,
@@ -216,10 +216,8 @@ def test_plain_runs_are_counted_in_c(engine, tmp_path, monkeypatch):
     assert [f.record for f in windows[0].flagged] == [7]
 
 
-SHARED_PCAPNGS = sorted(SHARED_CAPTURES.glob("*.pcapng"))
-
-
-@pytest.mark.parametrize("path", SHARED_PCAPNGS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", corpus.params(corpus.captures((".pcapng",))),
+                         ids=lambda p: p.name if p else "none")
 def test_shared_captures(engine, path, monkeypatch):
     monkeypatch.setattr(tally, "SPLIT_AT_LEAST", 0)
     for window in (4096, 1 << 20):

@@ -32,11 +32,10 @@ from ibwire.scapy import BTH, CM_REP, CM_REQ, DETH, MAD, RMPP, P_KeyTable, PathR
 from ibwire.scapy.attributes import ATTRIBUTE_LAYERS, LAYERS_BY_RECORD, MADPart, short_name
 from ibwire.strategies import bad_mads, mad_fields
 from ibwire.tables import MadAttribute, mad_attributes, mad_classes
-from tests.conftest import CAPTURES
+from tests.corpus import RDMA_CM, needs_shared
 
 ROWS = list(mad_attributes().values())
 ROW_IDS = [f"0x{r.mgmtclass:02x}-{r.name}" for r in ROWS]
-RDMA_CM = CAPTURES / "linlinw5-rdma_ib_tutorial_rdma_cm.pcap"
 
 
 def _carrier(klass: int) -> Packet:
@@ -221,6 +220,7 @@ def test_a_cut_mad_leaves_the_rest_as_payload():
     assert CM_REQ not in dissected and dissected[MAD].payload.load == bytes(100)
 
 
+@needs_shared
 def test_rdma_cm_capture_dissects_as_ibwire_parse():
     cm = 0
     for packet in scapy_rdpcap(str(RDMA_CM)):

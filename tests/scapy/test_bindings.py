@@ -213,12 +213,12 @@ CONTRIB = {"import": "import scapy.contrib.roce",
 def test_coexists_with_scapy_contrib_roce(order, how):
     """Loaded before or after ibwire (its ``bind_layers(UDP, BTH, dport=4791)`` appends after
     our entry), contrib's frames dissect as ibwire's layers, an ACK from port 53 too."""
-    from tests.conftest import REFERENCE
+    from tests.corpus import DATA
 
     contrib, ours = CONTRIB[how], "import ibwire.scapy"
     first, second = (contrib, ours) if order == "contrib-first" else (ours, contrib)
     code = COEXIST.format(first=first, second=second)
-    result = subprocess.run([sys.executable, "-c", code, str(REFERENCE / "vectors.json")],
+    result = subprocess.run([sys.executable, "-c", code, str(DATA / "vectors.json")],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"

@@ -8,11 +8,11 @@ from scapy.utils import rdpcap as scapy_rdpcap
 
 import ibwire
 from ibwire.scapy import BTH, ERF, LRH, rdpcap
-from tests.conftest import CAPTURES
+from tests import corpus
+from tests.corpus import ERF_CAPTURE, needs_shared
 from tests.scapy.helpers import assert_like_parse, start_layer
 
-FILES = sorted([*CAPTURES.glob("*.pcap"), *CAPTURES.glob("*.pcapng")])
-ERF_CAPTURE = CAPTURES / "softroce-demo_infiniband.pcap"
+FILES = corpus.captures()
 
 
 def _check(packets) -> int:
@@ -32,15 +32,17 @@ def _check(packets) -> int:
     return checked
 
 
+@needs_shared
 def test_captures_are_there():
     assert len(FILES) >= 20 and ERF_CAPTURE in FILES
 
 
-@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+@pytest.mark.parametrize("path", corpus.params(FILES), ids=lambda p: p.name if p else "none")
 def test_capture_dissects_with_scapy_rdpcap(path):
     assert _check(scapy_rdpcap(str(path))) > 0
 
 
+@needs_shared
 def test_erf_capture_goes_through_erf_and_lrh():
     packets = rdpcap(ERF_CAPTURE)
     assert len(packets) == 43

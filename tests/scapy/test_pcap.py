@@ -13,15 +13,14 @@ from scapy.packet import Raw
 from scapy.utils import RawPcapReader
 
 from ibwire.scapy import BTH, ERF, LRH, rdpcap, read_erf
-from tests.conftest import CAPTURES
-
-ERF_CAPTURE = CAPTURES / "softroce-demo_infiniband.pcap"
+from tests.corpus import ERF_CAPTURE, needs_shared
 
 
 def _records() -> list[bytes]:
     return [data for data, _ in RawPcapReader(str(ERF_CAPTURE))]
 
 
+@needs_shared
 def test_erf_layer_rebuilds_each_record():
     for record in _records():
         packet = ERF(record)
@@ -30,6 +29,7 @@ def test_erf_layer_rebuilds_each_record():
         assert packet[BTH].icrc_ok is True and packet[LRH].vcrc_ok is True
 
 
+@needs_shared
 def test_bare_erf_file(tmp_path):
     records = _records()
     path = tmp_path / "capture.erf"
@@ -55,6 +55,7 @@ def test_erf_ethernet_record_and_extension_headers():
     assert packet[BTH].icrc_ok is True
 
 
+@needs_shared
 def test_gzip_pcap_and_junk(tmp_path):
     gz = tmp_path / "capture.pcap.gz"
     gz.write_bytes(gzip.compress(ERF_CAPTURE.read_bytes()))

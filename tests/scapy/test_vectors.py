@@ -10,7 +10,7 @@ from scapy.layers.l2 import Ether
 
 import ibwire
 from ibwire.scapy import BTH, GRH, LRH
-from tests.conftest import load_vectors, vector_link
+from tests.corpus import load_vectors, vector_link
 from tests.scapy.helpers import assert_like_parse, start_layer
 
 VECTORS = load_vectors()

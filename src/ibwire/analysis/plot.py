@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from typing import Any
 
 import numpy as np
 
 from ibwire.errors import IbwireError
+from ibwire.pcap.atomic import replace_into, temporary_beside
 from ibwire.transport.opkinds import ACK, CNP, KIND, READ_RESP, REQUEST
 from ibwire.transport.psn import HALF, PSN_BITS, PSN_MASK
 
@@ -99,13 +99,11 @@ def plot_connection(report: Any, chunks: list[dict[str, np.ndarray]], path: str)
     tp.set_ylabel("Gb/s")
     tp.set_xlabel(f"time (us) from {t0} ns")
     fig.tight_layout()
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".ibwire-", suffix=os.path.splitext(path)[1],
-                               dir=directory)
+    fd, tmp = temporary_beside(path, os.path.splitext(path)[1])
     os.close(fd)
     try:
         fig.savefig(tmp)
-        os.replace(tmp, path)
+        replace_into(tmp, path)
     except BaseException:
         os.unlink(tmp)
         raise

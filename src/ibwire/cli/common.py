@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -15,14 +15,16 @@ if TYPE_CHECKING:
 
     from ibwire.inspect import Inspection
     from ibwire.pcap.live import LiveCapture
-    from ibwire.pcap.source import Source
+    from ibwire.pcap.records import CaptureRecord
+    from ibwire.pcap.source import CaptureReader, Source
     from ibwire.scan import ScanBatch
 
 
 def add_input_arguments(parser: argparse.ArgumentParser, many: bool = False,
-                        live: bool = False) -> None:
+                        live: bool = False, write_help: str | None = None) -> None:
     """FILE (or FILE...), -c, --where, --no-progress; ``live``: -i IFACE instead of FILE,
-    with -f, --duration and -w."""
+    with -f, --duration and -w (``write_help``: what -w does, when the verb gives it a
+    meaning for a FILE too)."""
     name, help_text = ("files" if many else "file",
                        "capture file (pcap, pcapng, ERF, gzip) or - for stdin")
     if live:
@@ -46,8 +48,8 @@ def add_input_arguments(parser: argparse.ArgumentParser, many: bool = False,
         parser.add_argument("--duration", type=float, default=None, metavar="S",
                             help="stop capturing after S seconds (with -i)")
         parser.add_argument("-w", "--write", default=None, metavar="FILE",
-                            help="keep the packets captured in FILE, a classic pcap file "
-                            "(with -i)")
+                            help=write_help or "keep the packets captured in FILE, a "
+                            "classic pcap file (with -i)")
         parser.set_defaults(usage_error=parser.error)
 
 
@@ -182,24 +184,35 @@ def inspections(source: Source, args: argparse.Namespace) -> Iterator[Inspection
     """Inspect the records of ``source`` (a path or a live capture), honouring ``-c`` (ending
     as soon as the last record is read) and ``--where``."""
     from ibwire.inspect import inspect
-    from ibwire.pcap import open_capture
     from ibwire.where import compile_where
 
-    keep = compile_where(args.where) if getattr(args, "where", None) else None
+    where = compile_where(args.where) if getattr(args, "where", None) else None
+    for record in records(source, args):
+        found = inspect(record)
+        if where is None or where(found.fields()):
+            yield found
+
+
+def records(source: Source, args: argparse.Namespace,
+            opened: Callable[[CaptureReader], None] | None = None) -> Iterator[CaptureRecord]:
+    """The records of ``source`` (a path or a live capture) as read, honouring ``-c``, with
+    a progress bar; ``opened`` is given the reader before the first record."""
+    from ibwire.pcap import open_capture
+
     progress = Progress(_label(source), _size(source), not getattr(args, "no_progress", False))
-    seen = 0
+    count = 0
     try:
         with open_capture(source) as reader:
+            if opened is not None:
+                opened(reader)
             if args.count is not None and args.count <= 0:
                 return
             for record in reader:
-                seen += 1
+                count += 1
                 _note_shrink(args, record.error)
                 progress.update(record.offset)
-                found = inspect(record)
-                if keep is None or keep(found.fields()):
-                    yield found
-                if args.count is not None and seen >= args.count:
+                yield record
+                if args.count is not None and count >= args.count:
                     break
     finally:
         progress.close()

@@ -13,7 +13,8 @@ from typing import Any
 
 from ibwire.transport.cnp import SCOPES
 
-#: Table columns: (title, value of a result dict, priority: lower ones go first when narrow).
+#: Table columns: (title, value of a result dict, priority: when the table is too wide for
+#: the terminal, the highest go first, after the addresses are shortened; 0 always stays).
 _COLUMNS: tuple[tuple[str, Any, int], ...] = (
     ("#", lambda i, d: str(i), 0),
     ("requester", lambda i, d: _end(d["requester"]), 0),
@@ -35,9 +36,23 @@ _COLUMNS: tuple[tuple[str, Any, int], ...] = (
 )
 
 
+#: The name of each column for ``--columns`` (its title, without the unit).
+NAMES = {title.split()[0]: c for c, (title, _, _) in enumerate(_COLUMNS)}
+#: Addresses (IPv6 addresses, GIDs) longer than this are shortened to fit a narrow terminal.
+SHORT_ADDRESS = 16
+
+
 def _end(side: dict[str, Any]) -> str:
     qpn = side["qpn"]
     return f"{side['address']}/{'?' if qpn is None else f'0x{qpn:x}'}"
+
+
+def _shorten(end: str) -> str:
+    """``address/qpn`` with a long address cut to its last characters after "…"."""
+    address, _, qpn = end.rpartition("/")
+    if len(address) <= SHORT_ADDRESS:
+        return end
+    return f"…{address[-(SHORT_ADDRESS - 1):]}/{qpn}"
 
 
 def _size(n: int) -> str:
@@ -70,6 +85,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="CNP pacing scope the check expects (default qp)")
     parser.add_argument("--cnp-interval-us", type=float, default=4.0, metavar="US",
                         help="minimum time between CNPs of one scope (default 4)")
+    parser.add_argument("--wide", action="store_true",
+                        help="the table with every column and whole addresses, however wide "
+                        "(else it fits the terminal, saying what it left out)")
+    parser.add_argument("--columns", metavar="A,B,...", default=None,
+                        help="the table's columns, in this order, of: " + ", ".join(NAMES))
 
 
 #: Keys of a connection's ``cm`` object (CSV columns ``cm.<key>``; empty without CM).
@@ -102,25 +122,60 @@ def csv_columns() -> list[str]:
                        for k in KEYS}))
 
 
-def table(results: list[dict[str, Any]], width: int) -> list[str]:
-    """The rows as text lines no wider than ``width`` (columns of low priority left out)."""
+def columns_of(text: str) -> list[int]:
+    """The columns ``--columns a,b,c`` names, in its order; ValueError naming the known
+    ones for another name."""
+    picked = []
+    for name in (n.strip() for n in text.split(",")):
+        if name not in NAMES:
+            raise ValueError(f"no column {name!r}; the columns are {', '.join(NAMES)}")
+        picked.append(NAMES[name])
+    return picked
+
+
+def table(results: list[dict[str, Any]], width: int | None,
+          columns: list[int] | None = None) -> list[str]:
+    """The rows as text lines: ``columns`` (default all) no wider than ``width`` (None: as
+    wide as they are). To fit, the long addresses are shortened first, then the columns of
+    least priority left out; a last line then says so, naming them (none is left out
+    silently). Rows that still do not fit are not cut."""
+    keep = list(range(len(_COLUMNS))) if columns is None else list(columns)
     cells = [[get(i, d) for _, get, _ in _COLUMNS] for i, d in enumerate(results)]
-    keep = list(range(len(_COLUMNS)))
 
     def widths() -> list[int]:
         return [max([len(_COLUMNS[c][0])] + [len(row[c]) for row in cells]) for c in keep]
 
-    while sum(widths()) + 2 * (len(keep) - 1) > width:
+    def too_wide() -> bool:
+        return width is not None and sum(widths()) + 2 * (len(keep) - 1) > width
+
+    shortened = False
+    if too_wide():
+        ends = [NAMES["requester"], NAMES["responder"]]
+        short = [[_shorten(cell) if c in ends else cell for c, cell in enumerate(row)]
+                 for row in cells]
+        shortened, cells = short != cells, short
+    left_out = []
+    while too_wide():
         droppable = [c for c in keep if _COLUMNS[c][2] > 0]
         if not droppable:
             break
-        keep.remove(max(droppable, key=lambda c: (_COLUMNS[c][2], c)))
+        dropped = max(droppable, key=lambda c: (_COLUMNS[c][2], c))
+        keep.remove(dropped)
+        left_out.append(dropped)
     w = widths()
     lines = ["  ".join(_COLUMNS[c][0].ljust(x) for c, x in zip(keep, w, strict=True)).rstrip()]
     for row in cells:
-        lines.append("  ".join(row[c].rjust(x) if k > 2 else row[c].ljust(x)
-                               for k, (c, x) in enumerate(zip(keep, w, strict=True))).rstrip())
-    return [line[:width] for line in lines]
+        lines.append("  ".join(row[c].rjust(x) if c > NAMES["responder"] else row[c].ljust(x)
+                               for c, x in zip(keep, w, strict=True)).rstrip())
+    said = []
+    if left_out:
+        said.append("left out " + ", ".join(_COLUMNS[c][0].split()[0] for c in sorted(left_out)))
+    if shortened:
+        said.append("addresses shortened")
+    if said:
+        lines.append(f"(to fit {width} columns: {'; '.join(said)}; --wide shows all, "
+                     f"--columns picks)")
+    return lines
 
 
 def run(args: argparse.Namespace) -> int:
@@ -130,6 +185,13 @@ def run(args: argparse.Namespace) -> int:
     if args.svg and not args.plot:
         print("ibwire qp: --svg goes with --plot DIR", file=sys.stderr)
         return 2
+    columns = None
+    if args.columns is not None:
+        try:
+            columns = columns_of(args.columns)
+        except ValueError as exc:
+            print(f"ibwire qp: --columns: {exc}", file=sys.stderr)
+            return 2
     if args.plot:
         from ibwire.analysis.plot import _matplotlib
 
@@ -152,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         from ibwire.cli.main import terminal_columns
 
-        for line in table(dicts, terminal_columns()):
+        for line in table(dicts, None if args.wide else terminal_columns(), columns):
             print(line, file=out)
         for i, d in enumerate(dicts):
             for f in d["findings"]:

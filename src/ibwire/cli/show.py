@@ -47,9 +47,16 @@ _KEY_FIELDS = (("reth.va", "va", "0x{:x}"), ("reth.r_key", "rkey", "0x{:x}"),
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_input_arguments(parser, live=True)
+    from ibwire.cli.show_time import FORMATS
+
+    add_input_arguments(parser, live=True, write_help="write the records shown (those --where "
+                        "keeps) to FILE instead of printing them, in the input's format, as "
+                        "tshark -w; with -i: keep the whole capture in FILE, a classic pcap")
     parser.add_argument("-V", "--verbose", action="store_true", help="print the header tree")
     parser.add_argument("--json", action="store_true", help="one JSON object per packet")
+    parser.add_argument("-t", dest="time_format", choices=list(FORMATS), default="r",
+                        metavar="FORMAT", help="the time column, as tshark -t: " + "; ".join(
+                            f"{k} {v}" for k, v in FORMATS.items()))
 
 
 #: Where a line's source and destination come from, first present wins.
@@ -71,11 +78,13 @@ def _addresses(fields: Mapping[str, Any]) -> tuple[str, str]:
     return "?", "?"
 
 
-def _head(number: int, timestamp_ns: int | None, start_ns: int, fields: Mapping[str, Any]
-          ) -> str:
-    """Record number, time since the first record (none for a record that could not be
-    read), source and destination."""
-    when = f"{'-':>11}" if timestamp_ns is None else f"{(timestamp_ns - start_ns) / 1e9:11.6f}"
+def _head(number: int, timestamp_ns: int | None, start_ns: int, fields: Mapping[str, Any],
+          when: str | None = None) -> str:
+    """Record number, time (``when``, else since ``start_ns``; none for a record that could
+    not be read), source and destination."""
+    if when is None:
+        when = f"{'-':>11}" if timestamp_ns is None else \
+            f"{(timestamp_ns - start_ns) / 1e9:11.6f}"
     src, dst = _addresses(fields)
     return f"{number:6d} {when} {src} → {dst} "
 
@@ -129,14 +138,15 @@ def _broken(packet: Packet, fields: Mapping[str, Any], icrc_ok: bool | None,
     return line
 
 
-def summary(found: Inspection, start_ns: int, fields: Mapping[str, Any] | None = None
-            ) -> str:
+def summary(found: Inspection, start_ns: int = 0, fields: Mapping[str, Any] | None = None,
+            when: str | None = None) -> str:
     """The summary line; ``fields`` the packet's (``Packet.fields``) when already made: the
-    line reads no key that ``Inspection.fields`` adds."""
+    line reads no key that ``Inspection.fields`` adds; ``when`` its time text
+    (``show_time.Clock``), else the seconds since ``start_ns``."""
     if fields is None:
         fields = found.fields()
     timestamp = None if found.record.error is not None else found.record.timestamp_ns
-    line = _head(found.record.index + 1, timestamp, start_ns, fields)
+    line = _head(found.record.index + 1, timestamp, start_ns, fields, when)
     packet = found.packet
     if packet is None:
         return line + f"[{found.error}]" if found.error else line + "(not parsed)"
@@ -165,16 +175,17 @@ def derived_text(value: Any) -> str:
     return str(jsonable(value))
 
 
-def tree(found: Inspection) -> str:
+def tree(found: Inspection, when: str | None = None) -> str:
+    """The packet's line (its time ``when``, as ``summary``), then its headers' fields."""
     packet = found.packet
     if packet is None:
-        return summary(found, found.record.timestamp_ns)
+        return summary(found, found.record.timestamp_ns, when=when)
     from ibwire.headers import ALL
     from ibwire.mads import TITLES
     from ibwire.names import DECIMAL, NAMED, describe
 
     fields = packet.fields()
-    lines = [summary(found, found.record.timestamp_ns, fields)]
+    lines = [summary(found, found.record.timestamp_ns, fields, when)]
     # A MAD's derived values are written as its fields are; others' as ``derived_text``
     # (the AETH syndrome's parts, IPv4 options), as the column path writes them.
     mad = "mad.mgmtclass" in fields
@@ -264,10 +275,17 @@ def scanned_lines(source: Source, args: argparse.Namespace) -> Iterator[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.write is not None and (args.verbose or args.json):
+        args.usage_error("-w writes the records to a file; -V and --json print them")
     if args.interface is not None:
         with live_capture(args) as live:
             return show(live, args)
-    file_only_options(args)
+    output, args.write = args.write, None
+    file_only_options(args)  # -f and --duration are for -i
+    if output is not None:
+        from ibwire.cli.show_write import write_records
+
+        return write_records(args.file, output, args)
     return show(args.file, args)
 
 
@@ -291,14 +309,22 @@ def show(source: Source, args: argparse.Namespace) -> int:
                 out.flush()
         return shrink_status(args, "show", args.file)
 
-    start_ns = None
-    for found in inspections(source, args):
-        if start_ns is None and found.record.error is None:
-            start_ns = found.record.timestamp_ns
+    from ibwire.cli.show_time import clock_for
+    from ibwire.where import compile_where
+
+    keep = compile_where(args.where)
+    clock = clock_for(source, args)  # every record read moves it, shown or not
+    for found in inspections(source, argparse.Namespace(**{**vars(args), "where": None})):
+        fields = found.fields()
+        shown = keep(fields)
+        when = clock.advance(None if found.record.error is not None
+                             else found.record.timestamp_ns, shown)
+        if not shown:
+            continue
         if args.json:
-            out.write(json_line(found.fields()))
+            out.write(json_line(fields))
         elif args.verbose:
-            out.write(tree(found) + "\n\n")
+            out.write(tree(found, when) + "\n\n")
         else:
-            out.write(summary(found, start_ns or 0) + "\n")
+            out.write(summary(found, when=when) + "\n")
     return shrink_status(args, "show", args.file)

@@ -26,6 +26,7 @@ from ibwire.scan.text import TEXT, Op, Templates, fill
 if TYPE_CHECKING:
     import argparse
 
+    from ibwire.inspect import Inspection
     from ibwire.pcap.source import Source
     from ibwire.scan import ScanBatch
 
@@ -173,6 +174,15 @@ def _when(cols: dict[str, np.ndarray], start_ns: int) -> np.ndarray:
                      for s in stamps.tolist()], np.int64)
 
 
+def _seconds(found: Inspection, start_ns: int | None) -> str:
+    """A dissected row's time as the C filler writes the others' (``show_time.WIDTH``)."""
+    from ibwire.cli.show_time import Clock
+
+    if found.record.error is not None:
+        return Clock().advance(None)
+    return Clock().seconds(found.record.timestamp_ns - (start_ns or 0))
+
+
 _END = {"line": "\n", "json": "\n", "tree": "\n\n"}
 _DISSECTED: list[Op] = [(TEXT, "dissected", 0, 0)]
 
@@ -184,25 +194,29 @@ def texts(source: Source, args: argparse.Namespace, mode: str) -> Iterator[bytes
     end (an empty line after a tree)."""
     from ibwire.cli.common import json_line, scanned
     from ibwire.cli.show import _COLUMNS, _records, summary, tree
+    from ibwire.cli.show_time import clock_for
 
     keys = None if mode != "line" else tuple({*_COLUMNS, *CLASSIFY_KEYS, *MAD_KEYS})
     templates = Templates()
     numbered: dict[int, int] = {0: templates.add(_DISSECTED)}
+    clock = clock_for(source, args)
     start_ns: int | None = None
     for batch, cols, _failed in scanned(source, args, fields=keys):
         count = len(cols["record"])
         if not count:
             continue
-        if start_ns is None:
-            readable = np.flatnonzero(cols["error"] != program.CAPTURE_ERROR)
-            if readable.size:
-                start_ns = int(cols["timestamp_ns"][readable[0]])
+        readable = cols["error"] != program.CAPTURE_ERROR
+        times: list[str] = []
+        if not clock.in_c:  # each row's time text; the C filler writes only the default
+            times = clock.batch(cols["timestamp_ns"], readable)
+        elif start_ns is None and readable.any():
+            start_ns = int(cols["timestamp_ns"][np.flatnonzero(readable)[0]])
         key, extra = classify(cols, mode)
         extra["when"] = _when(cols, start_ns or 0)
         shapes, inverse = distinct_values(key)
         for k in shapes.tolist():
             if k not in numbered:
-                numbered[k] = templates.add(compile_shape(mode, k))
+                numbered[k] = templates.add(compile_shape(mode, k, not clock.in_c))
         of_shape = np.array([numbered[k] for k in shapes.tolist()], np.int32)
         template = of_shape[inverse.reshape(-1)]
         rows_of = _Rows(batch, cols, extra, mode)
@@ -212,12 +226,13 @@ def texts(source: Source, args: argparse.Namespace, mode: str) -> Iterator[bytes
             from ibwire.inspect import inspect  # only for a row to dissect: the dissector
 
             found = inspect(record)
-            dissected[r] = (summary(found, start_ns or 0) if mode == "line"
+            when = times[r] if times else _seconds(found, start_ns)
+            dissected[r] = (summary(found, when=when) if mode == "line"
                             else json_line(found.fields())[:-1] if mode == "json"
-                            else tree(found))
+                            else tree(found, when))
         used_ints, used_strs = templates.columns_of(of_shape.tolist())
         ints = [rows_of.ints(n) if n in used_ints else None for n in templates.ints]
-        strs = [(dissected if n == "dissected" else rows_of.strs(n)) if n in used_strs
-                else None for n in templates.strs]
+        strs = [(dissected if n == "dissected" else times if n == "time" else rows_of.strs(n))
+                if n in used_strs else None for n in templates.strs]
         starts, ops, pool = templates.flat()
         yield fill(template, starts, ops, pool, ints, strs, _END[mode])

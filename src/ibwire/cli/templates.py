@@ -132,6 +132,11 @@ SYNDROME_TEXTS: dict[str, Callable[[dict[str, Any]], str]] = {
     "json": lambda d: "".join(f", {json.dumps(k)}: {json.dumps(v)}" for k, v in d.items())}
 
 
+#: ``when`` of a line whose time is the row's text in column "time" (``show_time.Clock``:
+#: other formats than the C filler's relative seconds).
+TIME_TEXT = "\0time"
+
+
 @cache
 def _head(address_bits: int, when: str | None) -> Block:
     """Number, time and addresses of a line whose headers are ``address_bits``."""
@@ -140,6 +145,8 @@ def _head(address_bits: int, when: str | None) -> Block:
     t.text(" ")
     if when is None:
         t.seconds("when", 11)
+    elif when == TIME_TEXT:
+        t.string("time")
     else:
         t.text(when)
     t.text(" ")
@@ -178,7 +185,8 @@ def opcode_names() -> list[str]:
 
 
 def line(t: Template, shape: Shape, when: str | None) -> None:
-    """The summary line (``show.summary``); ``when`` a fixed time text, None for the row's."""
+    """The summary line (``show.summary``); ``when`` a fixed time text, None for the row's
+    seconds, TIME_TEXT for the row's time text."""
     from ibwire.cli.show import _NAMES
 
     t.ops.append(_head(shape.headers & address_bits(), when))
@@ -310,9 +318,9 @@ def _tree_fields(slot: int, tag: int, opcode: int | None) -> Block:
     return Block(t.ops)
 
 
-def header_tree(t: Template, shape: Shape) -> None:
-    """The header tree of ``show -V`` (``show.tree``)."""
-    line(t, shape, f"{0:11.6f}")
+def header_tree(t: Template, shape: Shape, when: str | None = None) -> None:
+    """The header tree of ``show -V`` (``show.tree``), under the packet's line."""
+    line(t, shape, when)
     places = _places(shape)
     for at, (slot, tag) in enumerate(places):
         header = SLOTS[slot]
@@ -346,13 +354,15 @@ def header_tree(t: Template, shape: Shape) -> None:
         t.text(f" ({'ok' if shape.vcrc_ok == 1 else 'BAD'})")
 
 
-_OUTPUTS: dict[str, Callable[[Template, Shape], None]] = {
-    "line": lambda t, shape: line(t, shape, None), "json": json_object, "tree": header_tree}
+_OUTPUTS: dict[str, Callable[[Template, Shape, str | None], None]] = {
+    "line": line, "json": lambda t, shape, _when: json_object(t, shape), "tree": header_tree}
 
 
-def compile_shape(mode: str, key: int) -> list[Op | Block]:
+def compile_shape(mode: str, key: int, time_text: bool = False) -> list[Op | Block]:
+    """The template of ``mode`` for the rows of shape ``key``; ``time_text``: their time from
+    column "time" (TIME_TEXT), else the C filler's seconds."""
     t = Template()
-    _OUTPUTS[mode](t, Shape.of(key))
+    _OUTPUTS[mode](t, Shape.of(key), TIME_TEXT if time_text else None)
     return t.ops
 
 

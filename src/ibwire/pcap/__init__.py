@@ -56,6 +56,7 @@ if TYPE_CHECKING:
         ConversionReport,
         erf_to_infiniband,
         infiniband_to_erf,
+        pcap_to_pcapng,
         pcapng_to_pcap,
     )
     from ibwire.pcap.index import CaptureIndex, index_buffer, index_capture
@@ -68,7 +69,7 @@ if TYPE_CHECKING:
 
 _WHERE = {
     **dict.fromkeys(("ConversionReport", "erf_to_infiniband", "infiniband_to_erf",
-                     "pcapng_to_pcap"), "ibwire.pcap.convert"),
+                     "pcap_to_pcapng", "pcapng_to_pcap"), "ibwire.pcap.convert"),
     **dict.fromkeys(("CaptureIndex", "index_buffer", "index_capture"), "ibwire.pcap.index"),
     "LiveCapture": "ibwire.pcap.live",
     **dict.fromkeys(("LINK_CODES", "LINK_NAMES", "CaptureRecord"), "ibwire.pcap.records"),
@@ -105,6 +106,7 @@ __all__ = [
     "infiniband_to_erf",
     "iter_capture_bytes",
     "open_capture",
+    "pcap_to_pcapng",
     "pcapng_epbs",
     "pcapng_to_pcap",
     "read_capture",

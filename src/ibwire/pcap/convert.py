@@ -4,6 +4,7 @@
   ERF type 21 (InfiniBand) records, which Wireshark opens (it rejects 247).
 - :func:`erf_to_infiniband`: ERF type 21 records -> a LINKTYPE_INFINIBAND pcap.
 - :func:`pcapng_to_pcap`: a pcapng (or any capture) of one link type -> pcap.
+- :func:`pcap_to_pcapng`: a pcap (or any capture) -> pcapng.
 
 Each reads any capture ibwire reads (pcap, pcapng, native ERF, gzip, '-') and writes the
 output atomically: on any failure the output path is left as it was. The input is never
@@ -21,8 +22,8 @@ from dataclasses import dataclass, field
 from ibwire.errors import CaptureError, IbwireError
 from ibwire.pcap.erf import LINKTYPE_ERF, build_erf_record
 from ibwire.pcap.records import CaptureRecord
-from ibwire.pcap.source import Source, open_capture
-from ibwire.pcap.writer import PcapWriter
+from ibwire.pcap.source import CaptureReader, Source, open_capture
+from ibwire.pcap.writer import PcapngWriter, PcapWriter
 
 LINKTYPE_INFINIBAND = 247
 ERF_TYPE_INFINIBAND = 21
@@ -47,6 +48,20 @@ def _refuse_same_file(source: Source, output: str | os.PathLike[str]) -> None:
             return
         if same:
             raise CaptureError(f"{os.fspath(output)}: output would overwrite the input")
+
+
+def writer_like(reader: CaptureReader, output: str | os.PathLike[str]
+                ) -> PcapWriter | PcapngWriter:
+    """A writer of ``output`` in the format of the capture ``reader`` reads: a pcap with its
+    link type, byte order and timestamp resolution; a pcapng (each record's link type and
+    snaplen kept, nanosecond timestamps); a native ERF file as a pcap of its ERF records
+    (LINKTYPE_ERF, which Wireshark and ibwire read)."""
+    if reader.format == "pcapng":
+        return PcapngWriter(output)
+    if reader.format == "erf" or reader.header is None:
+        return PcapWriter(output, LINKTYPE_ERF, nanoseconds=True)
+    return PcapWriter(output, reader.header.linktype, nanoseconds=reader.header.nanoseconds,
+                      big_endian=reader.header.byte_order == ">")
 
 
 def _check_others(others: str) -> None:
@@ -170,4 +185,25 @@ def pcapng_to_pcap(source: Source, output: str | os.PathLike[str], *,
             writer.abort()
         raise
     report.records_written = writer.records_written
+    return report
+
+
+def pcap_to_pcapng(source: Source, output: str | os.PathLike[str], *,
+                   nanoseconds: bool | None = None, strict: bool = False) -> ConversionReport:
+    """Copy the records of a pcap (or any capture) into a pcapng: one section, an interface
+    per (link type, snaplen) met, each record as stored in an Enhanced Packet Block.
+
+    ``nanoseconds``: the interfaces' timestamp resolution (default: the input pcap's; ns for
+    other inputs, whose ERF or pcapng timestamps may be finer than microseconds).
+    """
+    _refuse_same_file(source, output)
+    report = ConversionReport()
+    with open_capture(source) as reader:
+        if nanoseconds is None:
+            nanoseconds = reader.header.nanoseconds if reader.header else True
+        with PcapngWriter(output, nanoseconds=nanoseconds) as writer:
+            for record in reader:
+                if _usable(record, report, strict):
+                    writer.write_record(record)
+            report.records_written = writer.records_written
     return report

@@ -29,6 +29,7 @@ from types import TracebackType
 from typing import BinaryIO
 
 from ibwire.errors import CaptureError, IbwireError
+from ibwire.pcap.atomic import replace_into
 from ibwire.pcap.follow import FollowedFile
 
 ROCE_FILTER = "udp port 4791 or ether proto 0x8915"
@@ -290,7 +291,7 @@ class LiveCapture:
         """Remove the spool's directory, first renaming the spool to ``keep`` when asked."""
         if self.keep is not None and os.path.exists(self.spool):
             try:
-                os.replace(self.spool, self.keep)
+                replace_into(self.spool, self.keep)
             except OSError as exc:
                 raise CaptureError(f"{self.interface}: cannot keep the capture as {self.keep} "
                                    f"({exc.strerror}); it is in {self.spool}") from exc

@@ -16,13 +16,13 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import TracebackType
-from typing import BinaryIO, TypeVar
+from typing import TypeVar
 
 from ibwire.errors import BuildError
+from ibwire.pcap.atomic import FSYNC_ENV, AtomicFile, durable_default
 from ibwire.pcap.pcap import PCAP_MAGIC_NS, PCAP_MAGIC_US
 from ibwire.pcap.pcapng import (
     BLOCK_EPB,
@@ -37,72 +37,8 @@ DEFAULT_SNAPLEN = 262144
 _NS_PER_S = 1_000_000_000
 _OPT_SHB_USERAPPL = 4
 WriterT = TypeVar("WriterT", bound="_Writer")
-
-
-#: Environment variable that makes every output durable (fsync before the rename).
-FSYNC_ENV = "IBWIRE_FSYNC"
-
-
-def durable_default() -> bool:
-    """Whether outputs are fsynced before their rename: ``IBWIRE_FSYNC`` set to 1."""
-    return os.environ.get(FSYNC_ENV, "") not in ("", "0")
-
-
-class AtomicFile:
-    """A temporary file next to ``path`` that replaces ``path`` on :meth:`commit`;
-    ``durable`` (default: ``IBWIRE_FSYNC``) fsyncs it first."""
-
-    def __init__(self, path: str | os.PathLike[str], durable: bool | None = None) -> None:
-        self.durable = durable_default() if durable is None else durable
-        self.path = os.fspath(path)
-        directory = os.path.dirname(os.path.abspath(self.path))
-        handle, self.temp_path = tempfile.mkstemp(
-            prefix=f".{os.path.basename(self.path)}.", suffix=".tmp", dir=directory)
-        self.file: BinaryIO = os.fdopen(handle, "wb")
-        self.done = False
-
-    def commit(self) -> None:
-        if self.done:
-            return
-        self.done = True
-        try:
-            self.file.flush()
-            if self.durable:
-                os.fsync(self.file.fileno())
-            self.file.close()
-            os.chmod(self.temp_path, _mode_for(self.path))
-            os.replace(self.temp_path, self.path)
-        except BaseException:
-            self._discard()
-            raise
-        if self.durable:  # the rename itself, in the directory (fsync(2): NOTES)
-            directory = os.open(os.path.dirname(os.path.abspath(self.path)), os.O_RDONLY)
-            try:
-                os.fsync(directory)
-            finally:
-                os.close(directory)
-
-    def abort(self) -> None:
-        if not self.done:
-            self.done = True
-            self._discard()
-
-    def _discard(self) -> None:
-        self.file.close()
-        try:
-            os.unlink(self.temp_path)
-        except FileNotFoundError:
-            pass
-
-
-def _mode_for(path: str) -> int:
-    """The permission bits of the file being replaced, else what open() would have given."""
-    try:
-        return os.stat(path).st_mode & 0o7777
-    except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
+__all__ = ["DEFAULT_SNAPLEN", "FSYNC_ENV", "AtomicFile", "PcapWriter", "PcapngWriter",
+           "durable_default"]  # the atomic file's names kept here for their users
 
 
 class _Writer:

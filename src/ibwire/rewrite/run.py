@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from ibwire.errors import IbwireError
-from ibwire.pcap.convert import _refuse_same_file
+from ibwire.pcap.convert import _refuse_same_file, writer_like
 from ibwire.pcap.erf import LINKTYPE_ERF, build_erf_record
 from ibwire.pcap.records import CaptureRecord
-from ibwire.pcap.source import CaptureReader, Source, open_capture
+from ibwire.pcap.source import Source, open_capture
 from ibwire.pcap.writer import PcapngWriter, PcapWriter
 from ibwire.rewrite.batch import EDITABLE_LINKS, BatchRewriter, can_batch
 from ibwire.rewrite.edit import FrameEdit, PsnPairs, edit_frame
@@ -40,15 +40,6 @@ class RewriteSummary:
         crcs = ", ".join(f"{n} {k}" for k, n in sorted(self.icrc.items()) if k != "none")
         return (f"{self.records} packets, {self.edited} edited; ICRC: {crcs or 'none'}; "
                 f"{len(self.errors)} unreadable records skipped")
-
-
-def _writer(reader: CaptureReader, output: str | os.PathLike[str]) -> PcapWriter | PcapngWriter:
-    if reader.format == "pcapng":
-        return PcapngWriter(output)
-    if reader.format == "erf" or reader.header is None:
-        return PcapWriter(output, LINKTYPE_ERF, nanoseconds=True)
-    return PcapWriter(output, reader.header.linktype, nanoseconds=reader.header.nanoseconds,
-                      big_endian=reader.header.byte_order == ">")
 
 
 def _record_bytes(record: CaptureRecord, frame: bytearray) -> bytes:
@@ -80,7 +71,7 @@ def rewrite_capture(source: Source, output: str | os.PathLike[str], options: Rew
     _refuse_same_file(source, output)
     summary = RewriteSummary()
     psn = PsnPairs(options)
-    with open_capture(source) as reader, _writer(reader, output) as writer:
+    with open_capture(source) as reader, writer_like(reader, output) as writer:
         if batch and isinstance(writer, PcapWriter) and can_batch(source, reader, options):
             BatchRewriter(writer, options, report, summary).run(source)
             return summary

@@ -150,13 +150,14 @@ def names_one_of(reason: str, words: tuple[str, ...]) -> bool:
 
 
 def json_lines(result: Result) -> list[dict[str, Any]]:
-    """The JSON summaries among ``check --json`` output lines (failures come before them)."""
-    return [json.loads(line) for line in result.lines if line.startswith("{")]
+    """Each file's part of ``check --json``'s one document."""
+    return check_summary(result)["files"]
 
 
 def check_summary(result: Result) -> dict[str, Any]:
-    """The JSON summary line of ``check --json`` (the last line)."""
-    return json.loads(result.lines[-1])
+    """``check --json``'s one JSON document (all of its output): the totals at its top."""
+    assert len(result.lines) == 1, result.out
+    return json.loads(result.out)
 
 
 # ----------------------------------------------------------------------------- frames
@@ -782,9 +783,9 @@ def test_gzip_file_good_and_truncated(tmp_path: Path) -> None:
     cut_file.write_bytes(gzip_cut_after([roce(k) for k in range(1, 7)], 3))
     result = cli("check", "--json", good, cut_file)
     assert result.status == 1, result
-    assert record_numbers(result.out) == {4}, result.out
-    assert str(cut_file) in next(line for line in result.lines if "record 4" in line)
     summaries = {s["file"]: s for s in json_lines(result)}
+    assert {name: [f["record"] for f in s["failures"]] for name, s in summaries.items()} == \
+        {str(good): [], str(cut_file): [4]}
     assert (summaries[str(good)]["records"], summaries[str(good)]["failed"]) == (6, 0)
     assert (summaries[str(cut_file)]["records"], summaries[str(cut_file)]["ib"]) == (4, 3)
 
@@ -928,8 +929,8 @@ def assert_cli_copes(path: Path) -> None:
         if verb == "check":
             summary = check_summary(result)
             assert result.status == (1 if summary["failed"] else 0), result
-            failures = [line for line in result.lines[:-1] if ": warning: " not in line]
-            assert len(record_numbers("\n".join(failures))) == summary["failed"]
+            failures = {f["record"] for f in summary["files"][0]["failures"]}
+            assert len(failures) == summary["failed"]
             counts.append(summary["records"])
         elif verb == "show":
             assert result.status == 0

@@ -60,7 +60,9 @@ _MAXIMA = ("cut_kept",)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_input_arguments(parser, many=True, live=True)
-    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--json", action="store_true",
+                        help="one JSON document: the totals, then each file's counts, "
+                             "failures and warnings")
     parser.add_argument("-q", "--quiet", action="store_true", help="only the summary")
     parser.add_argument("--strict", action="store_true",
                         help="a packet the capture cut (snap length), whose CRCs cannot be "
@@ -210,12 +212,32 @@ def failed(counts: Counter[str], args: argparse.Namespace) -> int:
     return counts["failed"] + (counts["cut"] if args.strict else 0)
 
 
-def _summary(path: str, counts: Counter[str], args: argparse.Namespace) -> str:
-    if args.json:
-        import json  # here: the start of a plain check stays light
+def _file_json(path: str, counts: Counter[str], lines: list[str]) -> dict[str, object]:
+    """One file's part of ``check --json``: its counts, and its failures and warnings as
+    objects (the lines ``check`` prints, ``PATH: record N: reason``, taken apart)."""
+    found: dict[str, list[dict[str, object]]] = {"failures": [], "warnings": []}
+    for line in lines:
+        number, _, reason = line[len(path) + len(": record "):].partition(": ")
+        kind, key = ("warnings", "warning") if reason.startswith("warning: ") else \
+            ("failures", "reason")
+        found[kind].append({"record": int(number),
+                            key: reason.removeprefix("warning: ")})
+    return {"file": path, **{k: counts[k] for k in COUNTS},
+            "verified": counts["ib"] - counts["failed"] - counts["cut"], **found}
 
-        return json.dumps({"file": path, **{k: counts[k] for k in COUNTS},
-                           "verified": counts["ib"] - counts["failed"] - counts["cut"]})
+
+def _json_document(files: list[dict[str, object]]) -> str:
+    """``check --json``'s one JSON document: the totals of every file, then each file's
+    counts, failures and warnings (a file that could not be read: its ``error``)."""
+    import json  # here: the start of a plain check stays light
+
+    read = [f for f in files if "error" not in f]
+    totals = {k: (max if k == "cut_kept" else sum)(int(f[k]) for f in read)  # type: ignore[call-overload]
+              if read else 0 for k in (*COUNTS, "verified")}
+    return json.dumps({**totals, "files": files})
+
+
+def _summary(path: str, counts: Counter[str], args: argparse.Namespace) -> str:
     verdict = "OK" if not failed(counts, args) else "FAILED"
     return (f"{path}: {verdict}: {counts['records']} records, {counts['ib']} InfiniBand/"
             f"RoCE packets, "
@@ -241,16 +263,20 @@ def check_live(args: argparse.Namespace) -> int:
     counts: Counter[str] = Counter()
     with live_capture(args) as live:
         status = LiveStatus(live.name, not args.no_progress)
+        kept: list[str] = []
         try:
             for found, lines in _parts(live.name, args, live):
                 add(counts, found)
-                if lines and not args.quiet:
+                if args.json:
+                    kept += lines
+                elif lines and not args.quiet:
                     status.clear()
                     print("\n".join(lines))
                 status.update(counts)
         finally:
             status.clear()
-        print(_summary(live.name, counts, args))
+        print(_json_document([_file_json(live.name, counts, kept)]) if args.json else
+              _summary(live.name, counts, args))
     return 1 if failed(counts, args) else 0
 
 
@@ -259,19 +285,26 @@ def run(args: argparse.Namespace) -> int:
         return check_live(args)
     file_only_options(args)
     status = 0
+    files: list[dict[str, object]] = []
     for path in args.files:
         try:
             counts, failures = check_file(path, args)
         except (IbwireError, OSError) as exc:
             reason = exc if isinstance(exc, IbwireError) else exc.strerror or exc
             print(f"ibwire check: {reason}", file=sys.stderr)
+            files.append({"file": path, "error": str(reason)})
             status = 2
             continue
-        if not args.quiet:
-            for line in failures:
-                print(line)
-        print(_summary(path, counts, args))
+        if args.json:
+            files.append(_file_json(path, counts, failures))
+        else:
+            if not args.quiet:
+                for line in failures:
+                    print(line)
+            print(_summary(path, counts, args))
         if failed(counts, args):
             status = max(status, 1) if status != 2 else 2
+    if args.json and any("error" not in f for f in files):  # none read: stderr said why
+        print(_json_document(files))
     sys.stdout.flush()
     return status

@@ -330,8 +330,12 @@ class Observed:
                 self.latencies["retransmission_ns"].append(t - before)
 
     def _answer_nak(self, t: int) -> None:
+        """The NAK's PSN is sent again. Only a sequence-error NAK (AETH syndrome 011 00000,
+        IBA 9.7.5.2) times the requester's response: after an RNR NAK (001) the requester
+        waits out the timer the NAK named (``rnr_wait_ns``)."""
         assert self.nak is not None
-        self.latencies["nak_response_ns"].append(t - self.nak[1])
+        if self.nak[3] == "nak":
+            self.latencies["nak_response_ns"].append(t - self.nak[1])
         self.nak = None
 
     def _previous(self, e: int) -> int | None:

@@ -69,6 +69,23 @@ def test_retransmission_not_at_the_naked_psn(tmp_path):
     assert r["timeout_retransmissions"] == 1
 
 
+def test_a_nak_stays_open_while_packets_sent_before_it_arrive(tmp_path):
+    """Tap at the responder: what the requester sent before a NAK reached it comes after the
+    NAK. The first NAK's answer (a jump back to its PSN, 5 us on) times that turnaround; the
+    second NAK is followed within it by an earlier timeout round, which is no answer to it:
+    the NAK stays open until its PSN is resent."""
+    r = run(tmp_path, [(1000, w(p(0))), (2000, w(p(1))), (3000, w(p(3))),
+                       (3100, answer(p(2), NAK)), (4000, w(p(4))),         # already sent
+                       (8100, w(p(2))), (9000, w(p(3))), (10000, w(p(4))),  # the answer
+                       (11000, w(p(5))), (12000, w(p(7))), (12100, answer(p(6), NAK)),
+                       (13000, w(p(5))), (14000, w(p(6))),   # a timeout round on its way
+                       (18100, w(p(6))), (19000, w(p(7)))])   # the answer
+    assert kinds(r) == []
+    assert r["timeout_retransmissions"] == 1        # PSN 5
+    assert r["nak_retransmissions"] == 4            # 3, 4; 6, 7
+    assert r["nak_response_ns"] == [5000, 6000]
+
+
 def test_timestamps_going_backwards_and_bad_icrcs(tmp_path):
     bad = bytearray(w(p(1)))
     bad[-1] ^= 0xFF

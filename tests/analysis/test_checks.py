@@ -133,3 +133,44 @@ def test_cnp_scope_of_a_generated_conversation(generated, scope):
     else:
         assert "cnp_too_soon" in found
     assert sum(r["cnps"] for r in results) == sum(q["cnps"] for q in manifest["qps"]) > 4
+
+
+def read(psn, va, length):
+    return frame("RC_RDMA_READ_REQUEST", psn, QP_B, reth_va=va, reth_dmalen=length)
+
+
+def response(name, psn, payload=1024):
+    syndrome = None if name.endswith("MIDDLE") else ACK
+    return frame(f"RC_RDMA_READ_RESPONSE_{name}", psn, QP_A, src=B, dst=A, syndrome=syndrome,
+                 payload=payload)
+
+
+def test_another_request_at_a_psn_a_read_used_is_no_resend(tmp_path):
+    """A soft-RoCE requester's PSN bug: a SEND at a PSN its READ reserved for a response.
+    The responder takes it for a duplicate; it is no timeout resend of the READ but a
+    message of its own, with a finding."""
+    va = 0x7F0000001000
+    answered = [read(p(0), va, 3072), response("FIRST", p(0)), response("MIDDLE", p(1)),
+                response("LAST", p(2))]
+    packets = [*answered, frame("RC_SEND_ONLY", p(2), QP_B, payload=100), answer(p(2), ACK)]
+    r = run(tmp_path, packets, pmtu=1024)
+    assert r == run(tmp_path, packets, pmtu=1024, vectorise=False)
+    assert kinds(r) == [("psn_reused", [4])]
+    assert r["retransmitted_packets"] == r["timeout_retransmissions"] == 0
+    assert r["retransmission_ns"] == []
+    assert r["messages"] == r["messages_completed"] == r["data_packets"] == 2
+    assert r["data_bytes"] == 3072 + 100
+    # a READ at its own PSN with another address or length is another READ too
+    r = run(tmp_path, [*answered, read(p(0), va + 4096, 3072)], pmtu=1024)
+    assert kinds(r) == [("psn_reused", [4])] and r["messages"] == 2
+    # the READ again, whole, or the rest of it from a later PSN after a lost response,
+    # is a resend
+    for again in (read(p(0), va, 3072), read(p(1), va + 1024, 2048)):
+        r = run(tmp_path, [read(p(0), va, 3072), response("FIRST", p(0)),
+                           response("LAST", p(2)), again], pmtu=1024)
+        assert kinds(r) == [] and r["retransmitted_packets"] == 1 and r["messages"] == 1
+    # a WRITE resent as itself is a resend; a SEND at its PSN is not
+    r = run(tmp_path, [w(p(0)), w(p(1)), w(p(1))])
+    assert kinds(r) == [] and r["retransmitted_packets"] == 1
+    r = run(tmp_path, [w(p(0)), w(p(1)), frame("RC_SEND_ONLY", p(1), QP_B, payload=8)])
+    assert kinds(r) == [("psn_reused", [2])] and r["messages"] == 3

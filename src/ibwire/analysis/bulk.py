@@ -254,6 +254,8 @@ def _apply(o: Observed, rows: Rows, i: int, k: int, kind: np.ndarray, op: np.nda
         _messages(o, er[sw], pos[sw])
         for r in np.searchsorted(req, answer_rows).tolist():
             o.expect(int(er[r]), int(cnt[r]), int(fam[r]))
+        o.sent.add_many(er, op[req], fam == READ, cnt, rows["va"][i:k][req],
+                        rows["dmalen"][i:k][req])
         if o.seen.low is None:
             o.seen.low = int(er[0])
         o.seen.low = min(o.seen.low, int(er[0]))

@@ -40,6 +40,7 @@ from ibwire.transport.opkinds import (
 )
 from ibwire.transport.psn import PSN_MASK
 from ibwire.transport.psn_runs import ORIGIN, Runs, unwrap
+from ibwire.transport.sent import SentRequests
 from ibwire.transport.timers import rnr_timer_ns
 
 #: Counters, by the names of the JSON output and the generation manifest.
@@ -50,8 +51,8 @@ COUNTERS = ("data_packets", "retransmitted_packets", "nak_retransmissions",
             "cnps", "ecn_ce_packets")
 LATENCIES = ("nak_generation_ns", "nak_response_ns", "retransmission_ns")
 #: Columns a connection's rows carry (numpy arrays of one length, capture order).
-ROW_FIELDS = ("record", "time", "opcode", "psn", "ackreq", "syndrome", "dmalen", "payload",
-              "ce", "icrc_bad")
+ROW_FIELDS = ("record", "time", "opcode", "psn", "ackreq", "syndrome", "dmalen", "va",
+              "payload", "ce", "icrc_bad")
 Rows = Mapping[str, np.ndarray]
 
 #: Request rows remembered for latencies (previous transmission of a PSN, NAK generation).
@@ -154,6 +155,7 @@ class Observed:
         self.last_ns: int | None = None
         self.last_time: tuple[int, int] | None = None  # (time, record) of the latest row
         self.window = 256    # rows the bulk rules try at once next (ibwire.analysis.bulk)
+        self.sent = SentRequests()
 
     # --- helpers --------------------------------------------------------------------------
 
@@ -243,7 +245,7 @@ class Observed:
             row(*values)
 
     def row(self, record: int, t: int, opcode: int, psn: int, ackreq: int, syndrome: int,
-            dmalen: int, payload: int, ce: int, icrc_bad: int) -> None:
+            dmalen: int, va: int, payload: int, ce: int, icrc_bad: int) -> None:
         """One packet of the connection."""
         kind = int(KIND[opcode])
         if self.first_ns is None:
@@ -263,8 +265,7 @@ class Observed:
         e = psn + ORIGIN if self.ref is None else unwrap(psn, self.ref)
         self.ref = e
         if kind == REQUEST:
-            self._request(record, t, e, int(POSITION[opcode]), int(FAMILY[opcode]),
-                          bool(ackreq), dmalen, payload)
+            self._request(record, t, e, opcode, bool(ackreq), dmalen, va, payload)
         elif kind == ACK:
             self._ack(record, t, e, syndrome)
         elif kind == READ_RESP:
@@ -274,15 +275,22 @@ class Observed:
             self._answered(e)
             self._covered(e + 1, t)
 
-    def _request(self, record: int, t: int, e: int, position: int, family: int,
-                 ackreq: bool, dmalen: int, payload: int) -> None:
+    def _request(self, record: int, t: int, e: int, opcode: int, ackreq: bool, dmalen: int,
+                 va: int, payload: int) -> None:
         c = self.counts
+        position, family = int(POSITION[opcode]), int(FAMILY[opcode])
         count = self.psn_count(family, dmalen)
         seen = self.seen
         new = e not in seen
         fill = new and seen.low is not None and e < seen.high
         jump = self.prev_end is not None and e != self.prev_end
+        if not new and not self.sent.repeats(e, opcode, family == READ, va, dmalen):
+            # another request at a PSN already used: not a resend, a message of its own
+            self.find_many("psn_reused", [record], "requests at a PSN already used by another "
+                           "request (not a resend of it)")
+            new = True
         if new:
+            self.sent.add(e, opcode, family == READ, count, va, dmalen)
             c["data_packets"] += 1
             c["data_bytes"] += payload
             if fill:

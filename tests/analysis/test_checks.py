@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ibwire.analysis import analyse
-from ibwire.gen import Fault, Link, QpSpec, Scenario
+from ibwire.gen import Fault, Link, QpSpec, Scenario, generate
 from tests.analysis.conftest import A, B, frame, write_frames
 
 QP_B, QP_A = 0x11, 0x22   # the responder's QP (requests go to it), the requester's
@@ -174,3 +174,21 @@ def test_another_request_at_a_psn_a_read_used_is_no_resend(tmp_path):
     assert kinds(r) == [] and r["retransmitted_packets"] == 1
     r = run(tmp_path, [w(p(0)), w(p(1)), frame("RC_SEND_ONLY", p(1), QP_B, payload=8)])
     assert kinds(r) == [("psn_reused", [2])] and r["messages"] == 3
+
+
+@pytest.mark.parametrize(("verb", "mark"), [("write", "ecn"), ("read", "ecn_resp")])
+def test_cnps_come_a_round_trip_after_their_marks(tmp_path, verb, mark):
+    """With the tap half way, a CNP reaches the tap a round trip after the marked packet
+    passed it: more than a pacing interval of 0.5 us. ibwire's own output passes; with a
+    CNP taken out, the mark it answered is owed one."""
+    records, manifest = generate(Scenario(
+        qps=(QpSpec(verb, 8192, iters=30),), faults=(Fault(mark, rate=0.3),), tap="switch",
+        cnp_interval_us=0.5, seed=1))
+    (r,) = analyse(write_frames(tmp_path / "all.pcap", records),
+                   cnp_interval_us=0.5).as_dicts()
+    assert r["findings"] == [] and r["cnps"] == manifest["qps"][0]["cnps"] > 5
+    # the first CNP, which the first mark is owed (RoCEv2/IPv4: the BTH opcode at byte 42)
+    gone = next(i for i, (_, f) in enumerate(records) if f[42] == 0x81)
+    (r,) = analyse(write_frames(tmp_path / "less.pcap", records[:gone] + records[gone + 1:]),
+                   cnp_interval_us=0.5).as_dicts()
+    assert [f["kind"] for f in r["findings"]] == ["cnp_missing"]

@@ -6,8 +6,8 @@ IP or port, as Lumina's ``cnp_check.py`` computes expected CNPs). Two findings, 
 connection of the CNP or of the marked packet:
 
 - ``cnp_too_soon``: a CNP less than the interval after the previous CNP of its key;
-- ``cnp_missing``: a CE-marked request for which a CNP was due (none of its key in the
-  interval before it) and none of its key came within the interval after it.
+- ``cnp_missing``: a CE-marked request (or READ response) owed a CNP, by the pacing as
+  below, that no CNP of its key answered in time.
 
 Both are reckoned at the notification point, which gets the marked packet some time after
 the tap, and whose CNP reaches the tap some time after it is sent: the round trip from the

@@ -132,10 +132,10 @@ class Observed:
         self.prev_first = False              # previous request was a first transmission
         self.round: str | None = None        # class of the current retransmission round
         self.round_span: tuple[int, int] | None = None
-        #: the NAK or RNR NAK not yet answered: (ext PSN, time, record, kind, the wait it asks)
-        self.nak: tuple[int, int, int, str, int] | None = None
-        #: the shortest time from a NAK to the requester's answer seen so far, the RNR wait
-        #: taken off (None: none yet): the round trip from the tap to the requester and back
+        #: the NAK or RNR NAK not yet answered: (ext PSN, time, record, kind)
+        self.nak: tuple[int, int, int, str] | None = None
+        #: the shortest time from a sequence-error NAK to the requester's answer seen so far
+        #: (None: none yet): the round trip from the tap to the requester and back
         self.turnaround: int | None = None
         self._history: deque[tuple[int, int, int, int]] = deque(maxlen=HISTORY)
         self._chunks: list[tuple[np.ndarray, ...]] = []  # recent requests, not yet in it
@@ -361,16 +361,18 @@ class Observed:
     def _answer_nak(self, t: int, jump: bool) -> None:
         """The NAK's PSN is sent again. Only a sequence-error NAK (AETH syndrome 011 00000,
         IBA 9.7.5.2) times the requester's response: after an RNR NAK (001) the requester
-        waits out the timer the NAK named (``rnr_wait_ns``). A resend that ``jump``s to the
-        PSN (it does not go on from the previous request) is surely the answer: it times the
+        waits out the timer the NAK named (``rnr_wait_ns``), which stacks keep only roughly
+        (Linux rxe counts it in jiffies). A resend that ``jump``s to the PSN of such a NAK
+        (it does not go on from the previous request) is surely its answer: it times the
         turnaround."""
         assert self.nak is not None
-        _, sent, _, kind, wait = self.nak
+        _, sent, _, kind = self.nak
         if kind == "nak":
             self.latencies["nak_response_ns"].append(t - sent)
-        if jump:
-            took = t - sent - wait
-            self.turnaround = took if self.turnaround is None else min(self.turnaround, took)
+            if jump:
+                took = t - sent
+                self.turnaround = took if self.turnaround is None else min(self.turnaround,
+                                                                           took)
         self.nak = None
 
     def _previous(self, e: int) -> int | None:
@@ -464,11 +466,9 @@ class Observed:
                 self.ack_max = (e, record)
             self._covered(e + 1, t)
             return
-        wait = 0
         if group == 1:
             c["rnr_naks"] += 1
-            wait = rnr_timer_ns(syndrome & 0x1F)
-            self.rnr_wait_ns.append(wait)
+            self.rnr_wait_ns.append(rnr_timer_ns(syndrome & 0x1F))
             kind = "rnr"
         elif syndrome == 0x60:
             c["naks_psn_seq_error"] += 1
@@ -485,7 +485,7 @@ class Observed:
             gen = self._nak_trigger(e)
             if gen is not None:
                 self.latencies["nak_generation_ns"].append(t - gen)
-        self.nak = (e, t, record, kind, wait)
+        self.nak = (e, t, record, kind)
         self._covered(e, t)
 
     def _nak_trigger(self, e: int) -> int | None:

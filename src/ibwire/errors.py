@@ -62,8 +62,20 @@ class TruncatedError(IbwireError):
 
 
 class ShrunkError(TruncatedError):
-    """The capture file got shorter while it was being read (log rotation, another process
-    truncating it): the data ends early, as in a capture cut short."""
+    """The capture file ``name`` got shorter while it was being read (log rotation, another
+    process truncating it): the data ends early, as in a capture cut short. Its message
+    names the file, as a :class:`CaptureError`'s does; :meth:`in_record` leaves the file
+    out with the record (a line that starts with both)."""
+
+    def __init__(self, reason: str, *, name: str | None = None, header: str | None = None,
+                 field: str | None = None, offset: int | None = None,
+                 record: int | None = None) -> None:
+        self.name = name
+        super().__init__(reason, header=header, field=field, offset=offset, record=record)
+
+    def _message(self, with_record: bool = True) -> str:
+        text = super()._message(with_record)
+        return f"{self.name}: {text}" if with_record and self.name is not None else text
 
 
 class MalformedError(IbwireError):

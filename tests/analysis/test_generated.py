@@ -166,7 +166,9 @@ def test_timeout_and_rnr_latencies(generated, t, reliable):
     (r,) = analyse(path).as_dicts()
     wait = {5: 60_000, 8: 160_000}[t]   # IBA Table 45: code 5 0.06 ms, code 8 0.16 ms
     assert r["rnr_wait_ns"] == [wait] and r["rnr_naks"] == 1
-    assert r["nak_response_ns"] == [wait]     # the resend comes when the timer ends
+    # an RNR NAK's wait is not a NAK response (AETH syndrome 001 RNR vs 011 NAK, IBA
+    # 9.7.5.2): the resend comes when the timer ends, and counts in rnr_wait_ns only
+    assert r["nak_response_ns"] == [] and r["retransmission_ns"][0] > wait
     assert r["rnr_retransmissions"] == r["retransmitted_packets"] >= 1
 
 
@@ -255,3 +257,57 @@ def test_cnps_behind_read_responses_keep_their_interval_on_the_wire(tmp_path):
     assert sum(q["cnps"] for q in manifest["qps"]) > 3
     assert [q["findings"] for q in found] == [q["findings"] for q in manifest["qps"]]
     assert not any(q["findings"] for q in found)
+
+
+class _Truth:
+    """Retransmitted packets by the cause the requester model went back for (its
+    ``Retransmitting`` events: "read" re-requests are timeout rounds to a tap)."""
+
+    def __init__(self, monkeypatch):
+        from ibwire.gen import run
+        from ibwire.transport.events import Retransmitting
+
+        self.counts = {"nak": 0, "timeout": 0, "rnr": 0}
+        truth = self
+
+        class Requester(run.Requester):
+            cause = "timeout"
+
+            def _seen(self, events):
+                for e in events:
+                    if isinstance(e, Retransmitting):
+                        self.cause = "timeout" if e.cause == "read" else e.cause
+                return events
+
+            def receive(self, *a, **kw):
+                return self._seen(super().receive(*a, **kw))
+
+            def timeout(self, *a, **kw):
+                return self._seen(super().timeout(*a, **kw))
+
+            def next_packet(self, now_ns):
+                packet = super().next_packet(now_ns)
+                if packet is not None and packet.retransmission:
+                    truth.counts[self.cause] += 1
+                return packet
+
+        monkeypatch.setattr(run, "Requester", Requester)
+
+
+@pytest.mark.parametrize("tap", ["requester", "responder", "switch"])
+def test_rounds_by_cause_are_the_requesters(generated, monkeypatch, tap):
+    """NAKs and RNR NAKs that reach a tap away from the requester while a go-back-N round is
+    still coming: the packets already on their way answer neither, and every round is
+    classed by what the requester went back for, in the capture and in the manifest."""
+    truth = _Truth(monkeypatch)
+    at = lambda kind, psn: Fault(kind, 0, psn)   # noqa: E731
+    path, manifest = generated(Scenario(
+        qps=(QpSpec("send", 1000, iters=200),),
+        faults=(at("rnr", 5), at("corrupt", 60), at("rnr", 62), at("corrupt", 120),
+                at("corrupt", 199)), tap=tap))
+    assert all(truth.counts.values())       # NAK, RNR and timeout rounds, all three
+    (q,) = manifest["qps"]
+    assert {k: q[f"{k}_retransmissions"] for k in truth.counts} == truth.counts
+    assert [f["kind"] for f in q["findings"]] == ["bad_icrc"]
+    (r,) = check_against_manifest(path, manifest).values()
+    assert r == analyse(path, vectorise=False).as_dicts()[0]

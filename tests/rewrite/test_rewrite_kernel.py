@@ -20,6 +20,7 @@ from tests.corpus import ROOT
 from tests.crc.conftest import built_or_skip
 from tests.rewrite.frames import frames
 from tests.rewrite.test_rewrite_batch import ALL_OPTIONS, _pcap, options
+from tests.rewrite.test_rewrite_rd import packets
 
 try:
     from ibwire.rewrite import _kernel
@@ -34,7 +35,7 @@ def _damaged(tmp: Path, seed: int) -> Path:
     rng = random.Random(seed)
     mixed = mixed_capture.write_ethernet(tmp / "mixed.pcap", 300)
     base = [f for link, f in frames(ROOT / "captures" / "sample-rocev2.pcap") + frames(mixed)
-            if link == "ethernet"]
+            if link == "ethernet"] + packets("rocev2_ipv4")   # and RD: DETH after RDETH
     out = []
     for _ in range(1500):
         frame = bytearray(rng.choice(base))

@@ -23,7 +23,7 @@ from scapy.layers.inet6 import (
     PadN,
 )
 from scapy.layers.ipsec import AH
-from scapy.layers.l2 import Dot1Q, Ether
+from scapy.layers.l2 import LLC, STP, Dot1Q, Dot3, Ether
 from scapy.packet import Padding, Raw, raw
 from scapy.utils import wrpcap
 
@@ -225,3 +225,55 @@ def test_fixcsum_behind_extension_headers(tcprewrite: str, tmp_path: Path) -> No
     assert [a[12:] for a in ours] == [b[12:] for b in theirs]  # (MACs: #793, as above)
     fixed = [a != orig for a, orig in zip(ours, originals, strict=True)]
     assert fixed == [True, True, True, True, False]
+
+
+def _version(tcprewrite: str) -> tuple[int, ...]:
+    out = subprocess.run([tcprewrite, "-V"], capture_output=True, text=True, check=False)
+    words = (out.stdout + out.stderr).split()
+    text = words[words.index("version:") + 1] if "version:" in words else "0"
+    return tuple(int(part) for part in text.split(".")[:3] if part.isdigit())
+
+
+def _l4_checksum_right(frame: bytes) -> bool:
+    pkt = Ether(frame)
+    layer = pkt[UDP] if UDP in pkt else pkt[TCP]
+    wire = layer.chksum
+    del layer.chksum
+    return Ether(raw(pkt))[type(layer)].chksum == wire
+
+
+#: Edits of every kind: an IPv6 field outside the checksum, one inside it, ports, MACs.
+DIFFERENCES = ["ttl-set", "tclass", "srcipmap-v6", "portmap", "macs"]
+
+
+@pytest.mark.parametrize("name", DIFFERENCES)
+def test_documented_differences(name: str, tcprewrite: str, tmp_path: Path) -> None:
+    """Where README says ibwire and tcprewrite 4.4 part ways on purpose:
+
+    - a TCP/UDP checksum behind IPv6 that was wrong: ibwire fixes every TCP/UDP checksum
+      whenever any edit is asked for (IPv4 and IPv6 alike); tcprewrite 4.4 fixes IPv4's, but
+      over IPv6 only updates the checksum for the bytes it edits, so a wrong one stays wrong
+      (only --fixcsum recomputes it);
+    - an IEEE 802.3 frame (an STP BPDU: a length, not an EtherType, then LLC): ibwire leaves
+      it alone; tcprewrite before 4.5.0 edits it as if IPv4 (appneta/tcpreplay #835)."""
+    e = Ether(**MACS)
+    v6 = {"src": "2001:db8::5", "dst": "2001:db8:1::7", "hlim": 9}
+    originals = [raw(e / IPv6(**v6) / UDP(sport=80, dport=9, chksum=0x1234) / Raw(b"z" * 7)),
+                 raw(e / IPv6(**v6) / TCP(sport=80, dport=9, chksum=0x1234)),
+                 raw(Dot3(src=MACS["src"], dst="01:80:c2:00:00:00") / LLC() / STP())]
+    src, theirs_path, ours_path = tmp_path / "in.pcap", tmp_path / "t.pcap", tmp_path / "o.pcap"
+    wrpcap(str(src), [Ether(f) for f in originals])
+    argv = {**OPTIONS, "srcipmap-v6": ["--srcipmap=[2001:db8::/32]:[2001:db9::/32]"]}[name]
+    subprocess.run([tcprewrite, *argv, "-i", str(src), "-o", str(theirs_path)], check=True,
+                   capture_output=True)
+    assert main(["rewrite", str(src), str(ours_path), *_split(argv)]) == 0
+    ours = [f for _, f in frames(ours_path)]
+    theirs = [f for _, f in frames(theirs_path)]
+    assert len(ours) == len(theirs) == 3
+    for orig, a, b in zip(originals[:2], ours[:2], theirs[:2], strict=True):
+        assert a != orig and _l4_checksum_right(a)
+        assert not _l4_checksum_right(b)
+    stp, a, b = originals[2], ours[2], theirs[2]
+    assert a[12:] == stp[12:] and (a == stp) == (name != "macs")
+    if _version(tcprewrite) < (4, 5, 0):
+        assert b[12:] != stp[12:]     # its "IPv4 header" rewritten over the LLC and BPDU

@@ -54,6 +54,14 @@ def truncate_on_map(monkeypatch, module, path: Path, nth: int, *, after: bool) -
     return cut
 
 
+def named(error, capture):
+    """A ShrunkError names its file, as every capture error does; its text for a line that
+    names the file and the record already (``in_record``) does not."""
+    assert error.name == str(capture)
+    assert str(error).startswith(f"{capture}: the file shrank from ")
+    assert not error.in_record().startswith(str(capture))
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_scan_finds_the_file_shorter_and_ends_it_cut(filemap_twin, capture, threads):
     batches = scan_capture(capture, window=1 << 18, threads=threads)
@@ -69,6 +77,7 @@ def test_scan_finds_the_file_shorter_and_ends_it_cut(filemap_twin, capture, thre
     assert len(shrunk) == 1 and isinstance(shrunk[0], ShrunkError)
     assert shrunk[0].record == CUT_RECORD
     assert f"from {COUNT * RECORD + 24} to {CUT} bytes" in str(shrunk[0])
+    named(shrunk[0], capture)
 
 
 def test_scan_raises_when_bytes_vanish_under_a_window(filemap_twin, capture, monkeypatch):
@@ -95,6 +104,7 @@ def test_tally_finds_the_file_shorter(filemap_twin, capture):
     assert counted == CUT_RECORD
     assert isinstance(rest[-1].error, ShrunkError)
     assert rest[-1].error_record == CUT_RECORD
+    named(rest[-1].error, capture)
 
 
 def test_tally_raises_when_bytes_vanish_under_both_threads(filemap_twin, capture,
@@ -126,6 +136,7 @@ def test_reader_ends_or_raises(filemap_twin, capture):
     assert len(records) == CUT_RECORD + 1
     assert all(r.error is None for r in records[:-1])
     assert isinstance(records[-1].error, ShrunkError)
+    named(records[-1].error, capture)
 
 
 def test_index_of_a_file_that_shrinks(filemap_twin, capture, monkeypatch):
@@ -138,6 +149,7 @@ def test_index_of_a_file_that_shrinks(filemap_twin, capture, monkeypatch):
     assert len(index.offsets) == CUT_RECORD + 1
     assert [e.record for e in index.errors] == [CUT_RECORD]
     assert isinstance(index.errors[0], ShrunkError)
+    named(index.errors[0], capture)
 
 
 def test_scan_of_an_index_whose_file_shrank(filemap_twin, capture):

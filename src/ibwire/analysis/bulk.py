@@ -139,10 +139,16 @@ def _bulk(o: Observed, rows: Rows, i: int, k: int) -> int:
         bad = np.flatnonzero(er != prev)
         if len(bad):
             stop = min(stop, int(req[bad[0]]))
-        if o.nak is not None:   # the request that answers a NAK goes row by row
-            bad = np.flatnonzero(er == o.nak[0])
-            if len(bad):
-                stop = min(stop, int(req[bad[0]]))
+    resend = o.resend_psn()
+    if resend is not None:
+        # the request that may answer a NAK goes row by row, and so does an answer that
+        # covers its PSN (the requester then answers at the first PSN not acknowledged)
+        bad = np.flatnonzero(er == resend)
+        if len(bad):
+            stop = min(stop, int(req[bad[0]]))
+        past = np.flatnonzero((kind != REQUEST) & (kind != CNP) & (ext + 1 > resend))
+        if len(past):
+            stop = min(stop, int(past[0]))
     # NAKs of any kind go row by row; ACKs must not go backwards
     acks = kind == ACK
     positive = (syn >> 5) == 0
@@ -248,13 +254,14 @@ def _apply(o: Observed, rows: Rows, i: int, k: int, kind: np.ndarray, op: np.nda
         _messages(o, er[sw], pos[sw])
         for r in np.searchsorted(req, answer_rows).tolist():
             o.expect(int(er[r]), int(cnt[r]), int(fam[r]))
+        o.sent.add_many(er, op[req], fam == READ, cnt, rows["va"][i:k][req],
+                        rows["dmalen"][i:k][req])
         if o.seen.low is None:
             o.seen.low = int(er[0])
         o.seen.low = min(o.seen.low, int(er[0]))
         o.seen.high = int(er[-1] + cnt[-1])
         o.prev_end = o.seen.high
         o.prev_first = True
-        o.nak_since = False
         o.remember(er, cnt, t[req], record[req])
     # answers: every response is the next one due
     n_resp = len(resp)

@@ -59,7 +59,7 @@ TRANSPORT_NAMES = {0: "RC", 1: "UC", 3: "UD", 5: "XRC"}
 #: Scanner columns the analysis reads.
 FIELDS = ("bth.opcode", "bth.destqp", "bth.psn", "bth.a", "aeth.syndrome", "deth.srcqp",
           "udp.srcport",
-          "reth.dmalen")
+          "reth.dmalen", "reth.va")
 
 
 @dataclass
@@ -455,6 +455,6 @@ def _row_columns(cols: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.
         "record": cols["record"][rows], "time": cols["timestamp_ns"][rows],
         "opcode": cols["bth.opcode"][rows], "psn": cols["bth.psn"][rows],
         "ackreq": cols["bth.a"][rows], "syndrome": cols["aeth.syndrome"][rows],
-        "dmalen": cols["reth.dmalen"][rows], "payload": np.maximum(cols["payload.length"][rows], 0),
+        "dmalen": cols["reth.dmalen"][rows], "va": cols["reth.va"][rows], "payload": np.maximum(cols["payload.length"][rows], 0),
         "ce": cols["ecn"][rows] == 3, "icrc_bad": cols["icrc_ok"][rows] == 0,
     }

@@ -316,8 +316,9 @@ class _Plan:
                 continue
             m = meta[sel]
             zero = np.zeros(len(m), dtype=np.int64)
+            # (no VA: nothing is sent twice here, and the VA only tells resends apart)
             columns = (record[sel], when[sel], m[:, 1], m[:, 2], m[:, 3], m[:, 4], m[:, 5],
-                       m[:, 6], zero, zero)
+                       zero, m[:, 6], zero, zero)
             feed(observed, dict(zip(ROW_FIELDS, columns, strict=True)))
 
     @staticmethod

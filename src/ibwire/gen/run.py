@@ -279,9 +279,10 @@ class Generation:
         when, _, frame, hits, (c, packet, ce, bad) = heapq.heappop(taps)
         for entry in hits:
             entry["record"] = written
+        reth = packet.reth
         c.see((written, when, packet.opcode, packet.psn, packet.ackreq,
-                       packet.aeth.syndrome if packet.aeth else 0,
-                       packet.reth.dmalen if packet.reth else 0, packet.payload_len, ce, bad))
+               packet.aeth.syndrome if packet.aeth else 0, reth.dmalen if reth else 0,
+               reth.va if reth else 0, packet.payload_len, ce, bad))
         yield when, frame
         return written + 1
 

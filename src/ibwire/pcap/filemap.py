@@ -70,11 +70,11 @@ def check_buffer(buffer: object, record: int) -> None:
         raise vanished_error(getattr(owner, "name", "") or "<capture>", None, record, None)
 
 
-def shrunk_error(size: int, now: int, offset: int) -> ShrunkError:
-    """The record that ends a capture found shorter (``now`` bytes, was ``size``) before the
-    reader got to byte ``offset``."""
+def shrunk_error(name: str, size: int, now: int, offset: int) -> ShrunkError:
+    """The record that ends the capture ``name`` found shorter (``now`` bytes, was ``size``)
+    before the reader got to byte ``offset``."""
     return ShrunkError(f"the file shrank from {size} to {now} bytes while it was being read",
-                          offset=offset)
+                       name=name, offset=offset)
 
 
 def vanished_error(name: str, now: int | None, record: int, offset: int | None

@@ -392,7 +392,7 @@ def index_capture(source: Source) -> CaptureIndex:
 
 def _index_file(handle: BinaryIO, size: int, name: str) -> CaptureIndex:
     buffer = map_window(handle.fileno(), 0, size, name)
-    cut = None if len(buffer) == size else shrunk_error(size, len(buffer), len(buffer))
+    cut = None if len(buffer) == size else shrunk_error(name, size, len(buffer), len(buffer))
     index = index_buffer(buffer, name, cut_short=cut)
     now = os.fstat(handle.fileno()).st_size
     if faulted(buffer) or now < len(buffer):  # caught faults; zeros past the new end

@@ -260,7 +260,7 @@ class CaptureReader:
         self._consumed += len(data)
         if self._eof and self._size is not None and self._consumed < self._size:
             self._stream_error = self._stream_error or filemap.shrunk_error(
-                self._size, self._consumed, self._consumed)
+                self.name, self._size, self._consumed, self._consumed)
         return data
 
     @property

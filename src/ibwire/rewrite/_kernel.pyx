@@ -20,6 +20,7 @@ import numpy as np
 
 cnp.import_array()
 
+from ibwire.rewrite.edit import SOURCE_QP_AT
 from ibwire.rewrite.vector import FIELDS, LABELS, PAD, FrameResults, batchable
 
 __all__ = ["FIELDS", "LABELS", "PAD", "FrameResults", "batchable", "edit_frames",
@@ -103,6 +104,7 @@ cdef struct Plan:
     int64_t pkey            # -1: not given
     uint32_t psn_offset
     int64_t mtu_trunc       # -1: not given
+    const uint8_t *sqpn_at  # opcode -> offset of DETH's source QP from the BTH (0: none)
     int base_fix, keep_bad, dscp_or_ecn, bth_edits
 
 
@@ -124,7 +126,8 @@ cdef void edit_one(const Plan *o, uint8_t *p, int64_t n, int link, int error, in
     cdef ibw_span span
     cdef ibw_check check
     cdef uint8_t was_ip[40]   # the covered fields as read (for the ICRC by linearity)
-    cdef uint8_t was_bth[20]
+    cdef uint8_t was_bth[24]   # BTH, RDETH, DETH (RD's source QP ends at byte 24)
+    cdef int64_t sqpn = 0
     # Ethernet (edit._link)
     if link == 0 and n >= 14:
         if o.has_dmac and memcmp(p, o.dmac, 6) != 0:
@@ -219,7 +222,7 @@ cdef void edit_one(const Plan *o, uint8_t *p, int64_t n, int link, int error, in
     # BTH, DETH (edit._bth)
     if roce and o.bth_edits:
         h = p + bth
-        memcpy(was_bth, h, 20 if bth + 20 <= n else 12)
+        memcpy(was_bth, h, 24 if bth + 24 <= n else n - bth)
         opcode = h[0]
         if o.pkey >= 0:
             old = be16(h + 2)
@@ -238,14 +241,15 @@ cdef void edit_one(const Plan *o, uint8_t *p, int64_t n, int link, int error, in
             if nv != dq:
                 put24(h + 5, nv)
                 changed |= BTH_DQPN
-        if (opcode & 0xE0) == 0x60 and bth + 20 <= n:
+        sqpn = o.sqpn_at[opcode]   # UD and RD: DETH's source QP
+        if sqpn and bth + sqpn + 3 <= n:
             if o.nqp:
-                old = be24(h + 17)
+                old = be24(h + sqpn)
                 nv = qpn(o, old)
                 if nv != old:
-                    put24(h + 17, nv)
+                    put24(h + sqpn, nv)
                     changed |= DETH_SQPN
-            if dq == 1 and (o.nqp or o.psn_offset):
+            if (opcode & 0xE0) == 0x60 and dq == 1 and (o.nqp or o.psn_offset):
                 fallback, roce = 1, 0  # a CM REQ/REP may hold a QPN or PSN (edit._cm)
     # ICRC (and VCRC)
     if roce:
@@ -261,7 +265,8 @@ cdef void edit_one(const Plan *o, uint8_t *p, int64_t n, int link, int error, in
             else:
                 right = -1
                 if icrc_ok == 1 and 0 <= icrc_at and icrc_at + 4 <= n:
-                    right = linear_icrc(p, icrc_at, changed, version, l3, bth, was_ip, was_bth)
+                    right = linear_icrc(p, icrc_at, changed, version, l3, bth, was_ip, was_bth,
+                                        sqpn)
                 if right < 0:
                     right = fix_crcs(p, n, link)
                 if right < 0:

@@ -79,9 +79,11 @@ cdef inline int fix_crcs(uint8_t *p, int64_t n, int link) nogil:
 
 
 cdef int linear_icrc(uint8_t *p, int64_t icrc_at, uint32_t changed, int version, int64_t l3,
-                     int64_t bth, const uint8_t *was_ip, const uint8_t *was_bth) noexcept nogil:
+                     int64_t bth, const uint8_t *was_ip, const uint8_t *was_bth,
+                     int64_t sqpn) noexcept nogil:
     """A right ICRC updated for the covered fields that changed (``was_ip``/``was_bth``:
-    the IP header and BTH/DETH as read), as ``fix_crcs`` would rewrite it: 1 it stays, 0 it
+    the IP header and BTH/RDETH/DETH as read; ``sqpn``: where DETH's source QP is from the
+    BTH), as ``fix_crcs`` would rewrite it: 1 it stays, 0 it
     was rewritten, -1 not done here (a field after the ICRC, a jumbo frame: ``fix_crcs``).
     The CRC engine places the ICRC by lengths and opcodes only, so these edits do not move
     it."""
@@ -105,8 +107,8 @@ cdef int linear_icrc(uint8_t *p, int64_t icrc_at, uint32_t changed, int version,
         pos = bth + 9 if pos == 0 else pos
         reg = delta_bytes(reg, was_bth + 9, p + bth + 9, 3, &pos, bth + 9)
     if changed & DETH_SQPN:
-        pos = bth + 17 if pos == 0 else pos
-        reg = delta_bytes(reg, was_bth + 17, p + bth + 17, 3, &pos, bth + 17)
+        pos = bth + sqpn if pos == 0 else pos
+        reg = delta_bytes(reg, was_bth + sqpn, p + bth + sqpn, 3, &pos, bth + sqpn)
     if pos == 0 or pos > icrc_at or icrc_at - pos >= SHIFTS or (changed & PORT_BITS):
         return -1
     reg = multmodp(X8[icrc_at - pos], reg)

@@ -154,6 +154,9 @@ cdef class _Tables:
         arr = np.array(list(qp.values()) or [0], np.int64)
         keep.append(arr)
         p.qp_values, p.nqp = <const int64_t *>cnp.PyArray_DATA(arr), len(qp)
+        arr = np.ascontiguousarray(SOURCE_QP_AT, np.uint8)
+        keep.append(arr)
+        p.sqpn_at = <const uint8_t *>cnp.PyArray_DATA(arr)
         p.pkey = -1 if o.pkey is None else o.pkey
         p.psn_offset = o.psn_offset or 0
         p.mtu_trunc = -1 if o.mtu_trunc is None else o.mtu_trunc

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ibwire import crc
 from ibwire.errors import IbwireError
 from ibwire.rewrite import checksum, ipv6
 from ibwire.rewrite.options import RewriteOptions, map_address, map_port
+from ibwire.tables import header_sizes, opcodes
 
 ETH_VLAN = (0x8100, 0x88A8)
 ETH_IPV4, ETH_IPV6, ETH_ROCEV1 = 0x0800, 0x86DD, 0x8915
@@ -24,6 +27,23 @@ RESPONSE_OPCODES = frozenset(range(0x0D, 0x13))
 ATOMIC ACKNOWLEDGE (IBA 1.4 Table 38); their PSNs are the requester's."""
 UD_TRANSPORT = 0x60
 CNP_OPCODE = 0x81
+
+
+def _source_qp_offsets() -> np.ndarray:
+    """Opcode -> bytes from the start of the BTH to the DETH's source QP (0: no DETH), from
+    the header chains of specs/opcodes.tsv: UD's DETH comes right after the BTH, RD's after
+    its RDETH (IBA 1.4 §9.3)."""
+    sizes = header_sizes()
+    table = np.zeros(256, np.uint8)
+    for value, op in opcodes().items():
+        if "DETH" in op.headers:
+            before = op.headers[:op.headers.index("DETH")]
+            table[value] = sizes["BTH"] + sum(sizes[h] for h in before) + 5
+    return table
+
+
+SOURCE_QP_AT = _source_qp_offsets()
+"""For each opcode, the byte offset of the DETH source QP from the BTH (0: none)."""
 
 
 @dataclass
@@ -176,11 +196,12 @@ def _bth(frame: bytearray, bth: int, src: bytes, dst: bytes, o: RewriteOptions,
         _put(frame, bth + 9, ((old + offset) & 0xFFFFFF).to_bytes(3, "big"), "bth.psn", edit)
     if dest_qp in o.qpmap:
         _put(frame, bth + 5, o.qpmap[dest_qp].to_bytes(3, "big"), "bth.dqpn", edit)
-    if opcode & 0xE0 == UD_TRANSPORT and bth + 20 <= len(frame):
-        src_qp = int.from_bytes(frame[bth + 17:bth + 20], "big")
+    at = bth + int(SOURCE_QP_AT[opcode])
+    if at > bth and at + 3 <= len(frame):
+        src_qp = int.from_bytes(frame[at:at + 3], "big")
         if src_qp in o.qpmap:
-            _put(frame, bth + 17, o.qpmap[src_qp].to_bytes(3, "big"), "deth.sqpn", edit)
-        if dest_qp == 1:
+            _put(frame, at, o.qpmap[src_qp].to_bytes(3, "big"), "deth.sqpn", edit)
+        if dest_qp == 1 and opcode & 0xE0 == UD_TRANSPORT:
             _cm(frame, bth + 20, o, edit)
 
 

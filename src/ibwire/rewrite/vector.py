@@ -38,7 +38,7 @@ from ibwire.rewrite.blocks import (
     store,
     ttl,
 )
-from ibwire.rewrite.edit import CNP_OPCODE, UD_TRANSPORT
+from ibwire.rewrite.edit import CNP_OPCODE, SOURCE_QP_AT, UD_TRANSPORT
 from ibwire.rewrite.ipv6 import FRAGMENT, WALKED
 from ibwire.rewrite.options import RewriteOptions
 
@@ -233,12 +233,14 @@ def _bth(f: _Frames, rows: np.ndarray, bth: np.ndarray, o: RewriteOptions) -> np
     if o.qpmap:
         head.put(5, 3, dest_qp, map_numbers(dest_qp, o.qpmap), BIT["bth.dqpn"])
     head.store()
-    ud = ((opcode & U64(0xE0)) == UD_TRANSPORT) & (bth + 20 <= f.len[rows])
+    at = SOURCE_QP_AT[opcode].astype(np.int64)    # UD and RD: DETH's source QP
+    deth = (at > 0) & (bth + at + 3 <= f.len[rows])
     if o.qpmap:
-        deth = f.block(rows[ud], bth[ud] + 17, 3)
-        old = deth.num(0, 3)
-        deth.put(0, 3, old, map_numbers(old, o.qpmap), BIT["deth.sqpn"])
-        deth.store()
+        sqpn = f.block(rows[deth], bth[deth] + at[deth], 3)
+        old = sqpn.num(0, 3)
+        sqpn.put(0, 3, old, map_numbers(old, o.qpmap), BIT["deth.sqpn"])
+        sqpn.store()
+    ud = deth & ((opcode & U64(0xE0)) == UD_TRANSPORT)
     if o.qpmap or o.psn_offset:
         return rows[ud & (dest_qp == 1)]
     return rows[:0]

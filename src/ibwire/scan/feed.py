@@ -98,7 +98,7 @@ class MappedFeed:
         if now < pos:
             raise vanished_error(self.name, now, self.record, pos)
         if self.error is None:
-            self.error = shrunk_error(self.size, now, now)
+            self.error = shrunk_error(self.name, self.size, now, now)
         self.size = now
 
     def check(self, record: int) -> None:

@@ -40,6 +40,7 @@ from ibwire.transport.opkinds import (
 )
 from ibwire.transport.psn import PSN_MASK
 from ibwire.transport.psn_runs import ORIGIN, Runs, unwrap
+from ibwire.transport.sent import SentRequests
 from ibwire.transport.timers import rnr_timer_ns
 
 #: Counters, by the names of the JSON output and the generation manifest.
@@ -50,8 +51,8 @@ COUNTERS = ("data_packets", "retransmitted_packets", "nak_retransmissions",
             "cnps", "ecn_ce_packets")
 LATENCIES = ("nak_generation_ns", "nak_response_ns", "retransmission_ns")
 #: Columns a connection's rows carry (numpy arrays of one length, capture order).
-ROW_FIELDS = ("record", "time", "opcode", "psn", "ackreq", "syndrome", "dmalen", "payload",
-              "ce", "icrc_bad")
+ROW_FIELDS = ("record", "time", "opcode", "psn", "ackreq", "syndrome", "dmalen", "va",
+              "payload", "ce", "icrc_bad")
 Rows = Mapping[str, np.ndarray]
 
 #: Request rows remembered for latencies (previous transmission of a PSN, NAK generation).
@@ -129,10 +130,13 @@ class Observed:
         self.ack_max: tuple[int, int] | None = None  # (ext, record) of the highest ACK
         self.prev_end: int | None = None     # one past the previous request's PSNs
         self.prev_first = False              # previous request was a first transmission
-        self.nak_since = False               # a NAK came since the previous request
         self.round: str | None = None        # class of the current retransmission round
         self.round_span: tuple[int, int] | None = None
-        self.nak: tuple[int, int, int, str] | None = None  # (ext, time, record, kind) unanswered
+        #: the NAK or RNR NAK not yet answered: (ext PSN, time, record, kind)
+        self.nak: tuple[int, int, int, str] | None = None
+        #: the shortest time from a sequence-error NAK to the requester's answer seen so far
+        #: (None: none yet): the round trip from the tap to the requester and back
+        self.turnaround: int | None = None
         self._history: deque[tuple[int, int, int, int]] = deque(maxlen=HISTORY)
         self._chunks: list[tuple[np.ndarray, ...]] = []  # recent requests, not yet in it
         self._chunk_rows = 0
@@ -151,6 +155,7 @@ class Observed:
         self.last_ns: int | None = None
         self.last_time: tuple[int, int] | None = None  # (time, record) of the latest row
         self.window = 256    # rows the bulk rules try at once next (ibwire.analysis.bulk)
+        self.sent = SentRequests()
 
     # --- helpers --------------------------------------------------------------------------
 
@@ -240,7 +245,7 @@ class Observed:
             row(*values)
 
     def row(self, record: int, t: int, opcode: int, psn: int, ackreq: int, syndrome: int,
-            dmalen: int, payload: int, ce: int, icrc_bad: int) -> None:
+            dmalen: int, va: int, payload: int, ce: int, icrc_bad: int) -> None:
         """One packet of the connection."""
         kind = int(KIND[opcode])
         if self.first_ns is None:
@@ -260,8 +265,7 @@ class Observed:
         e = psn + ORIGIN if self.ref is None else unwrap(psn, self.ref)
         self.ref = e
         if kind == REQUEST:
-            self._request(record, t, e, int(POSITION[opcode]), int(FAMILY[opcode]),
-                          bool(ackreq), dmalen, payload)
+            self._request(record, t, e, opcode, bool(ackreq), dmalen, va, payload)
         elif kind == ACK:
             self._ack(record, t, e, syndrome)
         elif kind == READ_RESP:
@@ -271,15 +275,22 @@ class Observed:
             self._answered(e)
             self._covered(e + 1, t)
 
-    def _request(self, record: int, t: int, e: int, position: int, family: int,
-                 ackreq: bool, dmalen: int, payload: int) -> None:
+    def _request(self, record: int, t: int, e: int, opcode: int, ackreq: bool, dmalen: int,
+                 va: int, payload: int) -> None:
         c = self.counts
+        position, family = int(POSITION[opcode]), int(FAMILY[opcode])
         count = self.psn_count(family, dmalen)
         seen = self.seen
         new = e not in seen
         fill = new and seen.low is not None and e < seen.high
         jump = self.prev_end is not None and e != self.prev_end
+        if not new and not self.sent.repeats(e, opcode, family == READ, va, dmalen):
+            # another request at a PSN already used: not a resend, a message of its own
+            self.find_many("psn_reused", [record], "requests at a PSN already used by another "
+                           "request (not a resend of it)")
+            new = True
         if new:
+            self.sent.add(e, opcode, family == READ, count, va, dmalen)
             c["data_packets"] += 1
             c["data_bytes"] += payload
             if fill:
@@ -291,17 +302,19 @@ class Observed:
                 c["duplicates"] += 1
             # an AckReq packet sent again: its ACK no longer tells a round trip (Karn)
             del self.pending[bisect_left(self.pending, (e,)):]
-        if (not new or fill) and (self.prev_first or jump or self.nak_since or
-                                  self.round is None):
-            self._round_start(record, t, e, new)
+        # a request with the NAKed PSN answers the NAK unless it only goes on, in PSN order,
+        # with what the requester sent before the NAK could reach it
+        answers = e == self.resend_psn() and (jump or not self.in_flight(t))
+        if (not new or fill) and (self.prev_first or jump or answers or self.round is None):
+            self._round_start(record, t, e, new, answers, jump)
         elif new and not fill:
             self.round = None
         if not new:
             self.counts[f"{self.round or 'timeout'}_retransmissions"] += 1
             lo, hi = self.round_span or (e, e)
             self.round_span = (min(lo, e), max(hi, e))
-        if self.nak is not None and self.nak[0] == e:
-            self._answer_nak(t)
+        if answers and self.nak is not None:
+            self._answer_nak(t, False)
         if ackreq and new:
             insort(self.pending, (e, t))
             del self.pending[:max(0, len(self.pending) - MAX_PENDING)]
@@ -309,16 +322,32 @@ class Observed:
         self.history.append((e, count, t, record))
         self.prev_end = e + count
         self.prev_first = new and not fill
-        self.nak_since = False
 
-    def _round_start(self, record: int, t: int, e: int, new: bool) -> None:
+    def resend_psn(self) -> int | None:
+        """The PSN the requester answers the open NAK at: the NAKed one, or the first not yet
+        acknowledged if ACKs went past it meanwhile (None: no NAK open)."""
+        if self.nak is None:
+            return None
+        return max(self.nak[0], self.cover) if self.cover is not None else self.nak[0]
+
+    def in_flight(self, t: int) -> bool:
+        """Whether a request at time ``t`` was sent before the open NAK could reach the
+        requester: less than the turnaround after it (with the tap away from the requester,
+        packets already on their way come after the NAK). Unknown before a NAK was answered:
+        as with the tap at the requester, every request after the NAK is sent after it."""
+        return (self.nak is not None and self.turnaround is not None
+                and t - self.nak[1] < self.turnaround)
+
+    def _round_start(self, record: int, t: int, e: int, new: bool, answers: bool,
+                     jump: bool) -> None:
         nak = self.nak
-        if nak is not None and nak[0] == e:
+        if answers:
+            assert nak is not None
             self.round = "nak" if nak[3] == "nak" else "rnr"
-            self._answer_nak(t)
+            self._answer_nak(t, jump)
         else:
             self.round = "timeout"
-            if nak is not None:
+            if nak is not None and not self.in_flight(t):
                 self.find("retransmission_not_at_nak", [nak[2], record],
                           f"NAK named PSN {nak[0] & PSN_MASK}, the resend started at "
                           f"PSN {e & PSN_MASK}")
@@ -329,9 +358,21 @@ class Observed:
             if before is not None:
                 self.latencies["retransmission_ns"].append(t - before)
 
-    def _answer_nak(self, t: int) -> None:
+    def _answer_nak(self, t: int, jump: bool) -> None:
+        """The NAK's PSN is sent again. Only a sequence-error NAK (AETH syndrome 011 00000,
+        IBA 9.7.5.2) times the requester's response: after an RNR NAK (001) the requester
+        waits out the timer the NAK named (``rnr_wait_ns``), which stacks keep only roughly
+        (Linux rxe counts it in jiffies). A resend that ``jump``s to the PSN of such a NAK
+        (it does not go on from the previous request) is surely its answer: it times the
+        turnaround."""
         assert self.nak is not None
-        self.latencies["nak_response_ns"].append(t - self.nak[1])
+        _, sent, _, kind = self.nak
+        if kind == "nak":
+            self.latencies["nak_response_ns"].append(t - sent)
+            if jump:
+                took = t - sent
+                self.turnaround = took if self.turnaround is None else min(self.turnaround,
+                                                                           took)
         self.nak = None
 
     def _previous(self, e: int) -> int | None:
@@ -445,7 +486,6 @@ class Observed:
             if gen is not None:
                 self.latencies["nak_generation_ns"].append(t - gen)
         self.nak = (e, t, record, kind)
-        self.nak_since = True
         self._covered(e, t)
 
     def _nak_trigger(self, e: int) -> int | None:

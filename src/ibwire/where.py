@@ -23,9 +23,8 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 from ibwire.errors import IbwireError
@@ -39,10 +38,15 @@ from ibwire.filter_fields import (
     known_fields,
     nearest,
 )
-
-Predicate = Callable[[Mapping[str, Any]], bool]
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+from ibwire.filter_values import (
+    MAC,
+    Predicate,
+    compare_value,
+    field_test,
+    fields_compare,
+    in_range,
+    present,
+)
 
 
 class FilterError(IbwireError):
@@ -58,7 +62,6 @@ _TOKEN = re.compile(r"""
 _WORD_OPS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=",
              "and": "&&", "or": "||", "not": "!"}
 _COMPARISONS = ("==", "!=", "<", "<=", ">", ">=", "contains")
-_MAC = re.compile(r"[0-9a-fA-F]{2}([:-])[0-9a-fA-F]{2}(\1[0-9a-fA-F]{2}){4}")
 _FIELD = re.compile(r"[A-Za-z_][\w]*(\.[\w]+)*")
 
 
@@ -107,7 +110,7 @@ def _literal(word: str) -> Any:
         return int(word, 0) if not re.fullmatch(r"-?0\d+", word) else int(word, 10)
     except ValueError:
         pass
-    if _MAC.fullmatch(word):
+    if MAC.fullmatch(word):
         return word.replace("-", ":").lower()
     if re.fullmatch(r"[0-9a-fA-F:.]+(/\d+)?", word) and ("." in word or ":" in word):
         try:
@@ -198,7 +201,7 @@ class _Parser:
             right = self.operand()
             return self.compare(left, token[1], right)
         if isinstance(left, _Field):
-            return _present(left.name)
+            return present(left.name)
         if isinstance(left, bool):
             return lambda fields: left
         if isinstance(left, _Word):
@@ -252,9 +255,9 @@ class _Parser:
                 _check_kind(left.name, value, self.fail)
         if known_fields().get(left.name) == VERDICT:
             items = [bool(i) if isinstance(i, int) else i for i in items]
-        tests = [_compare_value("==", item) if not isinstance(item, _Range) else
-                 _in_range(item) for item in items]
-        return _field_test(left.name, lambda value: any(t(value) for t in tests), False)
+        tests = [compare_value("==", item) if not isinstance(item, _Range) else
+                 in_range(item.low, item.high) for item in items]
+        return field_test(left.name, lambda value: any(t(value) for t in tests), False)
 
     def value_of(self, text: str) -> Any:
         value = _literal(text)
@@ -270,7 +273,7 @@ class _Parser:
                 raise self.fail(f"neither side of {op!r} is a field")
             left, right, op = right, left, _MIRROR[op]
         if isinstance(right, _Field):
-            return _fields_compare(left.name, op, right.name)
+            return fields_compare(left.name, op, right.name)
         _check_kind(left.name, right, self.fail)
         if known_fields().get(left.name) == VERDICT and not isinstance(right, bool):
             right = bool(right)  # icrc_ok == 1
@@ -279,11 +282,11 @@ class _Parser:
         if isinstance(right, (ipaddress.IPv4Network, ipaddress.IPv6Network)) and \
                 op not in ("==", "!="):
             raise self.fail(f"a network ({right}) takes ==, != or in, not {op!r}")
-        test = _compare_value(op, right)
+        test = compare_value(op, right)
         if op == "!=":
-            equal = _compare_value("==", right)
-            return _field_test(left.name, equal, True)
-        return _field_test(left.name, test, False)
+            equal = compare_value("==", right)
+            return field_test(left.name, equal, True)
+        return field_test(left.name, test, False)
 
 
 _MIRROR = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<=",
@@ -306,106 +309,6 @@ def _check_kind(name: str, value: Any, fail: Callable[[str], FilterError]) -> No
         shown = str(value).lower() if isinstance(value, bool) else str(value)
         what = {VERDICT: "true or false", ADDRESS: "an address"}.get(kind, f"a {kind}")
         raise fail(f"{name} holds {what}, not {shown!r}")
-
-
-def _values(value: Any) -> tuple[Any, ...]:
-    """A field's values: one, or each of a stacked field's (VLAN tags)."""
-    return tuple(value) if isinstance(value, (tuple, list)) else (value,)
-
-
-def _field_test(name: str, test: Callable[[Any], bool], negate: bool) -> Predicate:
-    """True when a value of field ``name`` passes ``test`` (with ``negate``: when the field
-    is there and none does); a field the packet lacks (or None) is false either way."""
-    def keep(fields: Mapping[str, Any]) -> bool:
-        value = fields.get(name)
-        if value is None:
-            return False
-        found = any(test(v) for v in _values(value) if v is not None)
-        return not found if negate else found
-    return keep
-
-
-def _present(name: str) -> Predicate:
-    if known_fields().get(name) == VERDICT:
-        return lambda fields: fields.get(name) is True
-    prefix = name + "."
-    return lambda fields: fields.get(name) is not None or any(k.startswith(prefix)
-                                                              for k in fields)
-
-
-@lru_cache(maxsize=4096)
-def _address(text: str) -> Address | None:
-    try:
-        return ipaddress.ip_address(text)
-    except ValueError:
-        return None
-
-
-def _comparable(value: Any, like: Any) -> Any:
-    """``value`` (a packet's) in the type of ``like`` (the filter's), or None."""
-    if isinstance(like, bool):
-        return value if isinstance(value, bool) else None
-    if isinstance(like, int):
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
-    if isinstance(like, (ipaddress.IPv4Address, ipaddress.IPv6Address, ipaddress.IPv4Network,
-                         ipaddress.IPv6Network)):
-        return _address(value) if isinstance(value, str) else None
-    if isinstance(like, str):
-        if isinstance(value, (bytes, bytearray, memoryview)):
-            return bytes(value).hex()
-        return value.lower() if isinstance(value, str) and _MAC.fullmatch(like) else \
-            value if isinstance(value, str) else None
-    return None
-
-
-_OPS: dict[str, Callable[[Any, Any], bool]] = {
-    "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
-    "contains": lambda a, b: b in a,
-}
-
-
-def _compare_value(op: str, literal: Any) -> Callable[[Any], bool]:
-    """A test of one packet value against ``literal`` with ``op``."""
-    if isinstance(literal, (ipaddress.IPv4Network, ipaddress.IPv6Network)):
-        network = literal
-
-        def inside(value: Any) -> bool:
-            address = _comparable(value, network)
-            return address is not None and address.version == network.version and \
-                address in network
-        return inside
-    fn = _OPS[op]
-
-    def test(value: Any) -> bool:
-        mine = _comparable(value, literal)
-        if mine is None:
-            return False
-        try:
-            return bool(fn(mine, literal))
-        except TypeError:  # IPv4 against IPv6
-            return False
-    return test
-
-
-def _in_range(item: _Range) -> Callable[[Any], bool]:
-    low, high = _compare_value(">=", item.low), _compare_value("<=", item.high)
-    return lambda value: low(value) and high(value)
-
-
-def _fields_compare(left: str, op: str, right: str) -> Predicate:
-    fn = _OPS["==" if op == "!=" else op]
-
-    def keep(fields: Mapping[str, Any]) -> bool:
-        a, b = fields.get(left), fields.get(right)
-        if a is None or b is None:
-            return False
-        try:
-            found = any(fn(x, y) for x in _values(a) for y in _values(b))
-        except TypeError:
-            return False
-        return not found if op == "!=" else found
-    return keep
 
 
 def compile_where(text: str) -> Predicate:

@@ -4,6 +4,7 @@ same from the scanner's columns, from the dissector (``--where``) and in ``-V`` 
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -43,7 +44,9 @@ def test_nanosecond_digits_from_the_file(tmp_path: Path, capsys) -> None:
     ng = tmp_path / "ns.pcapng"
     ng.write_bytes(shb() + idb(1, 0, tsresol=9) + b"".join(
         epb(0, T0 + 18 * k, f) for k, f in enumerate(frames)))
-    assert [capture_digits(str(p)) for p in (micro, nano, ng, "-")] == [6, 9, 9, 6]
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # not opened: nothing is read from a pipe before show reads it
+    assert [capture_digits(str(p)) for p in (micro, nano, ng, "-", fifo)] == [6, 9, 9, 6, 6]
     assert list(_times(capsys, str(micro)).values()) == ["0.000000", "0.000001", "0.000002"]
     for path in (nano, ng):
         assert list(_times(capsys, str(path)).values()) == [

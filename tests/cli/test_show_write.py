@@ -110,12 +110,18 @@ def test_an_unknown_field_writes_nothing(tmp_path: Path, capsys) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("printed", ["-V", "--json"])
-def test_printing_and_writing_are_refused_together(tmp_path: Path, capsys, printed) -> None:
+@pytest.mark.parametrize("argv, said", [
+    (["-V", "-w", "out.pcap"], "-w writes the records to a file"),
+    (["--json", "-w", "out.pcap"], "-w writes the records to a file"),
+    (["-w", "-"], "-w takes a file name"),
+])
+def test_refused_before_anything_is_written(tmp_path: Path, capsys, monkeypatch, argv,
+                                            said) -> None:
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as caught:
-        main(["show", printed, "-w", str(tmp_path / "out.pcap"), str(CORRUPT)])
+        main(["show", *argv, str(CORRUPT)])
     assert caught.value.code == 2
-    assert "-w writes the records to a file" in capsys.readouterr().err
+    assert said in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
 
 

@@ -39,7 +39,10 @@ def add_input_arguments(parser: argparse.ArgumentParser, many: bool = False,
     parser.add_argument("-c", "--count", type=int, default=None, metavar="N",
                         help="stop after N records")
     parser.add_argument("--where", default=None, metavar="EXPR",
-                        help='keep packets matching e.g. "bth.destqp == 0x12 and bth.opcode == 17"')
+                        help="keep the packets EXPR matches, in Wireshark's display-filter "
+                        "syntax over show --json's fields, e.g. \"bth.destqp == 0x12 && "
+                        "icrc_ok == false\", \"ip.src == 10.0.0.0/24\", \"bth.opcode in {4 "
+                        "5}\" (README: Filters)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     if live:
         parser.add_argument("-f", "--filter", dest="capture_filter", default=None,

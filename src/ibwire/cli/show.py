@@ -277,6 +277,8 @@ def scanned_lines(source: Source, args: argparse.Namespace) -> Iterator[str]:
 def run(args: argparse.Namespace) -> int:
     if args.write is not None and (args.verbose or args.json):
         args.usage_error("-w writes the records to a file; -V and --json print them")
+    if args.write == "-":
+        args.usage_error("-w takes a file name (standard output is not written to)")
     if args.interface is not None:
         with live_capture(args) as live:
             return show(live, args)

@@ -194,12 +194,12 @@ def texts(source: Source, args: argparse.Namespace, mode: str) -> Iterator[bytes
     end (an empty line after a tree)."""
     from ibwire.cli.common import json_line, scanned
     from ibwire.cli.show import _COLUMNS, _records, summary, tree
-    from ibwire.cli.show_time import clock_for
+    from ibwire.cli.show_time import Clock, clock_for
 
     keys = None if mode != "line" else tuple({*_COLUMNS, *CLASSIFY_KEYS, *MAD_KEYS})
     templates = Templates()
     numbered: dict[int, int] = {0: templates.add(_DISSECTED)}
-    clock = clock_for(source, args)
+    clock = clock_for(source, args) if mode != "json" else Clock()  # JSON: timestamp_ns
     start_ns: int | None = None
     for batch, cols, _failed in scanned(source, args, fields=keys):
         count = len(cols["record"])

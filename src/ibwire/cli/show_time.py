@@ -34,14 +34,14 @@ _NS = 1_000_000_000
 
 def capture_digits(source: Source) -> int:
     """9 when the capture file's timestamps have nanoseconds (a nanosecond pcap, a pcapng
-    interface finer than microseconds, ERF), else 6; 6 for standard input and a live
-    capture, which cannot be looked at before they are read. A file that cannot be read
+    interface finer than microseconds, ERF), else 6; 6 for standard input, a named pipe and
+    a live capture, which cannot be looked at before they are read. A file that cannot be read
     here is reported by the reading that follows."""
     from ibwire.errors import IbwireError
     from ibwire.pcap import open_capture
 
-    if not isinstance(source, (str, os.PathLike)) or source == "-":
-        return 6
+    if not isinstance(source, (str, os.PathLike)) or not os.path.isfile(source):
+        return 6  # standard input, a pipe, a live capture: read once, by the real reading
     try:
         with open_capture(source) as reader:
             if reader.format == "erf":

@@ -84,13 +84,25 @@ def provenance_rows() -> tuple[dict[str, str], ...]:
         return tuple(csv.DictReader(fh, delimiter="\t"))
 
 
+#: The vectors of a capture without a licence (the 43 native IB frames of an Endace capture):
+#: not shipped, read from the shared reference facts when they are there.
+UNSHIPPED_VECTORS = SHARED / "reference" / "vectors.json"
+
+
 @cache
 def _vectors() -> tuple[dict[str, Any], ...]:
-    return tuple(json.loads((DATA / "vectors.json").read_text(encoding="utf-8"))["vectors"])
+    shipped = json.loads((DATA / "vectors.json").read_text(encoding="utf-8"))["vectors"]
+    if not UNSHIPPED_VECTORS.is_file():
+        return tuple(shipped)
+    known = {v["id"] for v in shipped}
+    more = json.loads(UNSHIPPED_VECTORS.read_text(encoding="utf-8"))["vectors"]
+    return tuple(shipped + [v for v in more if v["id"] not in known])
 
 
 def load_vectors() -> list[dict[str, Any]]:
-    """The ICRC/VCRC test vectors shipped in ``tests/data/vectors.json``."""
+    """The ICRC/VCRC test vectors: those shipped in ``tests/data/vectors.json`` (scapy's, with
+    their licence) and, where the shared reference facts are, the hardware-captured native IB
+    frames they hold (not shipped: their capture has no licence)."""
     return list(_vectors())
 
 

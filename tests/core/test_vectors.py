@@ -6,14 +6,16 @@ import pytest
 
 import ibwire
 from tests.core.roundtrip import roundtrip
-from tests.corpus import load_vectors, vector_link
+from tests.corpus import load_vectors, skip_missing, vector_link
 
 VECTORS = load_vectors()
 GOOD = [v for v in VECTORS if not v["known_bad"]]
 
 
 def _frame(vector_id: str) -> tuple[bytes, str]:
-    vector = next(v for v in VECTORS if v["id"] == vector_id)
+    vector = next((v for v in VECTORS if v["id"] == vector_id), None)
+    if vector is None:  # a hardware-captured frame: not shipped (its capture has no licence)
+        skip_missing()
     return bytes.fromhex(vector["packet_hex"]), vector_link(vector)
 
 

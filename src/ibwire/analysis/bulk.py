@@ -140,15 +140,15 @@ def _bulk(o: Observed, rows: Rows, i: int, k: int) -> int:
         if len(bad):
             stop = min(stop, int(req[bad[0]]))
     resend = o.resend_psn()
-    if resend is not None:
-        # the request that may answer a NAK goes row by row, and so does an answer that
-        # covers its PSN (the requester then answers at the first PSN not acknowledged)
-        bad = np.flatnonzero(er == resend)
+    if resend is not None and len(req):
+        # the request that may answer the open NAK goes row by row: the one at its PSN, or
+        # at the first PSN not acknowledged once answers went past it (``resend_psn``)
+        covers = (((kind == ACK) & ((syn >> 5) == 0)) | (kind == READ_RESP) |
+                  (kind == ATOMIC_ACK))
+        due = np.maximum.accumulate(np.where(covers, ext + 1, np.int64(resend)))
+        bad = np.flatnonzero(er == due[req])
         if len(bad):
             stop = min(stop, int(req[bad[0]]))
-        past = np.flatnonzero((kind != REQUEST) & (kind != CNP) & (ext + 1 > resend))
-        if len(past):
-            stop = min(stop, int(past[0]))
     # NAKs of any kind go row by row; ACKs must not go backwards
     acks = kind == ACK
     positive = (syn >> 5) == 0

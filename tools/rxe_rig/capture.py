@@ -1,5 +1,9 @@
 """Capturing on the bridge inside the namespace, and the headers-only copy.
 
+The bridge sees every frame as it enters (before the forward chain's drops); a tap's
+outgoing direction (``tcpdump -Q out``) sees what was delivered to its guest, in the order
+the guest received it.
+
 tcpdump (else dumpcap) on the bridge, full frames (``-s 0``) with a large kernel buffer; the
 number of frames the kernel dropped is read from its closing report, so a test can tell a
 lossless capture from one that is not. The headers-only copy is the same capture cut at a
@@ -28,19 +32,29 @@ class CaptureError(RuntimeError):
 
 
 class Capture:
-    def __init__(self, namespace: Namespace, path: Path, interface: str = BRIDGE) -> None:
+    def __init__(self, namespace: Namespace, path: Path, interface: str = BRIDGE,
+                 outgoing_only: bool = False) -> None:
         self.namespace = namespace
         self.path = path
         self.interface = interface
+        self.outgoing_only = outgoing_only
         self.process: subprocess.Popen | None = None
         self.lines: list[str] = []
         self._ready = threading.Event()
         self._reader: threading.Thread | None = None
 
     def start(self, timeout: float = 15.0) -> None:
+        self.begin()
+        self.wait_ready(timeout)
+
+    def begin(self) -> None:
         if shutil.which("tcpdump"):
             args = ["tcpdump", "-n", "-i", self.interface, "-s", "0", "-B", "65536",
                     "-w", str(self.path)]
+            if self.outgoing_only:
+                args[1:1] = ["-Q", "out"]
+        elif self.outgoing_only:
+            raise CaptureError("capturing one direction needs tcpdump (-Q out)")
         elif shutil.which("dumpcap"):
             args = ["dumpcap", "-n", "-i", self.interface, "-s", "0", "-B", "64", "-P",
                     "-w", str(self.path)]
@@ -51,9 +65,13 @@ class Capture:
                                         text=True, start_new_session=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
-        if not self._ready.wait(timeout):
+
+    def wait_ready(self, timeout: float = 15.0) -> None:
+        if not self._ready.wait(timeout) or self.process is None or \
+                self.process.poll() is not None:
             self.stop()
-            raise CaptureError(f"{args[0]} did not start: {' '.join(self.lines)[-300:]}")
+            raise CaptureError(f"capture on {self.interface} did not start: "
+                               f"{' '.join(self.lines)[-300:]}")
 
     def _read(self) -> None:
         assert self.process is not None and self.process.stderr is not None
@@ -63,18 +81,24 @@ class Capture:
                 self._ready.set()
         self._ready.set()
 
-    def stop(self) -> dict[str, int]:
+    def stop(self, settle: float = 0.3) -> dict[str, int]:
         """Stop; the tool's own figures (``captured``, ``kernel_dropped``)."""
+        time.sleep(settle)  # the last frames on their way through the bridge
+        self.interrupt()
+        return self.finish()
+
+    def interrupt(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+
+    def finish(self) -> dict[str, int]:
         if self.process is None:
             return {}
-        time.sleep(0.3)  # the last frames on their way through the bridge
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
         if self._reader is not None:
             self._reader.join(5)
         self.process = None
@@ -88,6 +112,25 @@ class Capture:
             if match:
                 figures[key] = int(match.group(1))
         return figures
+
+
+def start_all(captures: list[Capture]) -> None:
+    """Start several captures at once (each tool takes a while to open its interface)."""
+    try:
+        for one in captures:
+            one.begin()
+        for one in captures:
+            one.wait_ready()
+    except BaseException:
+        stop_all(captures, 0.0)
+        raise
+
+
+def stop_all(captures: list[Capture], settle: float = 0.3) -> list[dict[str, int]]:
+    time.sleep(settle)
+    for one in captures:
+        one.interrupt()
+    return [one.finish() for one in captures]
 
 
 def cut(source: Path, target: Path, snaplen: int = SNAPLEN) -> int:

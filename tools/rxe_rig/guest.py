@@ -159,9 +159,10 @@ class Guest:
         """Run ``command`` under ``sh`` in the guest; its exit status and output."""
         if self._sock is None:
             raise GuestError(f"{self.name}: not connected")
+        if "\n" in command or "\r" in command:
+            raise ValueError("a guest command is one line")
         ident = next(self._ids)
-        code = base64.b64encode(command.encode()).decode()
-        self._sock.sendall(f"RUN {ident} {code}\n".encode())
+        self._sock.sendall(f"RUN {ident} {command}\n".encode())
         deadline = time.monotonic() + timeout
         encoded: list[str] = []
         while True:
@@ -182,25 +183,31 @@ class Guest:
                              f"{result.output.strip()[-400:]}")
         return result.output
 
-    def spawn(self, command: str) -> int:
-        """Start ``command`` in the background; :meth:`wait` gives its result."""
+    def spawn(self, command: str, ready: str | None = None, timeout: float = 30.0) -> int:
+        """Start ``command`` in the background; :meth:`wait` gives its result. With
+        ``ready``, a shell condition, return once it holds (or the job ended, or
+        ``timeout``)."""
         job = next(self._jobs)
-        self.check(f"( sh -c {shlex.quote(command)} > /tmp/job{job}.out 2>&1 < /dev/null; "
-                   f"echo $? > /tmp/job{job}.rc.tmp; mv /tmp/job{job}.rc.tmp /tmp/job{job}.rc"
-                   f" ) > /dev/null 2>&1 &")
+        rc = f"/tmp/job{job}.rc"
+        line = (f"( sh -c {shlex.quote(command)} > /tmp/job{job}.out 2>&1 < /dev/null; "
+                f"echo $? > {rc}.tmp; mv {rc}.tmp {rc} ) > /dev/null 2>&1 &")
+        if ready:
+            line += (f" i=0; while ! ( {ready} ) && [ ! -e {rc} ] && "
+                     f"[ $i -lt {int(timeout * 20)} ]; do sleep 0.05; i=$((i+1)); done")
+        self.check(line, timeout=timeout + 30)
         return job
 
     def wait(self, job: int, timeout: float) -> Result:
-        deadline = time.monotonic() + timeout
-        while True:
-            done = self.run(f"cat /tmp/job{job}.rc 2>/dev/null", timeout=30)
-            if done.ok and done.output.strip():
-                out = self.run(f"cat /tmp/job{job}.out; rm -f /tmp/job{job}.*").output
-                return Result(int(done.output.strip()), out)
-            if time.monotonic() > deadline:
-                out = self.run(f"cat /tmp/job{job}.out").output
-                return Result(-1, out + f"\n[rxe_rig: timed out after {timeout:.0f} s]\n")
-            time.sleep(0.2)
+        """The job's result, waiting in the guest (one round trip) up to ``timeout``;
+        status -1 if it is still running then."""
+        rc = f"/tmp/job{job}.rc"
+        done = self.run(f"i=0; while [ ! -e {rc} ] && [ $i -lt {max(1, int(timeout * 20))} ]; "
+                        f"do sleep 0.05; i=$((i+1)); done; cat {rc} 2>/dev/null || echo -1; "
+                        f"cat /tmp/job{job}.out", timeout=timeout + 30)
+        status, _, out = done.output.partition("\n")
+        if status.strip() == "-1":
+            return Result(-1, out + f"\n[rxe_rig: still running after {timeout:.0f} s]\n")
+        return Result(int(status), out)
 
     def kill_all(self, names: tuple[str, ...]) -> None:
         """Kill leftover tool processes (after a failed or timed-out scenario)."""

@@ -15,13 +15,17 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import FrameType, TracebackType
+from typing import TypeVar
 
 from .guest import Guest, GuestError
 from .image import Image, build, cache_root
 from .netns import Namespace
 
+T = TypeVar("T")
 COUNTERS = "/sys/class/infiniband/rxe0/ports/1/hw_counters"
 PORT = "/sys/class/infiniband/rxe0/ports/1"
 BOOT_TIMEOUT_TCG = 180.0
@@ -80,6 +84,7 @@ class Rig:
         self.namespace = Namespace(guests)
         self.guests: list[Guest] = []
         self.timings: dict[str, float] = {}
+        self._gids: dict[tuple[int, bool], int] = {}
         self._signals = _Signals()
 
     def _say(self, text: str) -> None:
@@ -184,6 +189,11 @@ class Rig:
 
     # -- what the scenarios need -------------------------------------------------------
 
+    def on_each(self, fn: Callable[[Guest], T]) -> list[T]:
+        """``fn`` on the first two guests at once (each has its own control channel)."""
+        with ThreadPoolExecutor(2) as pool:
+            return list(pool.map(fn, self.guests[:2]))
+
     def counters(self, guest: Guest) -> dict[str, int]:
         out = guest.check(f"cd {COUNTERS} && grep -H . *")
         values = {}
@@ -195,7 +205,10 @@ class Rig:
 
     def gid_index(self, guest: Guest, ipv6: bool = False) -> int:
         """The index of the guest's RoCEv2 GID for its IPv4 (``::ffff:a.b.c.d``) or its
-        global IPv6 address."""
+        global IPv6 address (the table is read once per guest and family)."""
+        key = (guest.index, ipv6)
+        if key in self._gids:
+            return self._gids[key]
         out = guest.check(f"cd {PORT} && for i in $(seq 0 15); do g=$(cat gids/$i); "
                           f"case $g in 0000:0000:0000:0000:0000:0000:0000:0000) continue;; esac;"
                           f" echo $i $g $(cat gid_attrs/types/$i); done", timeout=20)
@@ -203,7 +216,8 @@ class Rig:
         for line in out.splitlines():
             parts = line.split(None, 2)
             if len(parts) >= 3 and parts[1] == want and "v2" in parts[2]:
-                return int(parts[0])
+                self._gids[key] = int(parts[0])
+                return self._gids[key]
         raise GuestError(f"{guest.name}: no RoCEv2 GID {want}:\n{out}")
 
 

@@ -1,6 +1,8 @@
 """Running one scenario on a booted rig, into ``OUT/<name>/``:
 
 - ``full.pcap``: every frame on the bridge, whole (dropped ones included: see :mod:`faults`);
+- ``to-guest1.pcap``, ``to-guest2.pcap``: what was delivered to each guest (its tap's
+  outgoing side), in the order it arrived;
 - ``headers.pcap``: the same cut at :data:`capture.SNAPLEN` bytes;
 - ``server.txt``, ``client.txt``: the tools' output;
 - ``counters.json``: both guests' rxe ``hw_counters`` before, after, and the difference;
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import faults as bridge
-from .capture import SNAPLEN, Capture, cut
+from .capture import SNAPLEN, Capture, cut, start_all, stop_all
 from .guest import Guest, Result
 from .rig import Rig
 from .scenarios import Scenario
@@ -71,26 +73,35 @@ def _once(rig: Rig, scenario: Scenario, directory: Path) -> dict:
     mtu = scenario.mtu or 1500
     for guest in (server, client):
         on, _ = bridge.netem_commands(scenario.faults, guest.index)
-        guest.check("; ".join([f"ip link set eth0 mtu {mtu}", *on]))
+        setup = ([f"ip link set eth0 mtu {mtu}"] if scenario.mtu else []) + on
+        if setup:
+            guest.check("; ".join(setup))
     if scenario.mtu:
         time.sleep(0.5)  # rxe follows the netdev's MTU change through its notifier
     gids = [rig.gid_index(g, scenario.ipv6) for g in (server, client)]
-    address = server.addr6 if scenario.ipv6 and scenario.ready != "tcp" else server.addr
+    # rdma_cm resolves the address to the GID to use; perftest's own exchange (TCP) may stay
+    # on IPv4 while -x picks the IPv6 GID
+    address = server.addr6 if scenario.ipv6 and scenario.ready == "cm" else server.addr
     commands = scenario.commands(gids[0], gids[1], address)
     bridge.apply_bridge(rig.namespace, scenario.faults)
     capture = Capture(rig.namespace, directory / "full.pcap")
-    capture.start()
+    delivered = [Capture(rig.namespace, directory / f"to-{g.name}.pcap", g.tap, True)
+                 for g in (server, client)]
+    start_all([capture, *delivered])
     try:
-        before = [rig.counters(g) for g in (server, client)]
+        before = rig.on_each(rig.counters)
         results = _exchange(scenario, server, client, commands)
-        after = [rig.counters(g) for g in (server, client)]
+        after = rig.on_each(rig.counters)
     finally:
-        figures = capture.stop()
+        figures, *to_guests = stop_all([capture, *delivered])
+        figures["delivered"] = dict(zip((server.name, client.name), to_guests, strict=True))
         dropped = bridge.dropped(rig.namespace)
         bridge.remove_bridge(rig.namespace)
         for guest in (server, client):
             _, off = bridge.netem_commands(scenario.faults, guest.index)
-            guest.run("; ".join([*off, "ip link set eth0 mtu 1500"]))
+            undo = off + (["ip link set eth0 mtu 1500"] if scenario.mtu else [])
+            if undo:
+                guest.run("; ".join(undo))
     cut_frames = cut(directory / "full.pcap", directory / "headers.pcap", SNAPLEN)
     (directory / "server.txt").write_text(results[0].output)
     (directory / "client.txt").write_text(results[1].output)
@@ -119,18 +130,9 @@ def _once(rig: Rig, scenario: Scenario, directory: Path) -> dict:
 
 def _exchange(scenario: Scenario, server: Guest, client: Guest,
               commands: tuple[str, str]) -> tuple[Result, Result]:
-    job = server.spawn(commands[0])
-    deadline = time.monotonic() + 30
-    if scenario.ready == "tcp":
-        while time.monotonic() < deadline:
-            listening = server.run(f"ss -Hltn 'sport = :{PERFTEST_PORT}'").output
-            if str(PERFTEST_PORT) in listening:
-                break
-            if server.run(f"test -e /tmp/job{job}.rc").ok:
-                break  # the server already gave up; its status tells
-            time.sleep(0.2)
-    else:
-        time.sleep(2.0)  # rdma_cm listeners have no socket to look for
+    ready = {"tcp": f"ss -Hltn 'sport = :{PERFTEST_PORT}' | grep -q {PERFTEST_PORT}",
+             "cm": "rdma resource show cm_id | grep -q LISTEN", "wait": "sleep 2"}
+    job = server.spawn(commands[0], ready=ready[scenario.ready])
     client_job = client.spawn(commands[1])
     client_result = client.wait(client_job, timeout=scenario.timeout)
     server_result = server.wait(job, timeout=30 if client_result.ok else 5)

@@ -53,6 +53,7 @@ def test_captures_are_whole_and_headers_only_copy_is_cut(rig_runs: Runs, name: s
     outcome = rig_runs[name]
     capture = outcome.record["capture"]
     assert capture["kernel_dropped"] == 0
+    assert capture["received"] == capture["captured"]  # none left unread in the ring
     assert all(d["kernel_dropped"] == 0 for d in capture["delivered"].values())
     full, cut = _records(outcome.full), _records(outcome.headers)
     assert len(full) == len(cut) == capture["captured"] > 0

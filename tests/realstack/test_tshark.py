@@ -28,10 +28,23 @@ def tshark_outputs(rig_runs: Runs) -> dict:
     return run_many(paths, extra=("-Y", "infiniband"))
 
 
+#: Wireshark 4.0's RPC-over-RDMA heuristic (epan/dissectors/packet-rpcrdma.c) claims some
+#: RC SEND LAST payloads of perftest's SEND runs with loss as fragments of a reassembly it
+#: keeps per connection, so tshark shows no ``data`` layer for them (perftest's payload is no
+#: RPC message; ibwire shows it as data). Only these three keys, only on such frames.
+RPCORDMA = ["rpcordma.fragments", "data"]
+RPCORDMA_KEYS = {"data/data.data <- payload", "data/data.len <- len(payload)",
+                 "tshark:payload-dissectors"}
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_fields_equal_tsharks(rig_runs: Runs, tshark_outputs: dict, name: str):
     ran(rig_runs, name)
     path = rig_runs[name].full
     tally = compare_file(path, tshark_outputs[os.fspath(path)])
+    claimed = {m.where for m in tally.mismatches if m.key == "tshark:payload-dissectors"
+               and m.actual == RPCORDMA and "RC_SEND_LAST" in m.where}
+    tally.mismatches = [m for m in tally.mismatches
+                        if not (m.where in claimed and m.key in RPCORDMA_KEYS)]
     assert not tally.mismatches, report(tally)
     assert tally.packets == len(packets(path)) > 0 and tally.values > 0

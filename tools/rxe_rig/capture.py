@@ -49,8 +49,10 @@ class Capture:
 
     def begin(self) -> None:
         if shutil.which("tcpdump"):
-            args = ["tcpdump", "-n", "-i", self.interface, "-s", "0", "-B", "65536",
-                    "-w", str(self.path)]
+            # immediate mode: frames still in an unfinished ring block when the capture is
+            # interrupted would be lost (libpcap's TPACKET_V3 hands blocks over on a timer)
+            args = ["tcpdump", "-n", "--immediate-mode", "-i", self.interface, "-s", "0",
+                    "-B", "65536", "-w", str(self.path)]
             if self.outgoing_only:
                 args[1:1] = ["-Q", "out"]
         elif self.outgoing_only:
@@ -105,6 +107,7 @@ class Capture:
         text = "\n".join(self.lines)
         figures = {}
         for key, pattern in (("captured", r"(\d+) packets? captured"),
+                             ("received", r"(\d+) packets? received by filter"),
                              ("kernel_dropped", r"(\d+) packets? dropped by kernel"),
                              ("kernel_dropped", r"Packets received/dropped on interface "
                                                 r"'[^']*': \d+/(\d+)")):

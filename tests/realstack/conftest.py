@@ -3,11 +3,14 @@ booted, every scenario of ``tools/rxe_rig`` run once; the tests then read the ou
 
 Skipped in one line where QEMU cannot run at all (no qemu-system-x86_64, not root, no
 /dev/net/tun), unless ``IBWIRE_REQUIRE_RIG=1`` (CI), which makes that a failure. Set
-``IBWIRE_RIG_OUT=DIR`` to keep the captures, counters and tool outputs in DIR.
+``IBWIRE_RIG_OUT=DIR`` to keep the captures, counters and tool outputs in DIR, and
+``IBWIRE_RIG_REUSE=DIR`` to test such a kept run again without booting (the live test, which
+needs the rig up, is then skipped).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -41,7 +44,7 @@ class Live:
 @dataclass
 class Runs:
     outcomes: dict[str, Outcome]
-    live: Live
+    live: Live | None
     directory: Path
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -53,8 +56,18 @@ def ibwire_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "ibwire.cli.main", *args]
 
 
+def _reuse(directory: Path) -> Runs:
+    outcomes = {}
+    for name, scenario in SCENARIOS.items():
+        record = json.loads((directory / name / "scenario.json").read_text())
+        outcomes[name] = Outcome(scenario, directory / name, record["ok"], record)
+    return Runs(outcomes, None, directory)
+
+
 @pytest.fixture(scope="session")
 def rig_runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    if os.environ.get("IBWIRE_RIG_REUSE"):
+        return _reuse(Path(os.environ["IBWIRE_RIG_REUSE"]))
     why = qemu_present()
     if why is not None:
         if os.environ.get("IBWIRE_REQUIRE_RIG") == "1":

@@ -18,8 +18,6 @@ Guest 1 runs the servers (the responder of WRITE/SEND/READ/atomic), guest 2 the 
 
 from __future__ import annotations
 
-from functools import cache
-
 import pytest
 
 from tests.realstack.conftest import SCENARIOS, Runs
@@ -45,14 +43,7 @@ REORDERING = {n for n in NAMES if any(len(a.split()) > 2 and a.startswith("delay
                                       for _, a in SCENARIOS[n].faults.netem)}
 #: Losses that make the responder NAK (a lost READ request does; lost READ responses make
 #: the requester time out and ask again, without a NAK).
-NAKING = ("write_loss", "send_loss", "write_drops")
-
-
-@cache
-def _read(path: str) -> list[dict]:
-    from pathlib import Path
-
-    return packets(Path(path))
+NAKING = ("write_loss", "send_loss", "write_drops", "write_drops_small")
 
 
 def _view(rig_runs: Runs, name: str) -> tuple[dict, dict, list[dict], list[dict], list[dict]]:
@@ -62,8 +53,8 @@ def _view(rig_runs: Runs, name: str) -> tuple[dict, dict, list[dict], list[dict]
     outcome = rig_runs[name]
     counters = outcome.counters()
     d = outcome.directory
-    return (counters["guest1"]["delta"], counters["guest2"]["delta"], _read(str(d / "full.pcap")),
-            _read(str(d / "to-guest1.pcap")), _read(str(d / "to-guest2.pcap")))
+    return (counters["guest1"]["delta"], counters["guest2"]["delta"], packets(d / "full.pcap"),
+            packets(d / "to-guest1.pcap"), packets(d / "to-guest2.pcap"))
 
 
 def _addresses(rig_runs: Runs, name: str, index: int) -> tuple[str, str]:
@@ -91,9 +82,17 @@ def test_sent_pkts_equal_each_guests_packets_on_the_bridge(rig_runs: Runs, name:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_rcvd_pkts_equal_each_guests_delivered_packets(rig_runs: Runs, name: str):
+    """Exact where every packet is answered (RC): rxe_recv.c counts a packet once its
+    headers passed (hdr_check: a QP that exists and is ready). Bounded for UC and UD: their
+    senders complete without an answer, so a receiver may destroy its QP while the last
+    packets are still on their way, and those are dropped uncounted."""
     responder, requester, bridge, to_responder, to_requester = _view(rig_runs, name)
-    assert responder["rcvd_pkts"] == len(to_responder)
-    assert requester["rcvd_pkts"] == len(to_requester)
+    if name in RC:
+        assert responder["rcvd_pkts"] == len(to_responder)
+        assert requester["rcvd_pkts"] == len(to_requester)
+    else:
+        assert responder["rcvd_pkts"] <= len(to_responder)
+        assert requester["rcvd_pkts"] <= len(to_requester)
     dropped = sum(rig_runs[name].record["nft_dropped"])
     assert len(bridge) - len(to_responder) - len(to_requester) == dropped
 
@@ -131,7 +130,8 @@ def test_requesters_rcvd_seq_err(rig_runs: Runs, name: str):
     one naming PSNs already acknowledged does not either)."""
     _, requester, bridge, _, to_requester = _view(rig_runs, name)
     delivered_naks = sum(1 for p in to_requester if is_nak_sequence(p))
-    assert requester["rcvd_seq_err"] == completer_model(bridge, to_requester)
+    pairs = connections(rig_runs[name].full)
+    assert requester["rcvd_seq_err"] == completer_model(bridge, to_requester, pairs)
     assert requester["rcvd_seq_err"] <= delivered_naks
 
 
@@ -146,7 +146,7 @@ def test_completer_retry_err_equals_go_back_n_rounds(rig_runs: Runs, name: str):
     address = client["ipv6"] if SCENARIOS[name].ipv6 else client["ipv4"]
     rounds = rewinds(bridge, address, _pmtu(rig_runs, name))
     assert requester["completer_retry_err"] == rounds
-    if name in ("write_loss", "read_loss", "send_loss", "write_drops"):
+    if name in (*NAKING, "read_loss"):
         assert rounds > 0
 
 

@@ -84,6 +84,8 @@ def test_live_show_and_check_on_the_bridge(rig_runs: Runs):
     ran(rig_runs, LIVE_SCENARIO)
     outcome = rig_runs[LIVE_SCENARIO]
     live = rig_runs.live
+    if live is None:
+        pytest.skip("a kept run is being tested again (IBWIRE_RIG_REUSE): no live capture")
     assert outcome.record["attempt"] == 1, "the live capture spans both attempts"
     expected = len(packets(outcome.full))
     assert live.check.returncode == 0, live.check.stdout + live.check.stderr

@@ -21,6 +21,7 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Iterable
+from functools import cache
 from pathlib import Path
 
 ROCE = ("rocev2_ipv4", "rocev2_ipv6")
@@ -39,13 +40,24 @@ def ibwire(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 
 
 def packets(path: Path) -> list[dict]:
-    """The RoCE packets of a capture, as ``ibwire show --json`` gives them."""
-    out = ibwire("show", "--json", str(path)).stdout
+    """The RoCE packets of a capture, as ``ibwire show --json`` gives them (read once)."""
+    return _packets(str(path))
+
+
+@cache
+def _packets(path: str) -> list[dict]:
+    out = ibwire("show", "--json", path).stdout
     return [p for p in map(json.loads, out.splitlines()) if p.get("encapsulation") in ROCE]
 
 
 def connections(path: Path) -> list[dict]:
-    out = ibwire("qp", "--json", str(path), check=False)
+    """``ibwire qp --json``'s connections of a capture (computed once)."""
+    return _connections(str(path))
+
+
+@cache
+def _connections(path: str) -> list[dict]:
+    out = ibwire("qp", "--json", path, check=False)
     assert out.returncode in (0, 1), out.stderr
     return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
 
@@ -78,55 +90,64 @@ def _ahead(a: int, b: int) -> int:
     return d - PSN_MOD if d >= PSN_MOD // 2 else d
 
 
+def _first_psns(sent: list[dict]) -> dict[tuple[str, int], int]:
+    """(destination address, QPN) -> the PSN of the first RC request sent to that QP."""
+    first: dict[tuple[str, int], int] = {}
+    for p in sent:
+        if is_rc_request(p):
+            first.setdefault((destination(p), p["bth.destqp"]), p["bth.psn"])
+    return first
+
+
 def responder_model(sent: list[dict], delivered: list[dict], pmtu: int) -> Counter:
     """``out_of_seq_request`` and ``duplicate_request`` of the responder that received
     ``delivered`` (its RC requests, in arrival order); each QP's first expected PSN is that of
     its first request in ``sent`` (the bridge capture, which has it even if it was dropped)."""
-    expected: dict[int, int] = {}
-    for p in sent:
-        if is_rc_request(p):
-            expected.setdefault(p["bth.destqp"], p["bth.psn"])
-    nak_sent: dict[int, bool] = {}
+    expected = _first_psns(sent)
+    nak_sent: dict[tuple[str, int], bool] = {}
     counts: Counter = Counter()
     for p in delivered:
-        if not is_rc_request(p) or p["bth.destqp"] not in expected:
+        key = (destination(p), p["bth.destqp"])
+        if not is_rc_request(p) or key not in expected:
             continue
-        qp, psn = p["bth.destqp"], p["bth.psn"]
-        d = _ahead(psn, expected[qp])
+        psn = p["bth.psn"]
+        d = _ahead(psn, expected[key])
         if d > 0:
-            if not nak_sent.get(qp):
-                nak_sent[qp] = True
+            if not nak_sent.get(key):
+                nak_sent[key] = True
                 counts["out_of_seq_request"] += 1
         elif d < 0:
             counts["duplicate_request"] += 1
         else:
-            nak_sent[qp] = False
-            expected[qp] = (psn + _span(p, pmtu)) % PSN_MOD
+            nak_sent[key] = False
+            expected[key] = (psn + _span(p, pmtu)) % PSN_MOD
     return counts
 
 
-def completer_model(sent: list[dict], delivered: list[dict]) -> int:
+def completer_model(sent: list[dict], delivered: list[dict], pairs: list[dict]) -> int:
     """``rcvd_seq_err`` of the requester that received ``delivered`` (its responses, in
-    arrival order); each QP's completer PSN starts at its first request in ``sent``."""
-    comp: dict[int, int] = {}
-    for p in sent:
-        if is_rc_request(p):
-            comp.setdefault(p["bth.destqp"], p["bth.psn"])
-    # responses name the requester's QP: pair them by the requests' source QPs is not on
-    # the wire for RC, so take the one QP each side has (the scenarios use one data QP)
+    arrival order). ``pairs`` are ``ibwire qp``'s connections: a response goes to the
+    requester's QP, whose requests went to the responder's; the completer's PSN starts at
+    the first of those requests in ``sent``."""
+    first = _first_psns(sent)
+    comp: dict[tuple[str, int], int] = {}
+    for c in pairs:
+        to = (c["responder"]["address"], c["responder"]["qpn"])
+        if to in first:
+            comp[(c["requester"]["address"], c["requester"]["qpn"])] = first[to]
     count = 0
     for p in delivered:
-        if p["bth.opcode"] not in RESPONSES or len(comp) != 1:
+        key = (destination(p), p["bth.destqp"])
+        if p["bth.opcode"] not in RESPONSES or key not in comp:
             continue
-        qp = next(iter(comp))
         psn = p["bth.psn"]
         if is_nak_sequence(p):
-            if _ahead(psn, comp[qp]) > 0:
+            if _ahead(psn, comp[key]) > 0:
                 count += 1
-                comp[qp] = psn
+                comp[key] = psn
         elif p["bth.opcode"] != ACKNOWLEDGE or p.get("aeth.syndrome", 0) >> 5 == 0:
-            if _ahead(psn + 1, comp[qp]) > 0:
-                comp[qp] = (psn + 1) % PSN_MOD
+            if _ahead(psn + 1, comp[key]) > 0:
+                comp[key] = (psn + 1) % PSN_MOD
     return count
 
 

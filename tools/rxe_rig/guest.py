@@ -72,7 +72,7 @@ class Guest:
                 "-serial", f"file:{self.console}",
                 "-serial", f"unix:{self.socket_path},server=on,wait=off",
                 "-netdev", f"tap,id=n0,ifname={self.tap},script=no,downscript=no",
-                "-device", f"virtio-net-pci,netdev=n0,mac={self.mac}"]
+                "-device", f"virtio-net-pci,netdev=n0,mac={self.mac},romfile="]
 
     def start(self, namespace: Namespace, image: Image, accel: str) -> None:
         self.console.unlink(missing_ok=True)

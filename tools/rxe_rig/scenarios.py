@@ -110,6 +110,11 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
               clean=False, faults=Faults(drops=(
                   Drop(nth=(40, 700), opcodes=WRITE_OPCODES, source="10.77.0.2"),
                   Drop(nth=(5,), opcodes=(ACK,), source="10.77.0.1")))),
+    _perftest("write_drops_small", "ib_write_bw", "-n 10 -s 8192",
+              "RC WRITE, 10 x 8 KiB, the 21st WRITE packet and the 3rd ACK dropped (the "
+              "source of captures/rxe/rxe-write-drops-headers.pcap)", clean=False,
+              faults=Faults(drops=(Drop(nth=(20,), opcodes=WRITE_OPCODES, source="10.77.0.2"),
+                                   Drop(nth=(2,), opcodes=(ACK,), source="10.77.0.1")))),
     _perftest("write_delay", "ib_write_bw", "-n 100 -s 16384",
               "RC WRITE, guest 2 delays its frames by 5 ms (netem)",
               faults=Faults(netem=((2, "delay 5ms"),))),

@@ -91,18 +91,23 @@ def _ahead(a: int, b: int) -> int:
 
 
 def _first_psns(sent: list[dict]) -> dict[tuple[str, int], int]:
-    """(destination address, QPN) -> the PSN of the first RC request sent to that QP."""
+    """(destination address, QPN) -> the QP's first request PSN: the lowest of all its
+    requests (no request goes below it; the first one on the wire may not be the first sent
+    when netem reorders the requester's frames)."""
     first: dict[tuple[str, int], int] = {}
     for p in sent:
         if is_rc_request(p):
-            first.setdefault((destination(p), p["bth.destqp"]), p["bth.psn"])
+            key = (destination(p), p["bth.destqp"])
+            if key not in first or _ahead(p["bth.psn"], first[key]) < 0:
+                first[key] = p["bth.psn"]
     return first
 
 
 def responder_model(sent: list[dict], delivered: list[dict], pmtu: int) -> Counter:
     """``out_of_seq_request`` and ``duplicate_request`` of the responder that received
     ``delivered`` (its RC requests, in arrival order); each QP's first expected PSN is that of
-    its first request in ``sent`` (the bridge capture, which has it even if it was dropped)."""
+    its first request in ``sent`` (the bridge capture, which has it even if it was dropped
+    before the responder)."""
     expected = _first_psns(sent)
     nak_sent: dict[tuple[str, int], bool] = {}
     counts: Counter = Counter()

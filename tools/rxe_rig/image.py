@@ -86,18 +86,20 @@ def kernel_package() -> str:
     return found[0]
 
 
-def candidate_version(package: str) -> str:
-    out = _run(["apt-cache", "policy", package])
-    match = re.search(r"Candidate:\s*(\S+)", out)
-    if not match or match.group(1) == "(none)":
-        raise BuildError(f"apt knows no version of {package}: run apt-get update")
-    return match.group(1)
+def candidate_versions(packages: list[str]) -> dict[str, str]:
+    """apt's candidate version of each package (one apt-cache run for all)."""
+    out = _run(["apt-cache", "policy", *packages])
+    found = dict(re.findall(r"^(\S+):\n\s+Installed:.*\n\s+Candidate:\s*(\S+)", out, re.M))
+    missing = [p for p in packages if found.get(p, "(none)") == "(none)"]
+    if missing:
+        raise BuildError(f"apt knows no version of {', '.join(missing)}: run apt-get update")
+    return {p: found[p] for p in packages}
 
 
 def wanted() -> dict:
     """What an image built now would be made of; its hash names the cache entry."""
     kernel = kernel_package()
-    versions = {p: candidate_version(p) for p in (kernel, *ROOTFS_PACKAGES)}
+    versions = candidate_versions([kernel, *ROOTFS_PACKAGES])
     return {"format": FORMAT, "kernel_package": kernel,
             "kernel_release": kernel.removeprefix("linux-image-"), "versions": versions,
             "modules": list(MODULES),

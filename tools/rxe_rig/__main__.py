@@ -1,10 +1,10 @@
-"""``python tools/rxe_rig COMMAND``: see :mod:`rxe_rig.cli`."""
+"""``python tools/rxe_rig COMMAND`` (or ``python -m tools.rxe_rig`` from the checkout's root,
+or ``python -m rxe_rig`` with tools/ on the path): see :mod:`rxe_rig.cli`."""
 
 import sys
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a directory: make ``import rxe_rig`` work
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rxe_rig.cli import main
 

@@ -52,9 +52,9 @@ def test_cm_exchange_decoded_and_paired(rig_runs: Runs, name: str):
             assert (active["requester"]["address"], active["requester"]["qpn"]) == \
                 (source(req), req["cm.req.localqpn"])
             assert active["responder"]["qpn"] == rep["cm.rep.localqpn"]
-        # Linux's CM (drivers/infiniband/core/cm.c) sets the passive side's receive PSN from
-        # the REQ's Starting PSN and the active side's from the REP's: the requests *to* each
-        # side begin there
+        # the requests to each side begin at the Starting PSN of the CM message that side
+        # sent (REQ: the active side, REP: the passive side), with Linux's CM over rxe as
+        # with ibwire gen's CM exchange
         for mad, qpn, start in ((req, req["cm.req.localqpn"], req["cm.req.startpsn"]),
                                 (rep, rep["cm.rep.localqpn"], rep["cm.rep.startpsn"])):
             key = (source(mad), qpn)

@@ -9,7 +9,7 @@ rxe uses through the crypto API without declaring it, virtio-net, ``sch_netem``)
 
 The result is cached under ``$XDG_CACHE_HOME/ibwire-rig`` (else ``~/.cache/ibwire-rig``) in a
 directory named by a hash of the package versions and of the init script: a change of either
-builds a new image. A build happens in a temporary directory renamed into place at the end,
+builds a new image (images unused for two weeks are removed after a build). A build happens in a temporary directory renamed into place at the end,
 so a half-built image is never used.
 """
 
@@ -127,6 +127,7 @@ def build(force: bool = False, log: bool = False) -> Image:
     root = cache_root()
     target = root / key_of(spec)
     if not force and (target / "manifest.json").exists():
+        os.utime(target / "manifest.json")  # in use: see _prune
         return _image(target)
     root.mkdir(parents=True, exist_ok=True)
     for stale in root.glob(".build-*"):  # an interrupted build of an earlier run
@@ -147,7 +148,17 @@ def build(force: bool = False, log: bool = False) -> Image:
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
+    _prune(root, keep=target)
     return _image(target)
+
+
+def _prune(root: Path, keep: Path, unused_days: float = 14.0) -> None:
+    """Remove images not used for ``unused_days`` (about 60 MB each)."""
+    for entry in root.iterdir():
+        manifest = entry / "manifest.json"
+        if entry != keep and manifest.exists() and \
+                time.time() - manifest.stat().st_mtime > unused_days * 86400:
+            shutil.rmtree(entry, ignore_errors=True)
 
 
 def _say(log: bool, text: str) -> None:

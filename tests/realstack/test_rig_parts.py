@@ -10,6 +10,7 @@ import socket
 import struct
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,26 @@ def test_control_channel_round_trip(tmp_path: Path):
         guest.run("echo a\necho b")
     host.close()
     guest_end.close()
+
+
+def test_images_unused_for_two_weeks_go_after_a_build(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(image, "wanted", lambda: SPEC)
+    root = tmp_path / "ibwire-rig"
+    for name, age_days in (("old", 15), ("recent", 3)):
+        (root / name).mkdir(parents=True)
+        (root / name / "manifest.json").write_text("{}")
+        past = time.time() - age_days * 86400
+        os.utime(root / name / "manifest.json", (past, past))
+    (root / "accel.json").write_text("{}")
+
+    def works(work: Path, spec: dict, log: bool) -> dict:
+        (work / "vmlinuz").write_bytes(b"kernel")
+        (work / "initrd.img").write_bytes(b"initrd")
+        return {}
+
+    monkeypatch.setattr(image, "_build_into", works)
+    built = image.build()
+    assert sorted(p.name for p in root.iterdir()) == sorted(
+        ["recent", "accel.json", built.directory.name])

@@ -14,7 +14,8 @@ packets (lossless: a generation with faults is slow, a known issue), then
   export    ``ibwire export F -o DIR --fields bth,icrc_ok --force``
   tshark    ``tshark -r F -T fields -e infiniband.bth.psn`` (for scale)
 
-Each time is the best of --repeat runs (the file warmed first), in seconds, and per packet.
+Each figure is the best of --repeat runs (the file warmed first): wall time, and CPU time
+(user + system, which swings less with what else the machine runs), per packet too.
 
 Usage: python tools/bench_cut.py [--dir /tmp/ibwire-bench-cut] [--packets 1000000]
        [--snaplen 128] [--repeat 3]
@@ -29,7 +30,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_scan import wall
+from bench_scan import timed
 
 
 def capture(work: Path, packets: int, snaplen: int) -> tuple[Path, Path]:
@@ -77,14 +78,15 @@ def main() -> None:
     n_whole, n_cut = count(whole), count(cut)
     print(f"whole: {whole} {n_whole} packets, {whole.stat().st_size / 1e6:.0f} MB; "
           f"cut at {args.snaplen}: {cut.stat().st_size / 1e6:.0f} MB")
-    print(f"{'job':8} {'whole s':>9} {'cut s':>9} {'whole ns/pkt':>13} {'cut ns/pkt':>11} "
-          f"{'cut/whole':>9}")
+    print(f"{'job':8} {'whole s':>8} {'cut s':>8} {'whole cpu':>10} {'cut cpu':>8} "
+          f"{'whole ns/pkt':>13} {'cut ns/pkt':>11} {'cut/whole cpu':>14}")
     for name, argv in jobs.items():
         repeat = 1 if name == "tshark" else args.repeat  # tshark: seconds a run already
-        t_whole, _ = wall(argv(whole), repeat, whole)
-        t_cut, _ = wall(argv(cut), repeat, cut)
-        print(f"{name:8} {t_whole:9.2f} {t_cut:9.2f} {t_whole / n_whole * 1e9:13.0f} "
-              f"{t_cut / n_cut * 1e9:11.0f} {t_cut / t_whole:9.2f}")
+        w_whole, c_whole = timed(argv(whole), repeat, whole)
+        w_cut, c_cut = timed(argv(cut), repeat, cut)
+        print(f"{name:8} {w_whole:8.2f} {w_cut:8.2f} {c_whole:10.2f} {c_cut:8.2f} "
+              f"{c_whole / n_whole * 1e9:13.0f} {c_cut / n_cut * 1e9:11.0f} "
+              f"{c_cut / c_whole:14.2f}")
 
 
 if __name__ == "__main__":

@@ -34,6 +34,8 @@ COLUMNS = 1500
 WHOLE = 6000
 #: Marks of one kind drawn at most (the rest counted in the label).
 MAX_MARKS = 1000
+#: Latencies spanning more than this ratio are drawn on a log scale.
+LOG_RANGE = 100
 #: Colours: first transmissions, retransmissions, acknowledged PSN, marks.
 COLOURS = {"first transmission": "tab:blue", "retransmission": "tab:red",
            "acknowledged PSN": "tab:green", "NAK": "tab:orange", "RNR NAK": "tab:purple",
@@ -54,13 +56,14 @@ def title_of(report: Any) -> str:
 
 def _plain(ax: Any) -> None:
     """Tick labels as plain numbers: no offset, no ``1e7`` multiplier."""
-    from matplotlib.ticker import ScalarFormatter
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
 
     for axis in (ax.xaxis, ax.yaxis):
-        if axis.get_scale() == "linear":
-            f = ScalarFormatter(useOffset=False)
-            f.set_scientific(False)
-            axis.set_major_formatter(f)
+        f = ScalarFormatter(useOffset=False)
+        f.set_scientific(False)
+        axis.set_major_formatter(f)
+        if axis.get_scale() == "log":
+            axis.set_minor_formatter(NullFormatter())
 
 
 def _span(s: Series, window: tuple[int | None, int | None] | None) -> tuple[int, int]:
@@ -147,7 +150,10 @@ def rate_panel(ax: Any, s: Series, lo: int, hi: int, unit: tuple[str, int]) -> N
 
 def latency_panel(ax: Any, s: Series, lo: int, hi: int, unit: tuple[str, int]) -> None:
     top = max(float(v.max()) for _, v in s.latency.values())
+    low = min(float(v[v > 0].min(initial=top)) for _, v in s.latency.values())
     name, per = time_unit(top)
+    if top > LOG_RANGE * max(low, 1):   # latencies of several magnitudes: a log scale
+        ax.set_yscale("log")
     for label, (t, v) in s.latency.items():
         keep = (t >= lo) & (t <= hi)
         t, v = t[keep], v[keep]
@@ -155,7 +161,8 @@ def latency_panel(ax: Any, s: Series, lo: int, hi: int, unit: tuple[str, int]) -
         ax.plot(t[pick] / unit[1], v[pick] / per, ".", ms=3, color=COLOURS[label],
                 label=f"{label} ({len(t):,})", gid=label)
     ax.set_ylabel(f"latency ({name})", fontsize="small")
-    ax.set_ylim(bottom=0)
+    if ax.get_yscale() == "linear":
+        ax.set_ylim(bottom=0)
     ax.legend(loc="upper right", fontsize="x-small")
     _plain(ax)
 
@@ -186,14 +193,14 @@ def connection_figure(report: Any, s: Series,
     rows = [("psn", 3.0)] + ([("marks", 0.25 + 0.22 * sum(len(v) > 0 for v in s.marks.values()))]
                              if marks else [])
     rows += [("rate", 1.3)] + ([("latency", 1.2)] if s.latency else [])
-    rows += [("details", 2.4)] if details else []
+    rows += [("gap", 0.3), ("details", 2.4)] if details else []
     fig = Figure(figsize=(12, 1.1 + sum(h for _, h in rows) * 1.35), dpi=100)
     FigureCanvasAgg(fig)
     grid = fig.add_gridspec(len(rows), 3, height_ratios=[h for _, h in rows], hspace=0.3)
     top = None
     axes = {}
     for i, (name, _) in enumerate(rows):
-        if name == "details":
+        if name in ("gap", "details"):
             continue
         ax = fig.add_subplot(grid[i, :], sharex=top, gid=name)
         top = top or ax

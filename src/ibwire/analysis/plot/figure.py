@@ -193,7 +193,7 @@ def connection_figure(report: Any, s: Series,
     rows = [("psn", 3.0)] + ([("marks", 0.25 + 0.22 * sum(len(v) > 0 for v in s.marks.values()))]
                              if marks else [])
     rows += [("rate", 1.3)] + ([("latency", 1.2)] if s.latency else [])
-    rows += [("gap", 0.3), ("details", 2.4)] if details else []
+    rows += [("gap", 0.2), ("details", 2.4)] if details else []
     fig = Figure(figsize=(12, 1.1 + sum(h for _, h in rows) * 1.35), dpi=100)
     FigureCanvasAgg(fig)
     grid = fig.add_gridspec(len(rows), 3, height_ratios=[h for _, h in rows], hspace=0.3)

@@ -9,14 +9,14 @@ import pytest
 
 from ibwire.analysis import analyse
 from ibwire.gen import Fault, QpSpec, Scenario
-from tests.analysis.conftest import A, B, frame, write_frames
+from tests.analysis.conftest import frame, write_frames
 from tests.corpus import capture, needs_shared
 
 pytest.importorskip("matplotlib")
 
-from ibwire.analysis.plot import figure as figure_module  # noqa: E402
-from ibwire.analysis.plot import series_of  # noqa: E402
-from ibwire.analysis.plot.figure import connection_figure  # noqa: E402
+from ibwire.analysis.plot import figure as figure_module
+from ibwire.analysis.plot import series_of
+from ibwire.analysis.plot.figure import connection_figure
 
 #: 12 WRITEs of 8 KiB (96 packets): PSN offset 20 dropped (NAK), an RNR NAK at 40 (timer code
 #: 3: 30 µs), the last packet dropped (nothing after it to NAK: the requester's timer, code

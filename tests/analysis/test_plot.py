@@ -129,15 +129,23 @@ def test_known_gaps_picked_longest_first(tmp_path):
     assert "2023-11-14T22:13:20.000001000Z" in fig._suptitle.get_text()
 
 
-def test_short_clean_connection_has_no_details(tmp_path):
-    """60 SENDs with one 500 µs pause: a stall, but short and clean: no detail panels."""
-    frames = [(1_000 * i + (500_000 if i >= 30 else 0), frame("RC_SEND_ONLY", i, 0x11,
-                                                             payload=8)) for i in range(60)]
-    result = analyse(write_frames(tmp_path / "short.pcap", frames), trace=True)
+def test_short_clean_connection_details(tmp_path):
+    """60 SENDs 1 µs apart with one 500 µs pause: short and clean, no recovery to show; but
+    mostly idle, so the panels zoom on its two bursts. Without the pause: no panels."""
+    def sends(pause):
+        return [(1_000 * i + (pause if i >= 30 else 0),
+                 frame("RC_SEND_ONLY", i, 0x11, payload=8)) for i in range(60)]
+
+    result = analyse(write_frames(tmp_path / "short.pcap", sends(500_000)), trace=True)
     s = series_of(result, 0)
     assert len(s.stalls) == 1 and not s.rounds
-    assert not any(g.startswith("detail")
-                   for g in axes_of(connection_figure(result.connections[0], s)))
+    ax = axes_of(connection_figure(result.connections[0], s))
+    assert [ax[f"detail-{n}"].get_title() for n in (1, 2)] == [
+        "1: activity: 30 packets in 29 µs", "2: activity: 30 packets in 29 µs"]
+    assert "detail-3" not in ax
+    result = analyse(write_frames(tmp_path / "even.pcap", sends(0)), trace=True)
+    ax = axes_of(connection_figure(result.connections[0], series_of(result, 0)))
+    assert not any(g.startswith("detail") for g in ax)
 
 
 def test_marks_thinned_and_counted(three, monkeypatch):

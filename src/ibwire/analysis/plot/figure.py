@@ -34,6 +34,8 @@ COLUMNS = 1500
 WHOLE = 6000
 #: Marks of one kind drawn at most (the rest counted in the label).
 MAX_MARKS = 1000
+#: A detail panel shows at least this much (ns) on either side of its event.
+MIN_DETAIL_PAD = 1_000
 #: Latencies spanning more than this ratio are drawn on a log scale.
 LOG_RANGE = 100
 #: Colours: first transmissions, retransmissions, acknowledged PSN, marks.
@@ -168,7 +170,7 @@ def latency_panel(ax: Any, s: Series, lo: int, hi: int, unit: tuple[str, int]) -
 
 
 def _detail_window(s: Series, e: Event) -> tuple[int, int]:
-    pad = max(e.duration * 0.3, s.median_gap * 10, 1)
+    pad = max(e.duration * 0.3, s.median_gap * 10, MIN_DETAIL_PAD)
     return max(0, int(e.start - pad)), int(e.end + pad)
 
 
@@ -180,15 +182,17 @@ def connection_figure(report: Any, s: Series,
                       window: tuple[int | None, int | None] | None = None,
                       details: list[Event] | None = None) -> Any:
     """The Figure of one connection: the whole of it (or ``window``, ns from its first
-    packet), and under it one zoomed PSN graph per event of ``details`` (default: the worst
-    recoveries when there are retransmissions or stalls; none with a window)."""
+    packet), and under it one zoomed PSN graph per event of ``details`` (default
+    ``Series.details()``: the worst recoveries, or the busiest stretches of a mostly idle
+    connection; none with a window)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     lo, hi = _span(s, window)
     unit = time_unit(hi - lo, hi)
     if details is None:
-        details = s.worst() if window is None and s.worth_details() else []
+        details = s.details() if window is None else []
     marks = any(len(v) for v in s.marks.values())
     rows = [("psn", 3.0)] + ([("marks", 0.25 + 0.22 * sum(len(v) > 0 for v in s.marks.values()))]
                              if marks else [])
@@ -231,6 +235,7 @@ def connection_figure(report: Any, s: Series,
         ax.set_title(f"{n}: {e.label()}", fontsize="small", color=CAUSE_COLOURS[e.cause])
         ax.set_xlabel(f"time from first packet ({d_unit[0]})", fontsize="small")
         ax.tick_params(labelsize="x-small")
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
         ax.set_ylabel("PSN" if n == 1 else "", fontsize="small")
     where = "" if window is None else f", window {duration_text(lo)} to {duration_text(hi)}"
     counts = (f"{int(s.first.sum()):,} first transmissions, {int(s.retx.sum()):,} "

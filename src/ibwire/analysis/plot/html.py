@@ -108,7 +108,7 @@ def connection_html(report: Any, s: Series,
                                        name=name, marker=dict(size=4, color=_colour(name))),
                           row=row["latency"], col=1)
         fig.update_yaxes(title_text=f"latency ({lat_name})", row=row["latency"], col=1)
-    worst = s.worst() if window is None and s.worth_details() else []
+    worst = s.details() if window is None else []
     for n, e in enumerate(worst, 1):
         fig.add_vrect(x0=x_of(e.start), x1=x_of(e.end), row=1, col=1, line_width=0,
                       fillcolor=_MPL_TO_CSS[CAUSE_COLOURS[e.cause]], opacity=0.2,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from ibwire.analysis.plot.series import Series, describe
+from ibwire.analysis.plot.series import MIN_STALL, STALL_FACTOR, Series, describe
 from ibwire.analysis.plot.units import duration_text, utc_text
 
 _STYLE = ("body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}"
@@ -54,9 +54,10 @@ def write_index(path: str, listed: list[tuple[int, Any, Series, list[str]]]) -> 
                          for f in files)
         trouble = " class='trouble'" if d["retransmissions"] or s.stalls else ""
         lines.append(f"<tr{trouble}>{row}<td class='l'>{links}</td></tr>")
-    lines += ["</table>", "<p>Stalls: gaps between packets of a connection over 20 times its "
-              "median gap. nak/timeout/rnr: retransmitted packets by the cause of their "
-              "round.</p>", "</body></html>"]
+    lines += ["</table>", f"<p>Stalls: gaps between packets of a connection over "
+              f"{STALL_FACTOR} times its median gap and {duration_text(MIN_STALL)}. "
+              "nak/timeout/rnr: retransmitted packets by the cause of their round.</p>",
+              "</body></html>"]
     text = "\n".join(lines) + "\n"
 
     def write(tmp: str) -> None:

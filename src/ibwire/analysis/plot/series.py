@@ -31,8 +31,11 @@ import numpy as np
 from ibwire.transport.opkinds import ACK, CNP, KIND, READ_RESP, REQUEST
 from ibwire.transport.psn import HALF, PSN_BITS, PSN_MASK
 
-#: A gap between packets counts as a stall when it is this many times the median gap.
+#: A gap between packets counts as a stall when it is this many times the median gap
+#: (of the gaps over 0 ns)
 STALL_FACTOR = 20
+#: ... and at least this long (ns): shorter pauses are the traffic's own rhythm.
+MIN_STALL = 10_000
 #: At most this many detail panels (the worst recoveries).
 MAX_DETAILS = 3
 #: A connection of this many packets is long: its stalls get detail panels even without loss.
@@ -45,11 +48,11 @@ SEQ_ERROR = 0x60
 class Event:
     """A stall or a retransmission round: ``start`` .. ``end`` ns from the first packet."""
 
-    what: str            # "stall" or "round"
+    what: str            # "stall", "round" or "burst" (packets between stalls)
     cause: str           # "nak", "rnr", "timeout" or "idle"
     start: int
     end: int
-    packets: int = 0     # retransmitted packets of the round (0: a stall)
+    packets: int = 0     # retransmitted packets of a round, packets of a burst
 
     @property
     def duration(self) -> int:
@@ -58,6 +61,8 @@ class Event:
     def label(self) -> str:
         from ibwire.analysis.plot.units import duration_text
 
+        if self.what == "burst":
+            return f"activity: {self.packets} packets in {duration_text(self.duration)}"
         what = ("idle gap" if self.cause == "idle" else
                 f"{self.cause.upper() if self.cause != 'timeout' else 'timeout'} recovery")
         more = f", {self.packets} resent" if self.packets else ""
@@ -88,13 +93,34 @@ class Series:
         return int(self.t[-1]) if len(self.t) else 0
 
     def stall_time(self) -> int:
-        """Total time in stalls (gaps over STALL_FACTOR times the median gap)."""
+        """Total time in stalls (gaps over STALL_FACTOR times the median gap and MIN_STALL)."""
         return sum(s.duration for s in self.stalls)
 
     def worth_details(self) -> bool:
         """A connection worth detail panels: lossy (retransmission rounds), or long (at
         least LONG packets) with stalls."""
         return bool(self.rounds) or (len(self.t) >= LONG and bool(self.stalls))
+
+    def sparse(self) -> bool:
+        """Mostly idle: its stalls take more than half its span, so the overview shows its
+        packets as a few vertical lines."""
+        return self.stall_time() * 2 > self.span
+
+    def bursts(self, count: int = MAX_DETAILS) -> list[Event]:
+        """The ``count`` busiest stretches of packets between stalls, in time order."""
+        cuts = sorted(int(np.searchsorted(self.t, e.end)) for e in self.stalls)
+        bounds = [0, *cuts, len(self.t)]
+        spans = [(b - a, a, b) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+        busiest = sorted(sorted(spans, key=lambda x: -x[0])[:count], key=lambda x: x[1])
+        return [Event("burst", "idle", int(self.t[a]), int(self.t[b - 1]), n)
+                for n, a, b in busiest]
+
+    def details(self) -> list[Event]:
+        """What the detail panels zoom on: the worst recoveries of a lossy or long
+        connection, else the busiest stretches of a mostly idle one, else nothing."""
+        if self.worth_details():
+            return self.worst()
+        return self.bursts() if self.sparse() and len(self.stalls) else []
 
     def worst(self, count: int = MAX_DETAILS) -> list[Event]:
         """The longest recoveries, longest first, none overlapping another: rounds (their
@@ -156,7 +182,8 @@ def build(chunks: list[dict[str, np.ndarray]], pmtu: int | None = None) -> Serie
              "CNP": np.flatnonzero(kind == CNP), "ECN-CE": np.flatnonzero(rows["ce"] != 0)}
     s = Series(t0, t, psn, first, retx, ack_t, ack_psn, carried, good, marks)
     gaps = np.diff(t)
-    s.median_gap = float(np.median(gaps)) if len(gaps) else 0.0
+    positive = gaps[gaps > 0]   # (packets stamped alike: a coarse clock, not no gap)
+    s.median_gap = float(np.median(positive)) if len(positive) else 0.0
     s.rounds = _rounds(rows, s, req, pmtu)
     s.stalls = _stalls(s, gaps)
     s.latency = _latency(s, kind, syndrome, is_ack, req)
@@ -202,7 +229,7 @@ def _stalls(s: Series, gaps: np.ndarray) -> list[Event]:
     the round its next packet starts ("idle": none)."""
     if not len(gaps):
         return []
-    limit = max(s.median_gap * STALL_FACTOR, 1.0)
+    limit = max(s.median_gap * STALL_FACTOR, MIN_STALL)
     long = np.flatnonzero(gaps > limit)
     long = long[np.argsort(-gaps[long], kind="stable")]
     starts = [r.start for r in s.rounds]

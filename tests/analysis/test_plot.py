@@ -4,6 +4,8 @@ stalls are known (generated with faults; hand-made with known gaps), windows."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -195,6 +197,11 @@ def test_latency_panel(three):
     assert lines["RNR wait"].get_ydata()[0] * scale >= q["rnr_wait_ns"][0]
     assert lines["NAK response"].get_ydata()[0] * scale == pytest.approx(
         q["nak_response_ns"][0], abs=1)
+    # 40 ns NAK responses and a 30 µs RNR wait: a log scale, its decades plain numbers
+    assert ax.get_yscale() == "log"
+    ax.figure.canvas.draw()
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert "10" in labels and all(re.fullmatch(r"[0-9.]+", t) for t in labels)
 
 
 def test_window_draws_that_span_only(three):

@@ -58,14 +58,16 @@ def title_of(report: Any) -> str:
 
 def _plain(ax: Any) -> None:
     """Tick labels as plain numbers: no offset, no ``1e7`` multiplier."""
-    from matplotlib.ticker import NullFormatter, ScalarFormatter
+    from matplotlib.ticker import FuncFormatter, NullFormatter, ScalarFormatter
 
     for axis in (ax.xaxis, ax.yaxis):
+        if axis.get_scale() == "log":   # decades as 0.1, 10, 1000
+            axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            axis.set_minor_formatter(NullFormatter())
+            continue
         f = ScalarFormatter(useOffset=False)
         f.set_scientific(False)
         axis.set_major_formatter(f)
-        if axis.get_scale() == "log":
-            axis.set_minor_formatter(NullFormatter())
 
 
 def _span(s: Series, window: tuple[int | None, int | None] | None) -> tuple[int, int]:
@@ -151,19 +153,30 @@ def rate_panel(ax: Any, s: Series, lo: int, hi: int, unit: tuple[str, int]) -> N
 
 
 def latency_panel(ax: Any, s: Series, lo: int, hi: int, unit: tuple[str, int]) -> None:
-    top = max(float(v.max()) for _, v in s.latency.values())
-    low = min(float(v[v > 0].min(initial=top)) for _, v in s.latency.values())
-    name, per = time_unit(top)
-    if top > LOG_RANGE * max(low, 1):   # latencies of several magnitudes: a log scale
-        ax.set_yscale("log")
+    """Latency samples in view, each kind its colour; a log scale when they span more than
+    LOG_RANGE, in the unit of their middle."""
+    shown = {}
     for label, (t, v) in s.latency.items():
         keep = (t >= lo) & (t <= hi)
-        t, v = t[keep], v[keep]
+        if keep.any():
+            shown[label] = (t[keep], v[keep])
+    if not shown:
+        ax.text(0.5, 0.5, "no latency sample in view", transform=ax.transAxes, ha="center",
+                va="center", fontsize="small", color="gray")
+        ax.set_yticks([])
+        return
+    top = max(float(v.max()) for _, v in shown.values())
+    low = min(float(v[v > 0].min(initial=top)) for _, v in shown.values())
+    log = top > LOG_RANGE * max(low, 1)      # latencies of several magnitudes
+    name, per = time_unit(float(np.sqrt(max(low, 1) * max(top, 1))) if log else top)
+    if log:
+        ax.set_yscale("log")
+    for label, (t, v) in shown.items():
         pick = thin(len(t), WHOLE)
         ax.plot(t[pick] / unit[1], v[pick] / per, ".", ms=3, color=COLOURS[label],
                 label=f"{label} ({len(t):,})", gid=label)
     ax.set_ylabel(f"latency ({name})", fontsize="small")
-    if ax.get_yscale() == "linear":
+    if not log:
         ax.set_ylim(bottom=0)
     ax.legend(loc="upper right", fontsize="x-small")
     _plain(ax)

@@ -87,6 +87,10 @@ def psn_panel(ax: Any, s: Series, lo: int, hi: int, unit: tuple[str, int],
                               ("retransmission", s.retx, dict(ms=3.5, zorder=4))):
         x, y = decimate(s.t[mask], s.psn[mask], lo, hi, COLUMNS, WHOLE)
         total = int(mask.sum())
+        if name == "retransmission" and len(x) > COLUMNS // 4:
+            # resends in most pixel columns: lighter, so the first transmissions under
+            # them still show (where there are none, the blue is pure)
+            style = dict(ms=2, alpha=0.35, zorder=4)
         if total:
             ax.plot(x / size, y, ".", color=COLOURS[name], label=f"{name} ({total:,})",
                     gid=name, **style)

@@ -225,3 +225,29 @@ def test_real_capture(tmp_path):
         ax["latency"].get_xlabel() == "time from the connection's first packet (µs)"
     assert "first packet 2026-06-16T14:56:01.226451000Z" in fig._suptitle.get_text()
     assert all(a.xaxis.get_offset_text().get_text() == "" for a in fig.axes)
+
+
+def test_cnp_and_ecn_marks_counted(generated):
+    """ECN marks seen at the responder's side: CE packets and the CNPs they cause, each a
+    row of the strip with the manifest's count."""
+    path, manifest = generated(Scenario(qps=(QpSpec("write", 8192, iters=6),),
+                                        faults=(Fault("ecn", rate=0.3),), tap="responder"))
+    q = manifest["qps"][0]
+    assert q["ecn_ce_packets"] and q["cnps"]
+    result = analyse(path, trace=True)
+    ax = axes_of(connection_figure(result.connections[0], series_of(result, 0)))["marks"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == [
+        f"CNP ({q['cnps']})", f"ECN-CE ({q['ecn_ce_packets']})"]
+    assert len(lines_of(ax)["ECN-CE"].get_xdata()) == q["ecn_ce_packets"]
+
+
+def test_read_responses_move_the_acknowledged_psn(generated):
+    path, manifest = generated(Scenario(qps=(QpSpec("read", 4096, iters=3),)))
+    q = manifest["qps"][0]
+    result = analyse(path, trace=True)
+    lines = lines_of(axes_of(connection_figure(result.connections[0],
+                                               series_of(result, 0)))["psn"])
+    # three READs of 4 PSNs each: requests at start, start+4, start+8; answered to start+11
+    assert lines["first transmission"].get_ydata().tolist() == [
+        q["start_psn"], q["start_psn"] + 4, q["start_psn"] + 8]
+    assert lines["acknowledged PSN"].get_ydata().max() == q["start_psn"] + 11

@@ -177,8 +177,9 @@ def build(chunks: list[dict[str, np.ndarray]], pmtu: int | None = None) -> Serie
         before = np.maximum.accumulate(np.concatenate(([psn[r[0]] - 1], psn[r][:-1])))
         new_resp[r[psn[r] <= before]] = False
     good = np.where(first | new_resp, payload, 0)
-    nak = (kind == ACK) & (syndrome >> 5 == 3)
-    marks = {"NAK": np.flatnonzero(nak), "RNR NAK": np.flatnonzero((kind == ACK) & (syndrome >> 5 == 1)),
+    # AETH syndrome 011xxxxx: NAK, 001xxxxx: RNR NAK (IBA 9.7.5.2.2)
+    marks = {"NAK": np.flatnonzero((kind == ACK) & (syndrome >> 5 == 3)),
+             "RNR NAK": np.flatnonzero((kind == ACK) & (syndrome >> 5 == 1)),
              "CNP": np.flatnonzero(kind == CNP), "ECN-CE": np.flatnonzero(rows["ce"] != 0)}
     s = Series(t0, t, psn, first, retx, ack_t, ack_psn, carried, good, marks)
     gaps = np.diff(t)

@@ -45,7 +45,8 @@ def duration_text(ns: float) -> str:
 def utc_text(ns: int) -> str:
     """An absolute time in ns since the epoch as ISO 8601 UTC to the nanosecond."""
     seconds, rest = divmod(int(ns), 1_000_000_000)
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") + f".{rest:09d}Z"
+    day = datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{day}.{rest:09d}Z"
 
 
 def nice_width(span_ns: float, bins: int) -> int:

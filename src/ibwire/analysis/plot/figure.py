@@ -236,6 +236,9 @@ def connection_figure(report: Any, s: Series,
         if name != list(axes)[-1]:
             ax.tick_params(labelbottom=False)
     list(axes.values())[-1].set_xlabel(_time_label(unit))
+    if window is None:   # a margin, so the first and last packets are not on the frame
+        margin = (hi - lo) * 0.01
+        axes["psn"].set_xlim((lo - margin) / unit[1], (hi + margin) / unit[1])
     axes["psn"].legend(loc="upper left", fontsize="x-small", markerscale=2)
     for n, e in enumerate(details, 1):
         for ax in axes.values():

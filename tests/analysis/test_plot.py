@@ -251,3 +251,14 @@ def test_read_responses_move_the_acknowledged_psn(generated):
     assert lines["first transmission"].get_ydata().tolist() == [
         q["start_psn"], q["start_psn"] + 4, q["start_psn"] + 8]
     assert lines["acknowledged PSN"].get_ydata().max() == q["start_psn"] + 11
+
+
+def test_detail_nak_marks_only_when_few(three, monkeypatch):
+    result, s, _ = three
+    ax = axes_of(connection_figure(result.connections[0], s))
+    nak = lines_of(ax["detail-3"])["NAK"]            # the NAK recovery: its NAK at its PSN
+    resent = lines_of(ax["detail-3"])["retransmission"].get_ydata()
+    assert nak.get_ydata().tolist() == [resent.min()]
+    monkeypatch.setattr(figure_module, "DETAIL_MARKS", 0)
+    ax = axes_of(connection_figure(result.connections[0], s))
+    assert "NAK" not in lines_of(ax["detail-3"])

@@ -38,6 +38,8 @@ MAX_MARKS = 1000
 MIN_DETAIL_PAD = 1_000
 #: Latencies spanning more than this ratio are drawn on a log scale.
 LOG_RANGE = 100
+#: NAKs drawn at their PSN in a detail panel only when there are no more than this many.
+DETAIL_MARKS = 20
 #: Colours: first transmissions, retransmissions, acknowledged PSN, marks.
 COLOURS = {"first transmission": "tab:blue", "retransmission": "tab:red",
            "acknowledged PSN": "tab:green", "NAK": "tab:orange", "RNR NAK": "tab:purple",
@@ -109,8 +111,7 @@ def psn_panel(ax: Any, s: Series, lo: int, hi: int, unit: tuple[str, int],
         for name, symbol in (("NAK", "v"), ("RNR NAK", "s")):
             rows = s.marks[name]
             rows = rows[(s.t[rows] >= lo) & (s.t[rows] <= hi)]
-            if len(rows):
-                rows = rows[thin(len(rows), MAX_MARKS)]
+            if 0 < len(rows) <= DETAIL_MARKS:   # more would hide the resends: strip only
                 ax.plot(s.t[rows] / size, s.psn[rows], symbol, ms=5, mfc="none",
                         color=COLOURS[name], zorder=5, label=name, gid=name)
     ax.set_xlim(lo / size, hi / size)

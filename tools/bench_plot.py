@@ -15,6 +15,12 @@ Times (best of --repeat, seconds), each step on its own:
   png, svg    writing it
   html        the plotly page (``plot.html.connection_html`` and writing it)
 
+Measured on the 2-core development machine (best of 2): clean, 1,040,000 packets: series
+0.26 s, figure 0.05 s, PNG 0.11 s (0.42 s in all), SVG 0.21 s, HTML 0.07 s; with --drop
+0.0005, 1,052,532 packets, 12,050 resent in 482 rounds: series 0.71 s (the rounds' classes
+replay the observer), figure 0.09 s, PNG 0.19 s (0.98 s in all), SVG 0.25 s, HTML 0.09 s.
+Generating the capture with drops takes about 3 minutes (once; without drops 5 s).
+
 Usage: python tools/bench_plot.py [--dir /tmp/ibwire-bench-plot] [--iters 16000]
        [--drop 0.0005] [--repeat 2]
 """

@@ -1,6 +1,7 @@
 """``ibwire qp FILE``: one row per connection (queue pair direction): packets first sent and
 resent, gaps, messages, bytes, NAKs, CNPs, ACK round trip, findings; ``--json`` one object
-per connection (the keys are in README), ``--csv``, ``--plot DIR`` PSN/throughput plots.
+per connection (the keys are in README), ``--csv``, ``--plot DIR`` figures
+(:mod:`ibwire.analysis.plot`).
 
 Exit status 1 when some connection has findings (a check failed), as ``ibwire check``.
 """
@@ -76,9 +77,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--json", action="store_true", help="one JSON object per connection")
     out.add_argument("--csv", action="store_true", help="one CSV row per connection")
     parser.add_argument("--plot", metavar="DIR", default=None,
-                        help="write PSN/time and throughput plots per connection (PNG) into DIR "
-                        "(needs the 'plot' extra: matplotlib)")
-    parser.add_argument("--svg", action="store_true", help="with --plot: SVG files too")
+                        help="write a figure per connection (PSN over time, retransmissions, "
+                        "ACK line, NAK/CNP marks, throughput, latencies, the worst recoveries "
+                        "zoomed) and index.html into DIR (needs the 'plot' extra)")
+    parser.add_argument("--plot-format", metavar="F[,F]", default=None,
+                        help="with --plot: png (default), svg, html (interactive: zoom, pan), "
+                        "comma-separated")
+    parser.add_argument("--svg", action="store_true", help="with --plot: SVG files too "
+                        "(as --plot-format png,svg)")
+    parser.add_argument("--plot-window", metavar="T0:T1", default=None,
+                        help="with --plot: draw only this span, from each connection's first "
+                        "packet: seconds (0.5:1.5) or with a unit (10ms:20ms, 300us:)")
     parser.add_argument("--pmtu", type=int, default=None, metavar="BYTES",
                         help="path MTU for READ PSN ranges (default: learnt from the traffic)")
     parser.add_argument("--cnp-scope", choices=SCOPES, default="qp",
@@ -182,9 +191,30 @@ def run(args: argparse.Namespace) -> int:
     from ibwire.analysis import analyse
     from ibwire.cli.common import json_line
 
-    if args.svg and not args.plot:
-        print("ibwire qp: --svg goes with --plot DIR", file=sys.stderr)
-        return 2
+    for option in ("svg", "plot_format", "plot_window"):
+        if getattr(args, option) and not args.plot:
+            print(f"ibwire qp: --{option.replace('_', '-')} goes with --plot DIR",
+                  file=sys.stderr)
+            return 2
+    formats: list[str] = []
+    window = None
+    if args.plot:
+        from ibwire.analysis.plot import FORMATS
+        from ibwire.analysis.plot.units import parse_window
+
+        formats = [f.strip().lower() for f in (args.plot_format or "png").split(",")]
+        formats += ["svg"] if args.svg and "svg" not in formats else []
+        unknown = [f for f in formats if f not in FORMATS]
+        if unknown:
+            print(f"ibwire qp: --plot-format: no format {', '.join(unknown)}; the formats are "
+                  f"{', '.join(FORMATS)}", file=sys.stderr)
+            return 2
+        if args.plot_window:
+            try:
+                window = parse_window(args.plot_window)
+            except ValueError as exc:
+                print(f"ibwire qp: --plot-window: {exc}", file=sys.stderr)
+                return 2
     columns = None
     if args.columns is not None:
         try:
@@ -193,9 +223,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"ibwire qp: --columns: {exc}", file=sys.stderr)
             return 2
     if args.plot:
-        from ibwire.analysis.plot import _matplotlib
+        from ibwire.analysis.plot import require
 
-        _matplotlib()  # say it is missing before reading the capture
+        require(formats)  # say it is missing before reading the capture
     result = analyse(args.file, pmtu=args.pmtu, cnp_scope=args.cnp_scope,
                      cnp_interval_us=args.cnp_interval_us, count=args.count,
                      trace=bool(args.plot))
@@ -231,6 +261,6 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         from ibwire.analysis.plot import plot_analysis
 
-        for path in plot_analysis(result, args.plot, args.svg):
+        for path in plot_analysis(result, args.plot, formats, window):
             print(f"wrote {path}", file=sys.stderr)
     return 1 if any(d["findings"] for d in dicts) else 0

@@ -216,7 +216,7 @@ def parse_body(frame: bytes, offset: int, limit: int, mad: Mapping[str, Any],
     warnings: list[str] = []
     klass = mad["mgmtclass"]
     if klass not in DECODED:
-        return Body([], {}, warnings, offset)
+        return Body([], rmpp_words(rmpp), warnings, offset)
     start = offset - 24 - (12 if rmpp is not None else 0)
     if rmpp is not None:
         check_rmpp(rmpp, start + 24)
@@ -241,13 +241,13 @@ def parse_body(frame: bytes, offset: int, limit: int, mad: Mapping[str, Any],
                                            MappingProxyType(values), full_keys=True))
             warnings.append(f"MAD body cut by the capture: {missing} onwards missing")
             end = offset + part.size if values else offset
-            return Body(headers, derived(mad, seen), warnings, end)  # of whole parts only
+            return Body(headers, derived(mad, seen, rmpp), warnings, end)  # of whole parts only
         values = parse_part(part, frame, offset)
         seen.update(values)
         headers.append(HeaderValue(part.header.name, offset, part.size,
                                    MappingProxyType(values), full_keys=True))
         offset += part.size
-    return Body(headers, derived(mad, seen), warnings, offset)
+    return Body(headers, derived(mad, seen, rmpp), warnings, offset)
 
 
 def parse_part(part: Part, frame: bytes, offset: int) -> dict[str, Any]:
@@ -296,11 +296,38 @@ def _cut(part: Part, offset: int, limit: int, start: int) -> MalformedError:
                           f"{limit - start} bytes in", **where, offset=offset)
 
 
-def derived(mad: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
-    """Keys Wireshark shows that are views of other fields: a REQ's service ID split and
-    RDMA-CM IP private data (in the RDMA IP CM service ID range only, as Wireshark), a
+#: What an RMPP header's two data words are, by RMPP type (IBA 13.6.2.1 tables 172-175;
+#: Wireshark's infiniband.rmpp.* names): DATA's segment number and payload length, ACK's
+#: segment number and new window last; STOP's and ABORT's are reserved.
+RMPP_WORDS = {RMPP_DATA: ("rmpp.segmentnumber", "rmpp.payloadlength"),
+              2: ("rmpp.segmentnumber", "rmpp.newwindowlast")}
+
+
+def rmpp_words(rmpp: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``rmpp.data1`` and ``rmpp.data2`` under the names their RMPP type gives them."""
+    names = RMPP_WORDS.get(rmpp["rmpptype"]) if rmpp is not None else None
+    return {} if names is None else {names[0]: rmpp["data1"], names[1]: rmpp["data2"]}
+
+
+def ipv4_mapped(gid: str) -> str | None:
+    """The IPv4 address of an IPv4-mapped GID (``::ffff:a.b.c.d``, RFC 4291 2.5.5.2: what
+    rdma_cm puts in a REQ over RoCE/IPv4), else None."""
+    mapped = ipaddress.IPv6Address(gid).ipv4_mapped
+    return None if mapped is None else str(mapped)
+
+
+def derived(mad: Mapping[str, Any], values: Mapping[str, Any],
+            rmpp: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Keys Wireshark shows that are views of other fields: the RMPP data words by RMPP type,
+    a REQ's service ID split and RDMA-CM IP private data (in the RDMA IP CM service ID range
+    only, as Wireshark), a REQ's IPv4-mapped primary GIDs as IPv4 addresses, a
     directed-route SMP's D bit, status and hops."""
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = rmpp_words(rmpp)
+    for side in ("local", "remote"):
+        gid = values.get(f"cm.req.prim_{side}gid")
+        address = None if gid is None else ipv4_mapped(gid)
+        if address is not None:
+            out[f"cm.req.prim_{side}gid_ipv4"] = address
     if mad["mgmtclass"] == SMP_DIRECTED:
         out["smpdirected.d"] = mad["status"] >> 15
         out["smpdirected.smpstatus"] = mad["status"] & 0x7FFF
@@ -338,7 +365,8 @@ IP_CM_KEYS = frozenset({f.name for f in cm.IP_CM.fields} | {"cm.req.ip_cm.sip4",
 DERIVED_KEYS = frozenset({
     "smpdirected.d", "smpdirected.smpstatus", "smpdirected.hoppointer", "smpdirected.hopcount",
     "cm.req.serviceid.prefix", "cm.req.serviceid.protocol", "cm.req.serviceid.dport",
-    *IP_CM_KEYS})
+    "cm.req.prim_localgid_ipv4", "cm.req.prim_remotegid_ipv4", "rmpp.segmentnumber",
+    "rmpp.payloadlength", "rmpp.newwindowlast", *IP_CM_KEYS})
 
 
 def is_body_key(key: str) -> bool:

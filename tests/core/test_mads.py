@@ -218,3 +218,34 @@ def test_names_beside_mad_numbers():
     assert describe("bth.psn", 5, fields) is None
     rej = ibwire.parse(_frame({"cm.rej.reason": 8})).fields()
     assert mad_summary(rej) == "CM ConnectReject reason=INVALID_SERVICE_ID"
+
+
+def test_an_ipv4_mapped_req_gid_is_also_given_as_ipv4():
+    """rdma_cm's REQ over RoCE/IPv4 carries IPv4-mapped GIDs (::ffff:a.b.c.d): Wireshark's
+    cm.req.prim_*gid_ipv4 keys; a GID that is not mapped has none (its last 4 bytes are no
+    address), and the whole GID stays."""
+    f = ibwire.parse(_frame({"cm.req.prim_localgid": "::ffff:192.0.2.1",
+                             "cm.req.prim_remotegid": "fe80::1"})).fields()
+    assert f["cm.req.prim_localgid_ipv4"] == "192.0.2.1"
+    assert f["cm.req.prim_localgid"] == "::ffff:c000:201"
+    assert "cm.req.prim_remotegid_ipv4" not in f and f["cm.req.prim_remotegid"] == "fe80::1"
+
+
+@pytest.mark.parametrize(("rmpptype", "names"), [
+    (1, ("rmpp.segmentnumber", "rmpp.payloadlength")),
+    (2, ("rmpp.segmentnumber", "rmpp.newwindowlast")),
+    (3, ()), (0, ())])
+def test_rmpp_data_words_are_named_by_rmpp_type(rmpptype, names):
+    """IBA 13.6.2.1: DATA's words are SegmentNumber and PayloadLength, ACK's SegmentNumber and
+    NewWindowLast (Wireshark's infiniband.rmpp.* names); STOP/ABORT's are reserved."""
+    fields = {"mad.mgmtclass": 3, "mad.method": 0x92, "mad.attributeid": 0x35,
+              "rmpp.rmpptype": rmpptype, "rmpp.rmppflags": 7 if rmpptype == 1 else 1,
+              "rmpp.data1": 1, "rmpp.data2": 76 if rmpptype == 1 else 9}
+    if rmpptype == 1:  # a DATA segment carries the SA header, the others none (13.6.2.1)
+        fields["sa.attributeoffset"] = 8
+    f = roundtrip(_frame(fields), "ethernet", prefixes=False).fields()
+    assert {k: f[k] for k in names} == dict(zip(names, (1, fields["rmpp.data2"]),
+                                                  strict=False))
+    named = {k for k in f if k.startswith("rmpp.")} - {f"rmpp.{n}" for n in (
+        "rmppversion", "rmpptype", "rresptime", "rmppflags", "rmppstatus", "data1", "data2")}
+    assert named == set(names)

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from ibwire import build
 from ibwire.fuzz.wireshark.dissection import run_tshark
 from ibwire.mad_strategies import MadPacket
+from ibwire.mads import carrier
 from ibwire.pcap import PcapWriter
 from ibwire.strategies import mad_packets
 from ibwire.tables import MadAttribute, mad_attributes
@@ -103,3 +104,42 @@ def test_notice_trap_259_is_a_known_tshark_mistake():
         missed = compare_file(path, dissections, labels, without)
     assert {m.key for m in missed.mismatches} >= {"tshark:malformed"}
     assert len({m.where for m in missed.mismatches}) == len(drawn)
+
+
+def _compare_built(frames: list[tuple[str, dict]], name: str):
+    """Frames built from (encapsulation, keys) (an RMPP ACK gets its 220 reserved bytes), each from a source address of its own,
+    compared with tshark; the tally."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"{name}.pcap"
+        with PcapWriter(path, 1, nanoseconds=True) as writer:
+            for i, (enc, keys) in enumerate(frames):
+                source = f"10.9.{i}.1" if enc == "rocev2_ipv4" else f"fd09::{i + 1:x}"
+                frame = build(enc, {**carrier(keys.get("mad.mgmtclass", 7)), **keys,
+                                    SOURCE[enc]: source},
+                              bytes(220) if keys.get("rmpp.rmpptype") == 2 else b"")
+                writer.write(frame, 1_700_000_000_000_000_000 + i * 1000)
+        dissections = run_tshark(path, extra=("-Y", "infiniband"))
+        return compare_file(path, dissections, [name] * len(frames), TABLES_HERE)
+
+
+def test_req_ipv4_gids_and_rmpp_words_match_tshark():
+    """#31 items 1-2: a REQ over RoCEv2/IPv4 with IPv4-mapped GIDs (tshark's _ipv4 keys), one
+    whose GID is not mapped (divergence 'CM REQ GID as IPv4'), RMPP DATA and ACK words."""
+    req = {"cm.req.prim_localgid": "::ffff:192.0.2.1", "cm.req.prim_remotegid":
+           "::ffff:192.0.2.2"}
+    sa = {"mad.mgmtclass": 3, "mad.method": 0x92, "mad.attributeid": 0x35,
+          "rmpp.rmpptype": 1, "rmpp.rmppflags": 7, "rmpp.data1": 1, "rmpp.data2": 76,
+          "sa.attributeoffset": 8}
+    ack = {"mad.mgmtclass": 3, "mad.method": 0x92, "mad.attributeid": 0x35,
+           "rmpp.rmpptype": 2, "rmpp.rmppflags": 1, "rmpp.data1": 3, "rmpp.data2": 5}
+    tally = _compare_built([("rocev2_ipv4", req), ("rocev2_ipv4", {
+        **req, "cm.req.prim_remotegid": "fe80::1"}), ("rocev2_ipv4", sa),
+        ("rocev2_ipv6", ack)], "req-rmpp")
+    assert not tally.mismatches, report(tally)
+    cm = "infiniband.smplid.smpdata/infiniband.cm.req.prim_"
+    assert tally.per_field[cm + "localgid_ipv4"] == 2
+    assert tally.per_field[cm + "remotegid_ipv4"] == 2
+    assert tally.divergences["CM REQ GID as IPv4"] == 1
+    rmpp = "infiniband.rmpp/infiniband.rmpp."
+    assert tally.per_field[rmpp + "segmentnumber"] == 2
+    assert tally.per_field[rmpp + "payloadlength"] == tally.per_field[rmpp + "newwindowlast"] == 1

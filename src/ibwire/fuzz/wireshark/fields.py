@@ -419,12 +419,9 @@ FIELDS: dict[str, Field] = {
                                                       _rmpp("rmpp.data1", [0])),
     "infiniband.rmpp/infiniband.rmpp.data2": computed("rmpp.data2 (RMPP type 0)", "int",
                                                       _rmpp("rmpp.data2", [0])),
-    "infiniband.rmpp/infiniband.rmpp.segmentnumber": computed(
-        "rmpp.data1 (RMPP DATA, ACK)", "int", _rmpp("rmpp.data1", [1, 2])),
-    "infiniband.rmpp/infiniband.rmpp.payloadlength": computed(
-        "rmpp.data2 (RMPP DATA)", "int", _rmpp("rmpp.data2", [1])),
-    "infiniband.rmpp/infiniband.rmpp.newwindowlast": computed(
-        "rmpp.data2 (RMPP ACK)", "int", _rmpp("rmpp.data2", [2])),
+    "infiniband.rmpp/infiniband.rmpp.segmentnumber": key("rmpp.segmentnumber"),
+    "infiniband.rmpp/infiniband.rmpp.payloadlength": key("rmpp.payloadlength"),
+    "infiniband.rmpp/infiniband.rmpp.newwindowlast": key("rmpp.newwindowlast"),
     "infiniband.rmpp/infiniband.rmpp.transferreddata": computed(
         "the 220 bytes after the RMPP header (RMPP DATA)", "bytes", _rmpp_body([1])),
     "infiniband.rmpp/infiniband.rmpp.extendederrordata": computed(

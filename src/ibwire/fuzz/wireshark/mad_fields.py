@@ -40,15 +40,14 @@ def _ip_cm(view: View) -> bool:
 
 
 def _gid(name: str, ipv4: bool) -> Field:
-    """tshark shows a REQ's primary GIDs as IPv4 addresses (the last 4 bytes,
-    ``..._ipv4``) when the frame came over RoCEv2/IPv4, else as IPv6 (FT_IPv6)."""
+    """tshark shows a REQ's primary GIDs as IPv4 addresses (``..._ipv4``) when the frame came
+    over RoCEv2/IPv4, else as IPv6 (FT_IPv6); ibwire gives ``..._ipv4`` for an IPv4-mapped
+    GID (a GID that is not is divergence 'CM REQ GID as IPv4')."""
     def fn(view: View) -> Any:
         if name not in view.fields or (view.packet.encapsulation == "rocev2_ipv4") != ipv4:
             return None
-        packed = ipaddress.IPv6Address(view.fields[name]).packed
-        return str(ipaddress.IPv4Address(packed[12:])) if ipv4 else view.fields[name]
-    return computed(f"{name}{' (last 4 bytes)' if ipv4 else ''}", "ipv4" if ipv4 else "ipv6",
-                    fn)
+        return view.fields.get(f"{name}_ipv4") if ipv4 else view.fields[name]
+    return computed(f"{name}_ipv4" if ipv4 else name, "ipv4" if ipv4 else "ipv6", fn)
 
 
 def _gid_bytes(name: str) -> Field:
@@ -201,7 +200,29 @@ def _model_notice_259(view: View, expected: Expected) -> None:
     expected["tshark:malformed"] = ["malformed"]
 
 
+def _unmapped_gid_as_ipv4(view: View) -> bool:
+    return view.packet.encapsulation == "rocev2_ipv4" and any(
+        f"cm.req.prim_{side}gid" in view.fields and
+        f"cm.req.prim_{side}gid_ipv4" not in view.fields for side in ("local", "remote"))
+
+
+def _model_gid_as_ipv4(view: View, expected: Expected) -> None:
+    for side in ("local", "remote"):
+        name = f"cm.req.prim_{side}gid"
+        if f"{name}_ipv4" not in view.fields:
+            packed = ipaddress.IPv6Address(view.fields[name]).packed
+            expected[f"{CM_PARENT}/infiniband.{name}_ipv4"] = [
+                str(ipaddress.IPv4Address(packed[12:]))]
+
+
 DIVERGENCES = (
+    Divergence(
+        "CM REQ GID as IPv4",
+        "packet-infiniband.c parse_CM_Req (confirmed here on random values): over RoCEv2/IPv4 "
+        "tshark 4.0.17 shows a REQ's primary GIDs as IPv4 addresses, the last 4 of their 16 "
+        "bytes, whether or not the GID is IPv4-mapped (::ffff:a.b.c.d, RFC 4291 2.5.5.2); "
+        "for any other GID those 4 bytes are no address",
+        _unmapped_gid_as_ipv4, _model_gid_as_ipv4),
     Divergence(
         "Notice trap 259 details",
         "NEW (measured: that word 0-599 and 65535, IsGeneric 0 and 1, classes 0x01, 0x81 "

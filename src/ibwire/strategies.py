@@ -76,7 +76,13 @@ class Mutation:
 
 def _field_value(header: Header, name: str) -> st.SearchStrategy[Any]:
     field = header.by_name[name]
-    return st.integers(0, field.mask).map(lambda v: display(v, field))
+    raw = st.integers(0, field.mask).map(lambda v: display(v, field))
+    if field.fmt != "text":
+        return raw
+    size = field.bits // 8  # a string field: text that fits (mostly), or any bytes
+    text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"),
+                   max_size=size).filter(lambda t: len(t.encode("utf-8")) <= size)
+    return st.one_of(text, text, raw)
 
 
 @cache  # built once per header: hypothesis validates a new strategy per draw

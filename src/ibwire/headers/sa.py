@@ -83,7 +83,7 @@ NODE_RECORD = Record("noderecord", "NodeRecord", cs.BitStruct(
     "noderecord.reserved" / bits(16),
     *_fields_of(NODE_INFO),
     *_fields_of(NODE_DESCRIPTION),
-))
+), formats={"nodedescription.nodestring": "text"})
 
 PORT_INFO_RECORD = Record("portinforecord", "PortInfoRecord", cs.BitStruct(
     "sa.endportlid" / bits(16),

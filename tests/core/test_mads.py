@@ -257,14 +257,14 @@ def test_a_node_description_is_text(klass, attribute, extra):
     """IBA 14.2.5.15: NodeString is 64 bytes of UTF-8, NUL padded (Wireshark shows text);
     bytes that are not such a string stay bytes, so none is lost."""
     base = {"mad.mgmtclass": klass, "mad.attributeid": attribute, **extra}
-    for given, shown in (("ib-host-7 mlx5_0", "ib-host-7 mlx5_0"), ("héllo ✓", "héllo ✓"),
+    for value, shown in (("ib-host-7 mlx5_0", "ib-host-7 mlx5_0"), ("héllo ✓", "héllo ✓"),
                          ("", ""), ("x" * 64, "x" * 64),
                          (b"abc\0xyz".ljust(64, b"\0"), b"abc\0xyz".ljust(64, b"\0")),
                          (b"\xff\xfe".ljust(64, b"\0"), b"\xff\xfe".ljust(64, b"\0"))):
-        frame = _frame({**base, "nodedescription.nodestring": given})
+        frame = _frame({**base, "nodedescription.nodestring": value})
         packet = roundtrip(frame, "ethernet", prefixes=False)
         assert packet.fields()["nodedescription.nodestring"] == shown
-    raw = "ib-host-7".encode().ljust(64, b"\0")
+    raw = b"ib-host-7".ljust(64, b"\0")
     assert raw in _frame({**base, "nodedescription.nodestring": "ib-host-7"})
     with pytest.raises(ibwire.BuildError, match="does not fit"):
         _frame({**base, "nodedescription.nodestring": "é" * 33})

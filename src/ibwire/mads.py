@@ -45,7 +45,7 @@ from ibwire.mad_numbers import (
     TABLE_METHODS,
 )
 from ibwire.packet import HeaderValue
-from ibwire.tables import MadAttribute, mad_attributes
+from ibwire.tables import MadAttribute, mad_attributes, port_capability_bits
 
 #: Every attribute declaration, by the name specs/mad_attributes.tsv gives it.
 RECORDS: dict[str, Record] = {r.name: r for r in (
@@ -250,17 +250,76 @@ def parse_body(frame: bytes, offset: int, limit: int, mad: Mapping[str, Any],
     return Body(headers, derived(mad, seen, rmpp), warnings, offset)
 
 
+#: Fields given as lists of fixed-size items (``sa.ITEMS``): name -> item size.
+ITEMS: dict[str, int] = {**sa.ITEMS}
+
+
+def split_items(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with each field of :data:`ITEMS` as its list of items."""
+    for name, size in ITEMS.items():
+        value = values.get(name)
+        if isinstance(value, (bytes, bytearray)):
+            values[name] = [bytes(value[i:i + size]) for i in range(0, len(value), size)]
+    return values
+
+
+def build_record(header: Record, values: Mapping[str, Any]) -> bytes:
+    """``header.build``, a field of :data:`ITEMS` given as its list of items or as bytes."""
+    joined = dict(values)
+    for name, size in ITEMS.items():
+        value = joined.get(name)
+        if isinstance(value, (list, tuple)):
+            if not all(isinstance(v, (bytes, bytearray)) and len(v) == size for v in value):
+                raise BuildError(f"{name} items are {size} bytes each", **header.where(name))
+            joined[name] = b"".join(value)
+    return header.build(joined)
+
+
 def parse_part(part: Part, frame: bytes, offset: int) -> dict[str, Any]:
     header = part.header
     if not part.entries:
-        return header.parse(frame, offset)
-    entries = [header.parse(frame, offset + i * part.stride) for i in range(part.entries)]
+        return split_items(header.parse(frame, offset))
+    entries = [split_items(header.parse(frame, offset + i * part.stride))
+               for i in range(part.entries)]
     values: dict[str, Any] = {f.name: [e[f.name] for e in entries] for f in header.fields}
     if part.gap:
         values[f"{header.name}.gap"] = [
             frame[offset + i * part.stride + header.size:offset + (i + 1) * part.stride]
             for i in range(part.entries)]
+        if header is sa.MULTI_PATH_RECORD:
+            _gids_of_gaps(values)
     return values
+
+
+def _gids_of_gaps(values: dict[str, Any]) -> None:
+    """A MultiPathRecord table's GIDs (15.2.5.20: SGIDCount + DGIDCount follow each record,
+    within its AttributeOffset): ``multipathrecord.sdgid``, a list of GIDs a record, as many
+    as the record's room holds; ``multipathrecord.gap`` keeps the bytes after them."""
+    gids, rests = [], []
+    for sgids, dgids, gap in zip(values["multipathrecord.sgidcount"],
+                                 values["multipathrecord.dgidcount"],
+                                 values["multipathrecord.gap"], strict=True):
+        count = min(sgids + dgids, len(gap) // 16)
+        gids.append([str(ipaddress.IPv6Address(gap[16 * k:16 * k + 16]))
+                     for k in range(count)])
+        rests.append(gap[16 * count:])
+    values["multipathrecord.sdgid"], values["multipathrecord.gap"] = gids, rests
+
+
+def _gaps_of_gids(part: Part, values: Mapping[str, Any]) -> list[bytes]:
+    """The gaps of a MultiPathRecord table from its GIDs and the bytes after them (the inverse
+    of :func:`_gids_of_gaps`)."""
+    gids = values["multipathrecord.sdgid"]
+    if not isinstance(gids, (list, tuple)) or len(gids) != part.entries:
+        raise BuildError(f"multipathrecord.sdgid needs a list of {part.entries} GID lists",
+                         header="multipathrecord", field="sdgid")
+    rests = values.get("multipathrecord.gap")
+    out = []
+    for i, record in enumerate(gids):
+        packed = b"".join(ipaddress.IPv6Address(g).packed for g in record)
+        rest = bytes(rests[i]) if rests is not None else bytes(max(part.gap - len(packed), 0))
+        out.append(packed + rest)
+    return out
 
 
 def _kept_fields(part: Part, frame: bytes, offset: int) -> tuple[dict[str, Any], str]:
@@ -321,8 +380,14 @@ def derived(mad: Mapping[str, Any], values: Mapping[str, Any],
     """Keys Wireshark shows that are views of other fields: the RMPP data words by RMPP type,
     a REQ's service ID split and RDMA-CM IP private data (in the RDMA IP CM service ID range
     only, as Wireshark), a REQ's IPv4-mapped primary GIDs as IPv4 addresses, a
-    directed-route SMP's D bit, status and hops."""
+    directed-route SMP's D bit, status and hops, PortInfo's CapabilityMask bits (one list
+    entry a record in an SA table)."""
     out: dict[str, Any] = rmpp_words(rmpp)
+    mask = values.get("portinfo.capabilitymask")
+    if mask is not None:
+        for bit, name in port_capability_bits().items():
+            out[f"portinfo.capabilitymask.{name}"] = [m >> bit & 1 for m in mask] \
+                if isinstance(mask, list) else mask >> bit & 1
     for side in ("local", "remote"):
         gid = values.get(f"cm.req.prim_{side}gid")
         address = None if gid is None else ipv4_mapped(gid)
@@ -366,7 +431,8 @@ DERIVED_KEYS = frozenset({
     "smpdirected.d", "smpdirected.smpstatus", "smpdirected.hoppointer", "smpdirected.hopcount",
     "cm.req.serviceid.prefix", "cm.req.serviceid.protocol", "cm.req.serviceid.dport",
     "cm.req.prim_localgid_ipv4", "cm.req.prim_remotegid_ipv4", "rmpp.segmentnumber",
-    "rmpp.payloadlength", "rmpp.newwindowlast", *IP_CM_KEYS})
+    "rmpp.payloadlength", "rmpp.newwindowlast", *IP_CM_KEYS,
+    *(f"portinfo.capabilitymask.{name}" for name in port_capability_bits().values())})
 
 
 def is_body_key(key: str) -> bool:
@@ -438,11 +504,13 @@ def build_body(mad: Mapping[str, Any], rmpp: Mapping[str, Any] | None,
         header = part.header
         if not part.entries:
             mine = {f.name: values[f.name] for f in header.fields if f.name in values}
-            out += header.build(mine)
+            out += build_record(header, mine)
             seen.update(header.parse(out, len(out) - header.size))
         else:
             out += build_entries(part, values)
         used.update(k for k in values if k in header.by_name or k == f"{header.name}.gap")
+        if part.entries and header is sa.MULTI_PATH_RECORD:
+            used.update(k for k in values if k == "multipathrecord.sdgid")
     return bytes(out), used
 
 
@@ -454,8 +522,10 @@ def build_entries(part: Part, values: Mapping[str, Any]) -> bytes:
             raise BuildError(f"{name} needs a list of {part.entries} values",
                              **header.where(name))
     gaps = values.get(f"{header.name}.gap", [bytes(part.gap)] * part.entries)
+    if header is sa.MULTI_PATH_RECORD and "multipathrecord.sdgid" in values:
+        gaps = _gaps_of_gids(part, values)
     for i in range(part.entries):
-        out += header.build({k: v[i] for k, v in lists.items()})
+        out += build_record(header, {k: v[i] for k, v in lists.items()})
         gap = bytes(gaps[i])
         if len(gap) != part.gap:
             raise BuildError(f"{header.name}.gap entries are {part.gap} bytes",
@@ -474,4 +544,4 @@ def _ip_cm_bytes(values: Mapping[str, Any]) -> bytes:
     return cm.IP_CM.build(mine)
 
 
-__all__ = ["Body", "Part", "RECORDS", "build_body", "derived", "display", "parse_body", "plan"]
+__all__ = ["Body", "Part", "RECORDS", "build_body", "build_record", "split_items", "derived", "display", "parse_body", "plan"]

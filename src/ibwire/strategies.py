@@ -32,7 +32,16 @@ from ibwire.headers.fields import display
 from ibwire.headers.mad import carries_mad
 from ibwire.headers.sa import SA_HEADER
 from ibwire.mad_numbers import MAD_SIZE
-from ibwire.mads import DECODED, MAX_HOPS, RECORDS, RMPP_DATA, SMP_DIRECTED, TABLE_METHODS, plan
+from ibwire.mads import (
+    DECODED,
+    MAX_HOPS,
+    RECORDS,
+    RMPP_DATA,
+    SMP_DIRECTED,
+    TABLE_METHODS,
+    plan,
+    split_items,
+)
 from ibwire.tables import MadAttribute, mad_attributes, mad_classes, opcodes
 
 ENCAPSULATIONS = tuple(DEFAULT_LINK)
@@ -208,9 +217,10 @@ def mad_fields(draw: st.DrawFn, attribute: MadAttribute | None = None) -> dict[s
         seen["multipathrecord.sgidcount"] = draw(st.integers(0, 5))
         seen["multipathrecord.dgidcount"] = draw(st.integers(0, 6))
     for part in plan(mad, rmpp, seen):
-        values = draw(header_values(part.header))
+        values = split_items(draw(header_values(part.header)))
         if part.entries:
-            more = [values, *(draw(header_values(part.header)) for _ in range(part.entries - 1))]
+            more = [values, *(split_items(draw(header_values(part.header)))
+                              for _ in range(part.entries - 1))]
             values = {k: [v[k] for v in more] for k in values}
         else:
             values.update({k: v for k, v in seen.items() if k in part.header.by_name})

@@ -4,6 +4,7 @@ lying MADs give an error naming the field, names beside numbers come from the ta
 from __future__ import annotations
 
 import io
+import ipaddress
 from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
@@ -268,3 +269,62 @@ def test_a_node_description_is_text(klass, attribute, extra):
     assert raw in _frame({**base, "nodedescription.nodestring": "ib-host-7"})
     with pytest.raises(ibwire.BuildError, match="does not fit"):
         _frame({**base, "nodedescription.nodestring": "é" * 33})
+
+
+@pytest.mark.parametrize(("klass", "attribute", "extra"), [
+    (0x01, 0x15, {}), (0x81, 0x15, {}), (0x03, 0x12, {"mad.method": 0x01})])
+def test_port_info_capability_mask_bits_are_named(klass, attribute, extra):
+    """IBA 14.2.5.6 table 146, as specs/port_capability_mask.tsv names the bits (Wireshark's
+    portinfo.capabilitymask.* keys): IsSM is bit 1, IsCM bit 16, IsClientReregistration 25."""
+    mask = 1 << 1 | 1 << 16 | 1 << 25 | 1 << 14  # bit 14: no Wireshark name
+    f = ibwire.parse(_frame({"mad.mgmtclass": klass, "mad.attributeid": attribute, **extra,
+                             "portinfo.capabilitymask": mask})).fields()
+    bits = {k.rsplit(".", 1)[1]: v for k, v in f.items()
+            if k.startswith("portinfo.capabilitymask.")}
+    assert len(bits) == 24
+    assert {k for k, v in bits.items() if v} == {
+        "issm", "communicationmanagementsupported", "clientregistrationsupported"}
+
+
+def test_port_info_record_table_gives_bits_per_record():
+    f = ibwire.parse(_frame({"mad.mgmtclass": 3, "mad.method": 0x92, "mad.attributeid": 0x12,
+                             "sa.attributeoffset": 9,
+                             "portinfo.capabilitymask": [2, 0x10000]})).fields()
+    assert f["portinfo.capabilitymask.issm"] == [1, 0]
+    assert f["portinfo.capabilitymask.communicationmanagementsupported"] == [0, 1]
+
+
+def test_service_data_is_four_16_byte_items():
+    """IBA 15.2.5.14: ServiceData is 16 8-bit, 8 16-bit, 4 32-bit and 2 64-bit values, 16
+    bytes each (Wireshark shows four linkrecord.servicedata items)."""
+    items = [bytes([i]) * 16 for i in range(1, 5)]
+    base = {"mad.mgmtclass": 3, "mad.method": 0x01, "mad.attributeid": 0x31}
+    frame = _frame({**base, "linkrecord.servicedata": items})
+    assert b"".join(items) in frame
+    assert roundtrip(frame, "ethernet", prefixes=False).fields()[
+        "linkrecord.servicedata"] == items
+    assert _frame({**base, "linkrecord.servicedata": b"".join(items)}) == frame
+    table = ibwire.parse(_frame({**base, "mad.method": 0x92, "sa.attributeoffset": 22,
+                                 "linkrecord.servicedata": [items]})).fields()
+    assert table["linkrecord.servicedata"] == [items]
+    with pytest.raises(ibwire.BuildError, match="16 bytes each"):
+        _frame({**base, "linkrecord.servicedata": [b"x" * 16] * 3 + [b"y"]})
+
+
+def test_multi_path_record_table_decodes_its_gids():
+    """15.2.5.20: SGIDCount + DGIDCount GIDs follow each MultiPathRecord, within its
+    AttributeOffset: in a table as in a one-record response (they were a gap's bytes)."""
+    fields = {"mad.mgmtclass": 3, "mad.method": 0x92, "mad.attributeid": 0x3A,
+              "sa.attributeoffset": 7, "multipathrecord.sgidcount": [1, 2, 0],
+              "multipathrecord.dgidcount": [1, 0, 9],
+              "multipathrecord.sdgid": [["fe80::1", "fe80::2"], ["fe80::3", "::4"],
+                                        ["::5", "::6"]]}
+    frame = _frame(fields)
+    f = roundtrip(frame, "ethernet", prefixes=False).fields()
+    assert f["multipathrecord.sdgid"] == fields["multipathrecord.sdgid"]
+    assert f["multipathrecord.gap"] == [b"", b"", b""]
+    assert ipaddress.IPv6Address("fe80::3").packed in frame
+    one = ibwire.parse(_frame({**fields, "mad.method": 0x01, "sa.attributeoffset": 0,
+                               "multipathrecord.sgidcount": 1, "multipathrecord.dgidcount": 1,
+                               "multipathrecord.sdgid": ["fe80::1", "fe80::2"]})).fields()
+    assert one["multipathrecord.sdgid"] == ["fe80::1", "fe80::2"]

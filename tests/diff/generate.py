@@ -342,6 +342,13 @@ def mads(values: Values) -> list[Generated]:
     fields = {**values.fields(v4, 0x64, ()), **body, "bth.destqp": 0, "deth.srcqp": 0}
     out.append(Generated(build_frame(v4.encapsulation, fields, link=v4.link), v4.link,
                          v4.name, 0x64, "MAD 0x01 Notice, trap 259"))
+    # a NodeDescription in UTF-8 past ASCII, which tshark reads as ASCII (divergence 'MAD
+    # string read as ASCII'); random bytes are seldom UTF-8
+    row = mad_attributes()[0x01, 0x10]
+    body = {**mad_body(values, row), "nodedescription.nodestring": "nœud-7 ✓ mlx5_0"}
+    fields = {**values.fields(v4, 0x64, ()), **body, "bth.destqp": 0, "deth.srcqp": 0}
+    out.append(Generated(build_frame(v4.encapsulation, fields, link=v4.link), v4.link,
+                         v4.name, 0x64, "MAD 0x01 NodeDescription, UTF-8 text"))
     return out
 
 

@@ -30,7 +30,10 @@ STRAY = "_ws.string.trailing_stray_characters"
 TABLES_HERE = dataclasses.replace(TABLES, experts={
     **TABLES.experts,
     STRAY: "tshark's note on a NodeDescription string (FT_STRINGZPAD) with bytes after its "
-           "NUL, as random values give; the 64 bytes themselves are compared"})
+           "NUL, as random values give; the 64 bytes themselves are compared"},
+    not_compared={**TABLES.not_compared, "infiniband.smplid.smpdata/infiniband.trap.*":
+                  "Notice trap details: not yet decoded by ibwire (notice.datadetails is "
+                  "compared)"})
 
 
 def _drawn(row: MadAttribute) -> list[MadPacket]:
@@ -80,8 +83,19 @@ def test_strategy_mads_of_every_attribute_match_tshark():
         tally = compare_file(path, dissections, labels, TABLES_HERE)
     assert not tally.mismatches, report(tally)
     assert tally.packets == len(drawn) >= len(mad_attributes())
-    compared = {k for k, n in tally.per_field.items() if n and "cm." in k}
+    compared = {k for k, n in tally.per_field.items() if n}
     assert "infiniband.smplid.smpdata/infiniband.cm.req.localqpn" in compared
+    # #31 items 3-6, 8: SMP, SA and PerfMgt attribute fields compared one by one
+    assert {"infiniband.smplid.smpdata/infiniband.portinfo.lid",
+            "infiniband.portinfo.capabilitymask/infiniband.portinfo.capabilitymask.issm",
+            "infiniband.smplid.smpdata/infiniband.nodedescription.nodestring",
+            "infiniband.sa.drdlid/infiniband.nodedescription.nodestring",
+            "infiniband.sa.drdlid/infiniband.linkrecord.servicedata",
+            "infiniband.sa.drdlid/infiniband.multipathrecord.sdgid",
+            "infiniband.sa.drdlid/infiniband.pathrecord.dgid",
+            "infiniband.smpdirected/infiniband.smpdirected.hopcount",
+            "infiniband.portcounters/infiniband.portcounters.portxmitdata",
+            "infiniband/infiniband.classportinfo.trapgid"} <= compared
 
 
 def test_notice_trap_259_is_a_known_tshark_mistake():

@@ -28,7 +28,7 @@ import construct as cs
 from ibwire.errors import BuildError, MalformedError, UnknownAttributeError
 from ibwire.headers import cm, perf, sa, smp
 from ibwire.headers.layout import Record, display, octets
-from ibwire.headers.mad import CLASS_PORT_INFO, NOTICE, NOTICE_GS
+from ibwire.headers.mad import CLASS_PORT_INFO, NOTICE, NOTICE_GS, TRAP_DETAILS
 from ibwire.mad_numbers import (
     CM_CLASS,
     DECODED,
@@ -368,6 +368,30 @@ def rmpp_words(rmpp: Mapping[str, Any] | None) -> dict[str, Any]:
     return {} if names is None else {names[0]: rmpp["data1"], names[1]: rmpp["data2"]}
 
 
+def trap_details(values: Mapping[str, Any]) -> dict[str, Any]:
+    """A generic Notice's DataDetails decoded by its trap number (``headers.mad.TRAP_DETAILS``,
+    IBA 14.2.5.1 table 155), reserved bits left out; nothing for a vendor notice (IsGeneric
+    0: the word is a DeviceID), another trap, or a Notice in an SA table."""
+    details = values.get("notice.datadetails")
+    if not isinstance(details, bytes) or values.get("notice.isgeneric") != 1:
+        return {}
+    record = TRAP_DETAILS.get(values["notice.trapnumberdeviceid"])
+    if record is None:
+        return {}
+    return {k: v for k, v in record.parse(details).items() if ".reserved" not in k}
+
+
+def _trap_bytes(values: Mapping[str, Any]) -> bytes:
+    """A Notice's DataDetails built from ``trap.*`` keys, laid out by its trap number."""
+    number = values.get("notice.trapnumberdeviceid")
+    record = TRAP_DETAILS.get(number) if isinstance(number, int) else None
+    if record is None:
+        raise BuildError("trap.* keys need notice.trapnumberdeviceid, one of the traps "
+                         f"ibwire lays out ({', '.join(map(str, sorted(TRAP_DETAILS)))})",
+                         header="notice", field="trapnumberdeviceid")
+    return record.build({k: v for k, v in values.items() if k in record.by_name})
+
+
 def ipv4_mapped(gid: str) -> str | None:
     """The IPv4 address of an IPv4-mapped GID (``::ffff:a.b.c.d``, RFC 4291 2.5.5.2: what
     rdma_cm puts in a REQ over RoCE/IPv4), else None."""
@@ -383,6 +407,7 @@ def derived(mad: Mapping[str, Any], values: Mapping[str, Any],
     directed-route SMP's D bit, status and hops, PortInfo's CapabilityMask bits (one list
     entry a record in an SA table)."""
     out: dict[str, Any] = rmpp_words(rmpp)
+    out.update(trap_details(values))
     mask = values.get("portinfo.capabilitymask")
     if mask is not None:
         for bit, name in port_capability_bits().items():
@@ -424,6 +449,9 @@ def ip_cm(private: bytes) -> dict[str, Any]:
 
 # -- building ------------------------------------------------------------------------------
 
+#: The keys of a Notice's trap details (built into notice.datadetails when it is not given).
+TRAP_KEYS = frozenset(f.name for r in TRAP_DETAILS.values() for f in r.fields)
+
 #: Keys a MAD body may be built from: declared fields, gaps, paddings and derived views.
 IP_CM_KEYS = frozenset({f.name for f in cm.IP_CM.fields} | {"cm.req.ip_cm.sip4",
                                                             "cm.req.ip_cm.dip4"})
@@ -431,7 +459,7 @@ DERIVED_KEYS = frozenset({
     "smpdirected.d", "smpdirected.smpstatus", "smpdirected.hoppointer", "smpdirected.hopcount",
     "cm.req.serviceid.prefix", "cm.req.serviceid.protocol", "cm.req.serviceid.dport",
     "cm.req.prim_localgid_ipv4", "cm.req.prim_remotegid_ipv4", "rmpp.segmentnumber",
-    "rmpp.payloadlength", "rmpp.newwindowlast", *IP_CM_KEYS,
+    "rmpp.payloadlength", "rmpp.newwindowlast", *IP_CM_KEYS, *TRAP_KEYS,
     *(f"portinfo.capabilitymask.{name}" for name in port_capability_bits().values())})
 
 
@@ -490,6 +518,8 @@ def build_body(mad: Mapping[str, Any], rmpp: Mapping[str, Any] | None,
     values = dict(given)
     if "cm.req.private" not in values and IP_CM_KEYS & values.keys():
         values["cm.req.private"] = _ip_cm_bytes(values)
+    if "notice.datadetails" not in values and TRAP_KEYS & values.keys():
+        values["notice.datadetails"] = _trap_bytes(values)
     used = set(given) & DERIVED_KEYS
     out = bytearray()
     seen: dict[str, Any] = {}

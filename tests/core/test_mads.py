@@ -328,3 +328,56 @@ def test_multi_path_record_table_decodes_its_gids():
                                "multipathrecord.sgidcount": 1, "multipathrecord.dgidcount": 1,
                                "multipathrecord.sdgid": ["fe80::1", "fe80::2"]})).fields()
     assert one["multipathrecord.sdgid"] == ["fe80::1", "fe80::2"]
+
+
+def _notice(trap: int, details: bytes, generic: int = 1, klass: int = 0x01) -> dict[str, Any]:
+    f = ibwire.parse(_frame({"mad.mgmtclass": klass, "mad.attributeid": 2,
+                             "mad.method": 0x05, "notice.isgeneric": generic,
+                             "notice.trapnumberdeviceid": trap,
+                             "notice.datadetails": details})).fields()
+    return {k: v for k, v in f.items() if k.startswith("trap.")}
+
+
+DETAILS = bytes(range(0x10, 0x10 + 54))
+
+
+@pytest.mark.parametrize("klass", [0x01, 0x81, 0x03])
+def test_notice_trap_details_are_decoded(klass):
+    """IBA 14.2.5.1 table 155 as Linux's struct ib_mad_notice_attr lays the details out
+    (ntc_129_131, ntc_144, ntc_145, ntc_256, ntc_257_258), on bytes 0x10, 0x11, ..."""
+    assert _notice(65, DETAILS, klass=klass) == {
+        "trap.gidaddr": str(ipaddress.IPv6Address(DETAILS[6:22]))}
+    assert _notice(128, DETAILS, klass=klass) == {"trap.lidaddr": 0x1011}
+    assert _notice(130, DETAILS, klass=klass) == {"trap.lidaddr": 0x1213, "trap.portno": 0x14}
+    assert _notice(144, DETAILS, klass=klass) == {
+        "trap.lidaddr": 0x1213, "trap.otherlocalchanges": 1, "trap.capabilitymask": 0x16171819,
+        "trap.linkspeecenabledchange": 0, "trap.linkwidthenabledchange": 1,
+        "trap.nodedescriptionchange": 1}  # change_flags 0x1b
+    assert _notice(145, DETAILS, klass=klass)["trap.systemimageguid"] == 0x161718191A1B1C1D
+    bad_mkey = _notice(256, DETAILS, klass=klass)
+    assert (bad_mkey["trap.drslid"], bad_mkey["trap.method"], bad_mkey["trap.attributeid"],
+            bad_mkey["trap.mkey"], bad_mkey["trap.drhopcount"]) == (
+        0x1415, 0x16, 0x1819, 0x1E1F202122232425, 0x27)
+    assert bad_mkey["trap.drnoticereturnpath"] == DETAILS[24:54]
+    bad_key = _notice(257, DETAILS, klass=klass)
+    assert (bad_key["trap.lidaddr1"], bad_key["trap.lidaddr2"], bad_key["trap.key"],
+            bad_key["trap.sl"], bad_key["trap.qp1"], bad_key["trap.qp2"]) == (
+        0x1213, 0x1415, 0x16171819, 1, 0x1B1C1D, 0x1F2021)
+    assert bad_key["trap.gidaddr2"] == str(ipaddress.IPv6Address(DETAILS[34:50]))
+    assert _notice(259, DETAILS, klass=klass)["trap.swlidaddr"] == 0x4041  # byte 48
+
+
+def test_vendor_notices_and_unknown_traps_keep_raw_details():
+    assert _notice(65, DETAILS, generic=0) == {}  # 65 is a DeviceID there
+    assert _notice(1, DETAILS) == {}
+
+
+def test_notice_details_build_from_trap_keys():
+    frame = _frame({"mad.mgmtclass": 1, "mad.attributeid": 2, "notice.isgeneric": 1,
+                    "notice.trapnumberdeviceid": 129, "trap.lidaddr": 0x42, "trap.portno": 7})
+    f = roundtrip(frame, "ethernet", prefixes=False).fields()
+    assert f["notice.datadetails"][:5] == b"\0\0\0\x42\x07"
+    assert (f["trap.lidaddr"], f["trap.portno"]) == (0x42, 7)
+    with pytest.raises(ibwire.BuildError, match="trapnumberdeviceid"):
+        _frame({"mad.mgmtclass": 1, "mad.attributeid": 2, "notice.trapnumberdeviceid": 7,
+                "trap.lidaddr": 1})

@@ -13,7 +13,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
-from ibwire.fuzz.wireshark.attribute_fields import DIVERGENCES as ATTRIBUTE_DIVERGENCES
+from ibwire.fuzz.wireshark.attribute_divergences import DIVERGENCES as ATTRIBUTE_DIVERGENCES
 from ibwire.fuzz.wireshark.compare import (
     DISSECTED_BY,
     MALFORMED,

@@ -14,7 +14,7 @@ import ipaddress
 from typing import Any
 
 from ibwire.fuzz.wireshark.compare import Divergence, Expected, Field, View, computed, key
-from ibwire.headers import cm
+from ibwire.headers import cm, sa
 
 CM_PARENT = "infiniband.smplid.smpdata"
 #: The CM messages tshark decodes field by field.
@@ -167,9 +167,21 @@ def _table(view: View) -> bool:
 
 def _no_crc(view: View) -> bool:
     attribute = _attribute(view)
-    if attribute == (0x03, 0x003A):  # MultiPathRecord: only as a table
-        return _table(view) and _decoded_body(view)
+    if attribute == (0x03, 0x003A):  # MultiPathRecord: a table whose GIDs run past the MAD
+        return _table(view) and _decoded_body(view) and _gids_run_past(view)
     return attribute in NO_CRC and _decoded_body(view)
+
+
+def _gids_run_past(view: View) -> bool:
+    """A MultiPathRecord table whose first record's SGIDCount + DGIDCount GIDs, which tshark
+    reads after it (divergence 'SA table: one record'), run past the MAD's end."""
+    mad, end = view.packet.header("mad"), view.packet.icrc_offset
+    start = mad.offset + 24 + 12 + sa.SA_HEADER.size
+    if end is None or start + sa.MULTI_PATH_RECORD.size > end:
+        return True
+    record = sa.MULTI_PATH_RECORD.parse(view.packet.frame, start)
+    room = (min(mad.offset + 256, end) - start - sa.MULTI_PATH_RECORD.size) // 16
+    return record["multipathrecord.sgidcount"] + record["multipathrecord.dgidcount"] > room
 
 
 def _model_no_crc(view: View, expected: Expected) -> None:
@@ -250,7 +262,8 @@ DIVERGENCES = (
         "NEW (measured on random values): tshark 4.0.17's decoders of SA NodeRecord, PortInfoRecord, LinkRecord, ServiceRecord, MCMemberRecord, "
         "MultiPathRecord and PerfMgt ClassPortInfo, PortCounters(Extended) leave the offset "
         "short of the MAD's end, so the ICRC (and VCRC, except after a PortInfoRecord) is not "
-        "shown; a MultiPathRecord table (GetTableResp) raises: malformed",
+        "shown; a MultiPathRecord table (GetTableResp) whose GIDs run past the MAD's end "
+        "raises: malformed",
         _no_crc, _model_no_crc),
     Divergence(
         "CM REQ path word misread",

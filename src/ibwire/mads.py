@@ -28,7 +28,7 @@ import construct as cs
 from ibwire.errors import BuildError, MalformedError, UnknownAttributeError
 from ibwire.headers import cm, perf, sa, smp
 from ibwire.headers.layout import Record, display, octets
-from ibwire.headers.mad import CLASS_PORT_INFO, NOTICE, NOTICE_GS, TRAP_DETAILS
+from ibwire.headers.mad import CLASS_PORT_INFO, NOTICE, NOTICE_GS
 from ibwire.mad_numbers import (
     CM_CLASS,
     DECODED,
@@ -44,8 +44,21 @@ from ibwire.mad_numbers import (
     SMP_LID,
     TABLE_METHODS,
 )
+from ibwire.mad_views import (
+    CAPABILITY_KEYS,
+    TRAP_KEYS,
+    build_record,
+    capability_bits,
+    gaps_of_gids,
+    gids_of_gaps,
+    ipv4_mapped,
+    rmpp_words,
+    split_items,
+    trap_bytes,
+    trap_details,
+)
 from ibwire.packet import HeaderValue
-from ibwire.tables import MadAttribute, mad_attributes, port_capability_bits
+from ibwire.tables import MadAttribute, mad_attributes
 
 #: Every attribute declaration, by the name specs/mad_attributes.tsv gives it.
 RECORDS: dict[str, Record] = {r.name: r for r in (
@@ -250,31 +263,6 @@ def parse_body(frame: bytes, offset: int, limit: int, mad: Mapping[str, Any],
     return Body(headers, derived(mad, seen, rmpp), warnings, offset)
 
 
-#: Fields given as lists of fixed-size items (``sa.ITEMS``): name -> item size.
-ITEMS: dict[str, int] = {**sa.ITEMS}
-
-
-def split_items(values: dict[str, Any]) -> dict[str, Any]:
-    """``values`` with each field of :data:`ITEMS` as its list of items."""
-    for name, size in ITEMS.items():
-        value = values.get(name)
-        if isinstance(value, (bytes, bytearray)):
-            values[name] = [bytes(value[i:i + size]) for i in range(0, len(value), size)]
-    return values
-
-
-def build_record(header: Record, values: Mapping[str, Any]) -> bytes:
-    """``header.build``, a field of :data:`ITEMS` given as its list of items or as bytes."""
-    joined = dict(values)
-    for name, size in ITEMS.items():
-        value = joined.get(name)
-        if isinstance(value, (list, tuple)):
-            if not all(isinstance(v, (bytes, bytearray)) and len(v) == size for v in value):
-                raise BuildError(f"{name} items are {size} bytes each", **header.where(name))
-            joined[name] = b"".join(value)
-    return header.build(joined)
-
-
 def parse_part(part: Part, frame: bytes, offset: int) -> dict[str, Any]:
     header = part.header
     if not part.entries:
@@ -287,39 +275,8 @@ def parse_part(part: Part, frame: bytes, offset: int) -> dict[str, Any]:
             frame[offset + i * part.stride + header.size:offset + (i + 1) * part.stride]
             for i in range(part.entries)]
         if header is sa.MULTI_PATH_RECORD:
-            _gids_of_gaps(values)
+            gids_of_gaps(values)
     return values
-
-
-def _gids_of_gaps(values: dict[str, Any]) -> None:
-    """A MultiPathRecord table's GIDs (15.2.5.20: SGIDCount + DGIDCount follow each record,
-    within its AttributeOffset): ``multipathrecord.sdgid``, a list of GIDs a record, as many
-    as the record's room holds; ``multipathrecord.gap`` keeps the bytes after them."""
-    gids, rests = [], []
-    for sgids, dgids, gap in zip(values["multipathrecord.sgidcount"],
-                                 values["multipathrecord.dgidcount"],
-                                 values["multipathrecord.gap"], strict=True):
-        count = min(sgids + dgids, len(gap) // 16)
-        gids.append([str(ipaddress.IPv6Address(gap[16 * k:16 * k + 16]))
-                     for k in range(count)])
-        rests.append(gap[16 * count:])
-    values["multipathrecord.sdgid"], values["multipathrecord.gap"] = gids, rests
-
-
-def _gaps_of_gids(part: Part, values: Mapping[str, Any]) -> list[bytes]:
-    """The gaps of a MultiPathRecord table from its GIDs and the bytes after them (the inverse
-    of :func:`_gids_of_gaps`)."""
-    gids = values["multipathrecord.sdgid"]
-    if not isinstance(gids, (list, tuple)) or len(gids) != part.entries:
-        raise BuildError(f"multipathrecord.sdgid needs a list of {part.entries} GID lists",
-                         header="multipathrecord", field="sdgid")
-    rests = values.get("multipathrecord.gap")
-    out = []
-    for i, record in enumerate(gids):
-        packed = b"".join(ipaddress.IPv6Address(g).packed for g in record)
-        rest = bytes(rests[i]) if rests is not None else bytes(max(part.gap - len(packed), 0))
-        out.append(packed + rest)
-    return out
 
 
 def _kept_fields(part: Part, frame: bytes, offset: int) -> tuple[dict[str, Any], str]:
@@ -355,50 +312,6 @@ def _cut(part: Part, offset: int, limit: int, start: int) -> MalformedError:
                           f"{limit - start} bytes in", **where, offset=offset)
 
 
-#: What an RMPP header's two data words are, by RMPP type (IBA 13.6.2.1 tables 172-175;
-#: Wireshark's infiniband.rmpp.* names): DATA's segment number and payload length, ACK's
-#: segment number and new window last; STOP's and ABORT's are reserved.
-RMPP_WORDS = {RMPP_DATA: ("rmpp.segmentnumber", "rmpp.payloadlength"),
-              2: ("rmpp.segmentnumber", "rmpp.newwindowlast")}
-
-
-def rmpp_words(rmpp: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``rmpp.data1`` and ``rmpp.data2`` under the names their RMPP type gives them."""
-    names = RMPP_WORDS.get(rmpp["rmpptype"]) if rmpp is not None else None
-    return {} if names is None else {names[0]: rmpp["data1"], names[1]: rmpp["data2"]}
-
-
-def trap_details(values: Mapping[str, Any]) -> dict[str, Any]:
-    """A generic Notice's DataDetails decoded by its trap number (``headers.mad.TRAP_DETAILS``,
-    IBA 14.2.5.1 table 155), reserved bits left out; nothing for a vendor notice (IsGeneric
-    0: the word is a DeviceID), another trap, or a Notice in an SA table."""
-    details = values.get("notice.datadetails")
-    if not isinstance(details, bytes) or values.get("notice.isgeneric") != 1:
-        return {}
-    record = TRAP_DETAILS.get(values["notice.trapnumberdeviceid"])
-    if record is None:
-        return {}
-    return {k: v for k, v in record.parse(details).items() if ".reserved" not in k}
-
-
-def _trap_bytes(values: Mapping[str, Any]) -> bytes:
-    """A Notice's DataDetails built from ``trap.*`` keys, laid out by its trap number."""
-    number = values.get("notice.trapnumberdeviceid")
-    record = TRAP_DETAILS.get(number) if isinstance(number, int) else None
-    if record is None:
-        raise BuildError("trap.* keys need notice.trapnumberdeviceid, one of the traps "
-                         f"ibwire lays out ({', '.join(map(str, sorted(TRAP_DETAILS)))})",
-                         header="notice", field="trapnumberdeviceid")
-    return record.build({k: v for k, v in values.items() if k in record.by_name})
-
-
-def ipv4_mapped(gid: str) -> str | None:
-    """The IPv4 address of an IPv4-mapped GID (``::ffff:a.b.c.d``, RFC 4291 2.5.5.2: what
-    rdma_cm puts in a REQ over RoCE/IPv4), else None."""
-    mapped = ipaddress.IPv6Address(gid).ipv4_mapped
-    return None if mapped is None else str(mapped)
-
-
 def derived(mad: Mapping[str, Any], values: Mapping[str, Any],
             rmpp: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Keys Wireshark shows that are views of other fields: the RMPP data words by RMPP type,
@@ -408,11 +321,7 @@ def derived(mad: Mapping[str, Any], values: Mapping[str, Any],
     entry a record in an SA table)."""
     out: dict[str, Any] = rmpp_words(rmpp)
     out.update(trap_details(values))
-    mask = values.get("portinfo.capabilitymask")
-    if mask is not None:
-        for bit, name in port_capability_bits().items():
-            out[f"portinfo.capabilitymask.{name}"] = [m >> bit & 1 for m in mask] \
-                if isinstance(mask, list) else mask >> bit & 1
+    out.update(capability_bits(values))
     for side in ("local", "remote"):
         gid = values.get(f"cm.req.prim_{side}gid")
         address = None if gid is None else ipv4_mapped(gid)
@@ -449,9 +358,6 @@ def ip_cm(private: bytes) -> dict[str, Any]:
 
 # -- building ------------------------------------------------------------------------------
 
-#: The keys of a Notice's trap details (built into notice.datadetails when it is not given).
-TRAP_KEYS = frozenset(f.name for r in TRAP_DETAILS.values() for f in r.fields)
-
 #: Keys a MAD body may be built from: declared fields, gaps, paddings and derived views.
 IP_CM_KEYS = frozenset({f.name for f in cm.IP_CM.fields} | {"cm.req.ip_cm.sip4",
                                                             "cm.req.ip_cm.dip4"})
@@ -460,7 +366,7 @@ DERIVED_KEYS = frozenset({
     "cm.req.serviceid.prefix", "cm.req.serviceid.protocol", "cm.req.serviceid.dport",
     "cm.req.prim_localgid_ipv4", "cm.req.prim_remotegid_ipv4", "rmpp.segmentnumber",
     "rmpp.payloadlength", "rmpp.newwindowlast", *IP_CM_KEYS, *TRAP_KEYS,
-    *(f"portinfo.capabilitymask.{name}" for name in port_capability_bits().values())})
+    *CAPABILITY_KEYS})
 
 
 def is_body_key(key: str) -> bool:
@@ -519,7 +425,7 @@ def build_body(mad: Mapping[str, Any], rmpp: Mapping[str, Any] | None,
     if "cm.req.private" not in values and IP_CM_KEYS & values.keys():
         values["cm.req.private"] = _ip_cm_bytes(values)
     if "notice.datadetails" not in values and TRAP_KEYS & values.keys():
-        values["notice.datadetails"] = _trap_bytes(values)
+        values["notice.datadetails"] = trap_bytes(values)
     used = set(given) & DERIVED_KEYS
     out = bytearray()
     seen: dict[str, Any] = {}
@@ -553,7 +459,7 @@ def build_entries(part: Part, values: Mapping[str, Any]) -> bytes:
                              **header.where(name))
     gaps = values.get(f"{header.name}.gap", [bytes(part.gap)] * part.entries)
     if header is sa.MULTI_PATH_RECORD and "multipathrecord.sdgid" in values:
-        gaps = _gaps_of_gids(part, values)
+        gaps = gaps_of_gids(part.entries, part.gap, values)
     for i in range(part.entries):
         out += build_record(header, {k: v[i] for k, v in lists.items()})
         gap = bytes(gaps[i])

@@ -44,6 +44,19 @@ from ibwire.mad_numbers import (
     SMP_LID,
     TABLE_METHODS,
 )
+from ibwire.mad_views import (
+    CAPABILITY_KEYS,
+    TRAP_KEYS,
+    build_record,
+    capability_bits,
+    gaps_of_gids,
+    gids_of_gaps,
+    ipv4_mapped,
+    rmpp_words,
+    split_items,
+    trap_bytes,
+    trap_details,
+)
 from ibwire.packet import HeaderValue
 from ibwire.tables import MadAttribute, mad_attributes
 
@@ -216,7 +229,7 @@ def parse_body(frame: bytes, offset: int, limit: int, mad: Mapping[str, Any],
     warnings: list[str] = []
     klass = mad["mgmtclass"]
     if klass not in DECODED:
-        return Body([], {}, warnings, offset)
+        return Body([], rmpp_words(rmpp), warnings, offset)
     start = offset - 24 - (12 if rmpp is not None else 0)
     if rmpp is not None:
         check_rmpp(rmpp, start + 24)
@@ -241,25 +254,28 @@ def parse_body(frame: bytes, offset: int, limit: int, mad: Mapping[str, Any],
                                            MappingProxyType(values), full_keys=True))
             warnings.append(f"MAD body cut by the capture: {missing} onwards missing")
             end = offset + part.size if values else offset
-            return Body(headers, derived(mad, seen), warnings, end)  # of whole parts only
+            return Body(headers, derived(mad, seen, rmpp), warnings, end)  # of whole parts only
         values = parse_part(part, frame, offset)
         seen.update(values)
         headers.append(HeaderValue(part.header.name, offset, part.size,
                                    MappingProxyType(values), full_keys=True))
         offset += part.size
-    return Body(headers, derived(mad, seen), warnings, offset)
+    return Body(headers, derived(mad, seen, rmpp), warnings, offset)
 
 
 def parse_part(part: Part, frame: bytes, offset: int) -> dict[str, Any]:
     header = part.header
     if not part.entries:
-        return header.parse(frame, offset)
-    entries = [header.parse(frame, offset + i * part.stride) for i in range(part.entries)]
+        return split_items(header.parse(frame, offset))
+    entries = [split_items(header.parse(frame, offset + i * part.stride))
+               for i in range(part.entries)]
     values: dict[str, Any] = {f.name: [e[f.name] for e in entries] for f in header.fields}
     if part.gap:
         values[f"{header.name}.gap"] = [
             frame[offset + i * part.stride + header.size:offset + (i + 1) * part.stride]
             for i in range(part.entries)]
+        if header is sa.MULTI_PATH_RECORD:
+            gids_of_gaps(values)
     return values
 
 
@@ -296,11 +312,21 @@ def _cut(part: Part, offset: int, limit: int, start: int) -> MalformedError:
                           f"{limit - start} bytes in", **where, offset=offset)
 
 
-def derived(mad: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
-    """Keys Wireshark shows that are views of other fields: a REQ's service ID split and
-    RDMA-CM IP private data (in the RDMA IP CM service ID range only, as Wireshark), a
-    directed-route SMP's D bit, status and hops."""
-    out: dict[str, Any] = {}
+def derived(mad: Mapping[str, Any], values: Mapping[str, Any],
+            rmpp: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Keys Wireshark shows that are views of other fields: the RMPP data words by RMPP type,
+    a REQ's service ID split and RDMA-CM IP private data (in the RDMA IP CM service ID range
+    only, as Wireshark), a REQ's IPv4-mapped primary GIDs as IPv4 addresses, a
+    directed-route SMP's D bit, status and hops, PortInfo's CapabilityMask bits (one list
+    entry a record in an SA table)."""
+    out: dict[str, Any] = rmpp_words(rmpp)
+    out.update(trap_details(values))
+    out.update(capability_bits(values))
+    for side in ("local", "remote"):
+        gid = values.get(f"cm.req.prim_{side}gid")
+        address = None if gid is None else ipv4_mapped(gid)
+        if address is not None:
+            out[f"cm.req.prim_{side}gid_ipv4"] = address
     if mad["mgmtclass"] == SMP_DIRECTED:
         out["smpdirected.d"] = mad["status"] >> 15
         out["smpdirected.smpstatus"] = mad["status"] & 0x7FFF
@@ -338,7 +364,9 @@ IP_CM_KEYS = frozenset({f.name for f in cm.IP_CM.fields} | {"cm.req.ip_cm.sip4",
 DERIVED_KEYS = frozenset({
     "smpdirected.d", "smpdirected.smpstatus", "smpdirected.hoppointer", "smpdirected.hopcount",
     "cm.req.serviceid.prefix", "cm.req.serviceid.protocol", "cm.req.serviceid.dport",
-    *IP_CM_KEYS})
+    "cm.req.prim_localgid_ipv4", "cm.req.prim_remotegid_ipv4", "rmpp.segmentnumber",
+    "rmpp.payloadlength", "rmpp.newwindowlast", *IP_CM_KEYS, *TRAP_KEYS,
+    *CAPABILITY_KEYS})
 
 
 def is_body_key(key: str) -> bool:
@@ -396,6 +424,8 @@ def build_body(mad: Mapping[str, Any], rmpp: Mapping[str, Any] | None,
     values = dict(given)
     if "cm.req.private" not in values and IP_CM_KEYS & values.keys():
         values["cm.req.private"] = _ip_cm_bytes(values)
+    if "notice.datadetails" not in values and TRAP_KEYS & values.keys():
+        values["notice.datadetails"] = trap_bytes(values)
     used = set(given) & DERIVED_KEYS
     out = bytearray()
     seen: dict[str, Any] = {}
@@ -410,11 +440,13 @@ def build_body(mad: Mapping[str, Any], rmpp: Mapping[str, Any] | None,
         header = part.header
         if not part.entries:
             mine = {f.name: values[f.name] for f in header.fields if f.name in values}
-            out += header.build(mine)
+            out += build_record(header, mine)
             seen.update(header.parse(out, len(out) - header.size))
         else:
             out += build_entries(part, values)
         used.update(k for k in values if k in header.by_name or k == f"{header.name}.gap")
+        if part.entries and header is sa.MULTI_PATH_RECORD:
+            used.update(k for k in values if k == "multipathrecord.sdgid")
     return bytes(out), used
 
 
@@ -426,8 +458,10 @@ def build_entries(part: Part, values: Mapping[str, Any]) -> bytes:
             raise BuildError(f"{name} needs a list of {part.entries} values",
                              **header.where(name))
     gaps = values.get(f"{header.name}.gap", [bytes(part.gap)] * part.entries)
+    if header is sa.MULTI_PATH_RECORD and "multipathrecord.sdgid" in values:
+        gaps = gaps_of_gids(part.entries, part.gap, values)
     for i in range(part.entries):
-        out += header.build({k: v[i] for k, v in lists.items()})
+        out += build_record(header, {k: v[i] for k, v in lists.items()})
         gap = bytes(gaps[i])
         if len(gap) != part.gap:
             raise BuildError(f"{header.name}.gap entries are {part.gap} bytes",
@@ -446,4 +480,4 @@ def _ip_cm_bytes(values: Mapping[str, Any]) -> bytes:
     return cm.IP_CM.build(mine)
 
 
-__all__ = ["Body", "Part", "RECORDS", "build_body", "derived", "display", "parse_body", "plan"]
+__all__ = ["Body", "Part", "RECORDS", "build_body", "build_record", "split_items", "derived", "display", "parse_body", "plan"]

@@ -32,7 +32,16 @@ from ibwire.headers.fields import display
 from ibwire.headers.mad import carries_mad
 from ibwire.headers.sa import SA_HEADER
 from ibwire.mad_numbers import MAD_SIZE
-from ibwire.mads import DECODED, MAX_HOPS, RECORDS, RMPP_DATA, SMP_DIRECTED, TABLE_METHODS, plan
+from ibwire.mads import (
+    DECODED,
+    MAX_HOPS,
+    RECORDS,
+    RMPP_DATA,
+    SMP_DIRECTED,
+    TABLE_METHODS,
+    plan,
+    split_items,
+)
 from ibwire.tables import MadAttribute, mad_attributes, mad_classes, opcodes
 
 ENCAPSULATIONS = tuple(DEFAULT_LINK)
@@ -76,7 +85,13 @@ class Mutation:
 
 def _field_value(header: Header, name: str) -> st.SearchStrategy[Any]:
     field = header.by_name[name]
-    return st.integers(0, field.mask).map(lambda v: display(v, field))
+    raw = st.integers(0, field.mask).map(lambda v: display(v, field))
+    if field.fmt != "text":
+        return raw
+    size = field.bits // 8  # a string field: text that fits (mostly), or any bytes
+    text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"),
+                   max_size=size).filter(lambda t: len(t.encode("utf-8")) <= size)
+    return st.one_of(text, text, raw)
 
 
 @cache  # built once per header: hypothesis validates a new strategy per draw
@@ -202,9 +217,10 @@ def mad_fields(draw: st.DrawFn, attribute: MadAttribute | None = None) -> dict[s
         seen["multipathrecord.sgidcount"] = draw(st.integers(0, 5))
         seen["multipathrecord.dgidcount"] = draw(st.integers(0, 6))
     for part in plan(mad, rmpp, seen):
-        values = draw(header_values(part.header))
+        values = split_items(draw(header_values(part.header)))
         if part.entries:
-            more = [values, *(draw(header_values(part.header)) for _ in range(part.entries - 1))]
+            more = [values, *(split_items(draw(header_values(part.header)))
+                              for _ in range(part.entries - 1))]
             values = {k: [v[k] for v in more] for k in values}
         else:
             values.update({k: v for k, v in seen.items() if k in part.header.by_name})

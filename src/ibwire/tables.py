@@ -198,3 +198,9 @@ def mad_status() -> dict[str, dict[int, str]]:
 def rnr_timers() -> dict[int, int]:
     """RNR NAK timer code -> microseconds (``specs/rnr_timers.tsv``)."""
     return {int(r["code"]): int(r["usec"]) for r in read_table("rnr_timers")}
+
+
+@cache
+def port_capability_bits() -> dict[int, str]:
+    """PortInfo CapabilityMask bit -> name (``specs/port_capability_mask.tsv``)."""
+    return {int(r["bit"]): r["name"] for r in read_table("port_capability_mask")}

@@ -202,12 +202,16 @@ def test_the_columns_tell_what_they_can(odd_captures, mixed_captures):
             if mads is not None and kept is not None:
                 has_mad = ((cols["headers"] & (1 << SLOT["mad"])) != 0) & (cols["error"] == 0)
                 is_decoded = np.isin(cols["mad.mgmtclass"], sorted(DECODED))
+                # and RMPP DATA/ACK headers, whose words are named by type (ibwire.mads)
+                is_decoded |= ((cols["headers"] & (1 << SLOT["rmpp"])) != 0) & np.isin(
+                    cols["rmpp.rmpptype"], [1, 2])
                 mads += (cols["record"][has_mad & is_decoded] + 1).tolist()
                 kept += (cols["record"][has_mad & ~is_decoded] + 1).tolist()
         return rows
 
     # a tree or JSON: every row but the MADs of the classes whose bodies ibwire.mads
-    # decodes (those of other classes, their bodies kept as payload, from the columns)
+    # decodes or with RMPP DATA/ACK words (those of other classes, their bodies kept as
+    # payload, from the columns)
     for path in mixed_captures:
         mads: list[int] = []
         kept: list[int] = []

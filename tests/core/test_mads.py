@@ -4,6 +4,7 @@ lying MADs give an error naming the field, names beside numbers come from the ta
 from __future__ import annotations
 
 import io
+import ipaddress
 from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
@@ -218,3 +219,165 @@ def test_names_beside_mad_numbers():
     assert describe("bth.psn", 5, fields) is None
     rej = ibwire.parse(_frame({"cm.rej.reason": 8})).fields()
     assert mad_summary(rej) == "CM ConnectReject reason=INVALID_SERVICE_ID"
+
+
+def test_an_ipv4_mapped_req_gid_is_also_given_as_ipv4():
+    """rdma_cm's REQ over RoCE/IPv4 carries IPv4-mapped GIDs (::ffff:a.b.c.d): Wireshark's
+    cm.req.prim_*gid_ipv4 keys; a GID that is not mapped has none (its last 4 bytes are no
+    address), and the whole GID stays."""
+    f = ibwire.parse(_frame({"cm.req.prim_localgid": "::ffff:192.0.2.1",
+                             "cm.req.prim_remotegid": "fe80::1"})).fields()
+    assert f["cm.req.prim_localgid_ipv4"] == "192.0.2.1"
+    assert f["cm.req.prim_localgid"] == "::ffff:c000:201"
+    assert "cm.req.prim_remotegid_ipv4" not in f and f["cm.req.prim_remotegid"] == "fe80::1"
+
+
+@pytest.mark.parametrize(("rmpptype", "names"), [
+    (1, ("rmpp.segmentnumber", "rmpp.payloadlength")),
+    (2, ("rmpp.segmentnumber", "rmpp.newwindowlast")),
+    (3, ()), (0, ())])
+def test_rmpp_data_words_are_named_by_rmpp_type(rmpptype, names):
+    """IBA 13.6.2.1: DATA's words are SegmentNumber and PayloadLength, ACK's SegmentNumber and
+    NewWindowLast (Wireshark's infiniband.rmpp.* names); STOP/ABORT's are reserved."""
+    fields = {"mad.mgmtclass": 3, "mad.method": 0x92, "mad.attributeid": 0x35,
+              "rmpp.rmpptype": rmpptype, "rmpp.rmppflags": 7 if rmpptype == 1 else 1,
+              "rmpp.data1": 1, "rmpp.data2": 76 if rmpptype == 1 else 9}
+    if rmpptype == 1:  # a DATA segment carries the SA header, the others none (13.6.2.1)
+        fields["sa.attributeoffset"] = 8
+    f = roundtrip(_frame(fields), "ethernet", prefixes=False).fields()
+    assert {k: f[k] for k in names} == dict(zip(names, (1, fields["rmpp.data2"]),
+                                                  strict=False))
+    named = {k for k in f if k.startswith("rmpp.")} - {f"rmpp.{n}" for n in (
+        "rmppversion", "rmpptype", "rresptime", "rmppflags", "rmppstatus", "data1", "data2")}
+    assert named == set(names)
+
+
+@pytest.mark.parametrize(("klass", "attribute", "extra"), [
+    (0x01, 0x10, {}), (0x81, 0x10, {}), (0x03, 0x11, {"mad.method": 0x01})])
+def test_a_node_description_is_text(klass, attribute, extra):
+    """IBA 14.2.5.15: NodeString is 64 bytes of UTF-8, NUL padded (Wireshark shows text);
+    bytes that are not such a string stay bytes, so none is lost."""
+    base = {"mad.mgmtclass": klass, "mad.attributeid": attribute, **extra}
+    for value, shown in (("ib-host-7 mlx5_0", "ib-host-7 mlx5_0"), ("héllo ✓", "héllo ✓"),
+                         ("", ""), ("x" * 64, "x" * 64),
+                         (b"abc\0xyz".ljust(64, b"\0"), b"abc\0xyz".ljust(64, b"\0")),
+                         (b"\xff\xfe".ljust(64, b"\0"), b"\xff\xfe".ljust(64, b"\0"))):
+        frame = _frame({**base, "nodedescription.nodestring": value})
+        packet = roundtrip(frame, "ethernet", prefixes=False)
+        assert packet.fields()["nodedescription.nodestring"] == shown
+    raw = b"ib-host-7".ljust(64, b"\0")
+    assert raw in _frame({**base, "nodedescription.nodestring": "ib-host-7"})
+    with pytest.raises(ibwire.BuildError, match="does not fit"):
+        _frame({**base, "nodedescription.nodestring": "é" * 33})
+
+
+@pytest.mark.parametrize(("klass", "attribute", "extra"), [
+    (0x01, 0x15, {}), (0x81, 0x15, {}), (0x03, 0x12, {"mad.method": 0x01})])
+def test_port_info_capability_mask_bits_are_named(klass, attribute, extra):
+    """IBA 14.2.5.6 table 146, as specs/port_capability_mask.tsv names the bits (Wireshark's
+    portinfo.capabilitymask.* keys): IsSM is bit 1, IsCM bit 16, IsClientReregistration 25."""
+    mask = 1 << 1 | 1 << 16 | 1 << 25 | 1 << 14  # bit 14: no Wireshark name
+    f = ibwire.parse(_frame({"mad.mgmtclass": klass, "mad.attributeid": attribute, **extra,
+                             "portinfo.capabilitymask": mask})).fields()
+    bits = {k.rsplit(".", 1)[1]: v for k, v in f.items()
+            if k.startswith("portinfo.capabilitymask.")}
+    assert len(bits) == 24
+    assert {k for k, v in bits.items() if v} == {
+        "issm", "communicationmanagementsupported", "clientregistrationsupported"}
+
+
+def test_port_info_record_table_gives_bits_per_record():
+    f = ibwire.parse(_frame({"mad.mgmtclass": 3, "mad.method": 0x92, "mad.attributeid": 0x12,
+                             "sa.attributeoffset": 9,
+                             "portinfo.capabilitymask": [2, 0x10000]})).fields()
+    assert f["portinfo.capabilitymask.issm"] == [1, 0]
+    assert f["portinfo.capabilitymask.communicationmanagementsupported"] == [0, 1]
+
+
+def test_service_data_is_four_16_byte_items():
+    """IBA 15.2.5.14: ServiceData is 16 8-bit, 8 16-bit, 4 32-bit and 2 64-bit values, 16
+    bytes each (Wireshark shows four linkrecord.servicedata items)."""
+    items = [bytes([i]) * 16 for i in range(1, 5)]
+    base = {"mad.mgmtclass": 3, "mad.method": 0x01, "mad.attributeid": 0x31}
+    frame = _frame({**base, "linkrecord.servicedata": items})
+    assert b"".join(items) in frame
+    assert roundtrip(frame, "ethernet", prefixes=False).fields()[
+        "linkrecord.servicedata"] == items
+    assert _frame({**base, "linkrecord.servicedata": b"".join(items)}) == frame
+    table = ibwire.parse(_frame({**base, "mad.method": 0x92, "sa.attributeoffset": 22,
+                                 "linkrecord.servicedata": [items]})).fields()
+    assert table["linkrecord.servicedata"] == [items]
+    with pytest.raises(ibwire.BuildError, match="16 bytes each"):
+        _frame({**base, "linkrecord.servicedata": [b"x" * 16] * 3 + [b"y"]})
+
+
+def test_multi_path_record_table_decodes_its_gids():
+    """15.2.5.20: SGIDCount + DGIDCount GIDs follow each MultiPathRecord, within its
+    AttributeOffset: in a table as in a one-record response (they were a gap's bytes)."""
+    fields = {"mad.mgmtclass": 3, "mad.method": 0x92, "mad.attributeid": 0x3A,
+              "sa.attributeoffset": 7, "multipathrecord.sgidcount": [1, 2, 0],
+              "multipathrecord.dgidcount": [1, 0, 9],
+              "multipathrecord.sdgid": [["fe80::1", "fe80::2"], ["fe80::3", "::4"],
+                                        ["::5", "::6"]]}
+    frame = _frame(fields)
+    f = roundtrip(frame, "ethernet", prefixes=False).fields()
+    assert f["multipathrecord.sdgid"] == fields["multipathrecord.sdgid"]
+    assert f["multipathrecord.gap"] == [b"", b"", b""]
+    assert ipaddress.IPv6Address("fe80::3").packed in frame
+    one = ibwire.parse(_frame({**fields, "mad.method": 0x01, "sa.attributeoffset": 0,
+                               "multipathrecord.sgidcount": 1, "multipathrecord.dgidcount": 1,
+                               "multipathrecord.sdgid": ["fe80::1", "fe80::2"]})).fields()
+    assert one["multipathrecord.sdgid"] == ["fe80::1", "fe80::2"]
+
+
+def _notice(trap: int, details: bytes, generic: int = 1, klass: int = 0x01) -> dict[str, Any]:
+    f = ibwire.parse(_frame({"mad.mgmtclass": klass, "mad.attributeid": 2,
+                             "mad.method": 0x05, "notice.isgeneric": generic,
+                             "notice.trapnumberdeviceid": trap,
+                             "notice.datadetails": details})).fields()
+    return {k: v for k, v in f.items() if k.startswith("trap.")}
+
+
+DETAILS = bytes(range(0x10, 0x10 + 54))
+
+
+@pytest.mark.parametrize("klass", [0x01, 0x81, 0x03])
+def test_notice_trap_details_are_decoded(klass):
+    """IBA 14.2.5.1 table 155 as Linux's struct ib_mad_notice_attr lays the details out
+    (ntc_129_131, ntc_144, ntc_145, ntc_256, ntc_257_258), on bytes 0x10, 0x11, ..."""
+    assert _notice(65, DETAILS, klass=klass) == {
+        "trap.gidaddr": str(ipaddress.IPv6Address(DETAILS[6:22]))}
+    assert _notice(128, DETAILS, klass=klass) == {"trap.lidaddr": 0x1011}
+    assert _notice(130, DETAILS, klass=klass) == {"trap.lidaddr": 0x1213, "trap.portno": 0x14}
+    assert _notice(144, DETAILS, klass=klass) == {
+        "trap.lidaddr": 0x1213, "trap.otherlocalchanges": 1, "trap.capabilitymask": 0x16171819,
+        "trap.linkspeecenabledchange": 0, "trap.linkwidthenabledchange": 1,
+        "trap.nodedescriptionchange": 1}  # change_flags 0x1b
+    assert _notice(145, DETAILS, klass=klass)["trap.systemimageguid"] == 0x161718191A1B1C1D
+    bad_mkey = _notice(256, DETAILS, klass=klass)
+    assert (bad_mkey["trap.drslid"], bad_mkey["trap.method"], bad_mkey["trap.attributeid"],
+            bad_mkey["trap.mkey"], bad_mkey["trap.drhopcount"]) == (
+        0x1415, 0x16, 0x1819, 0x1E1F202122232425, 0x27)
+    assert bad_mkey["trap.drnoticereturnpath"] == DETAILS[24:54]
+    bad_key = _notice(257, DETAILS, klass=klass)
+    assert (bad_key["trap.lidaddr1"], bad_key["trap.lidaddr2"], bad_key["trap.key"],
+            bad_key["trap.sl"], bad_key["trap.qp1"], bad_key["trap.qp2"]) == (
+        0x1213, 0x1415, 0x16171819, 1, 0x1B1C1D, 0x1F2021)
+    assert bad_key["trap.gidaddr2"] == str(ipaddress.IPv6Address(DETAILS[34:50]))
+    assert _notice(259, DETAILS, klass=klass)["trap.swlidaddr"] == 0x4041  # byte 48
+
+
+def test_vendor_notices_and_unknown_traps_keep_raw_details():
+    assert _notice(65, DETAILS, generic=0) == {}  # 65 is a DeviceID there
+    assert _notice(1, DETAILS) == {}
+
+
+def test_notice_details_build_from_trap_keys():
+    frame = _frame({"mad.mgmtclass": 1, "mad.attributeid": 2, "notice.isgeneric": 1,
+                    "notice.trapnumberdeviceid": 129, "trap.lidaddr": 0x42, "trap.portno": 7})
+    f = roundtrip(frame, "ethernet", prefixes=False).fields()
+    assert f["notice.datadetails"][:5] == b"\0\0\0\x42\x07"
+    assert (f["trap.lidaddr"], f["trap.portno"]) == (0x42, 7)
+    with pytest.raises(ibwire.BuildError, match="trapnumberdeviceid"):
+        _frame({"mad.mgmtclass": 1, "mad.attributeid": 2, "notice.trapnumberdeviceid": 7,
+                "trap.lidaddr": 1})

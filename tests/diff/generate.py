@@ -20,6 +20,7 @@ from typing import Any
 from ibwire.builder import DERIVED_KEYS
 from ibwire.builder import build as build_frame
 from ibwire.headers import ALL, Header
+from ibwire.headers.mad import TRAP_DETAILS
 from ibwire.mads import RECORDS, TABLE_METHODS, plan
 from ibwire.pcap import PcapWriter, infiniband_to_erf
 from ibwire.tables import MadAttribute, mad_attributes, mad_classes, opcodes, opcodes_by_name
@@ -342,6 +343,26 @@ def mads(values: Values) -> list[Generated]:
     fields = {**values.fields(v4, 0x64, ()), **body, "bth.destqp": 0, "deth.srcqp": 0}
     out.append(Generated(build_frame(v4.encapsulation, fields, link=v4.link), v4.link,
                          v4.name, 0x64, "MAD 0x01 Notice, trap 259"))
+    # a generic Notice of every trap whose details ibwire lays out (but 259, above), and a
+    # vendor notice whose DeviceID is a trap number (divergence 'vendor Notice decoded as a
+    # trap'): random values seldom make them
+    for trap, generic in ((t, 1) for t in sorted(TRAP_DETAILS) if t != 259):
+        body = {**mad_body(values, row), "notice.trapnumberdeviceid": trap,
+                "notice.isgeneric": generic}
+        fields = {**values.fields(v4, 0x64, ()), **body, "bth.destqp": 0, "deth.srcqp": 0}
+        out.append(Generated(build_frame(v4.encapsulation, fields, link=v4.link), v4.link,
+                             v4.name, 0x64, f"MAD 0x01 Notice, trap {trap}"))
+    body = {**mad_body(values, row), "notice.trapnumberdeviceid": 129, "notice.isgeneric": 0}
+    fields = {**values.fields(v4, 0x64, ()), **body, "bth.destqp": 0, "deth.srcqp": 0}
+    out.append(Generated(build_frame(v4.encapsulation, fields, link=v4.link), v4.link,
+                         v4.name, 0x64, "MAD 0x01 vendor Notice, DeviceID 129"))
+    # a NodeDescription in UTF-8 past ASCII, which tshark reads as ASCII (divergence 'MAD
+    # string read as ASCII'); random bytes are seldom UTF-8
+    row = mad_attributes()[0x01, 0x10]
+    body = {**mad_body(values, row), "nodedescription.nodestring": "nœud-7 ✓ mlx5_0"}
+    fields = {**values.fields(v4, 0x64, ()), **body, "bth.destqp": 0, "deth.srcqp": 0}
+    out.append(Generated(build_frame(v4.encapsulation, fields, link=v4.link), v4.link,
+                         v4.name, 0x64, "MAD 0x01 NodeDescription, UTF-8 text"))
     return out
 
 

@@ -302,10 +302,11 @@ def shrink_status(args: argparse.Namespace, verb: str, path: str) -> int:
 
 
 def jsonable(value: Any) -> Any:
-    """A value as JSON has it: bytes as hex text, tuples as lists."""
+    """A value as JSON has it: bytes as hex text, tuples as lists (lists of bytes too: an SA
+    table's gaps, ServiceData items)."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).hex()
-    if isinstance(value, tuple):
+    if isinstance(value, (tuple, list)):
         return [jsonable(v) for v in value]
     return value
 

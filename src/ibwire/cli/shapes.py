@@ -258,7 +258,10 @@ def classify(cols: dict[str, np.ndarray], mode: str = "tree"
     if mode != "line":
         klass = field("mad.mgmtclass") & 0xFF
         cut_rmpp = (program.rmpp_classes()[klass] != 0) & ~has("rmpp")
-        ib &= ~(mad & (_decoded_classes()[klass] | cut_rmpp))
+        # an RMPP DATA or ACK header's words are also named by type (ibwire.mads.rmpp_words)
+        rmpptype = field("rmpp.rmpptype") & 0xFF
+        rmpp_words = has("rmpp") & ((rmpptype == 1) | (rmpptype == 2))
+        ib &= ~(mad & (_decoded_classes()[klass] | cut_rmpp | rmpp_words))
     elif mad.any():  # worked out on the MAD rows only
         rows = np.flatnonzero(mad)
         tells = _mad_header_tells(lambda name: cols[name][rows].astype(np.int64),

@@ -16,8 +16,9 @@ from typing import Any
 
 from ibwire.errors import BuildError, TruncatedError
 
-#: How a bytes field is shown: as a MAC, an IPv4 or IPv6 address (GIDs too), or as raw bytes.
-FORMATS = ("mac", "ipv4", "ipv6", "bytes")
+#: How a bytes field is shown: as a MAC, an IPv4 or IPv6 address (GIDs too), as text (a
+#: NUL-padded UTF-8 string, see :func:`text_of`), or as raw bytes.
+FORMATS = ("mac", "ipv4", "ipv6", "text", "bytes")
 
 
 @dataclass(frozen=True)
@@ -36,12 +37,27 @@ class Field:
 
 def display(value: int, field: Field) -> Any:
     """A field's value as ``Packet.fields()`` gives it: a number, or MAC and IP addresses as
-    text, other byte fields as bytes."""
+    text, strings as text (:func:`text_of`), other byte fields as bytes."""
     if field.fmt is None:
         return value
     if field.fmt == "bytes":
         return value.to_bytes(field.bits // 8, "big")
+    if field.fmt == "text":
+        return text_of(value.to_bytes(field.bits // 8, "big"))
     return _address(value, field.fmt, field.bits // 8)
+
+
+def text_of(raw: bytes) -> str | bytes:
+    """A NUL-padded UTF-8 string field (IBA 14.2.5.15 NodeString) as text: the bytes before
+    the first NUL, when they are UTF-8 and only NULs follow; else the bytes themselves, so that
+    no byte is lost (a string built from the value gives the same bytes back)."""
+    end = raw.find(b"\0")
+    if end >= 0 and any(raw[end:]):
+        return raw
+    try:
+        return raw[:end if end >= 0 else len(raw)].decode("utf-8")
+    except UnicodeDecodeError:
+        return raw
 
 
 @lru_cache(maxsize=4096)
@@ -65,10 +81,12 @@ def compile_parse(fields: tuple[Field, ...]) -> Callable[[int], dict[str, Any]]:
         expr = f"(w >> {f.shift}) & {f.mask:#x}" if f.shift else f"w & {f.mask:#x}"
         if f.fmt == "bytes":
             expr = f"({expr}).to_bytes({f.bits // 8}, 'big')"
+        elif f.fmt == "text":
+            expr = f"_text(({expr}).to_bytes({f.bits // 8}, 'big'))"
         elif f.fmt is not None:
             expr = f"_address({expr}, {f.fmt!r}, {f.bits // 8})"
         items.append(f"{f.name!r}: {expr}")
-    namespace: dict[str, Any] = {"_address": _address}
+    namespace: dict[str, Any] = {"_address": _address, "_text": text_of}
     exec("def parse(w):\n    return {" + ", ".join(items) + "}\n", namespace)
     return namespace["parse"]  # type: ignore[no-any-return]
 
@@ -80,6 +98,12 @@ def _unshow(value: Any, field: Field, header: str, key: str | None = None,
     key = key or f"{header}.{field.name}"
     where = where if where is not None else {"header": header, "field": field.name}
     if field.fmt is not None:
+        if isinstance(value, str) and field.fmt == "text":
+            value = value.encode("utf-8")
+            if len(value) * 8 > field.bits:
+                raise BuildError(f"{key}: text of {len(value)} UTF-8 bytes does not fit in "
+                                 f"{field.bits // 8}", **where)
+            value = value.ljust(field.bits // 8, b"\0")
         if isinstance(value, str):
             try:
                 if field.fmt == "mac":

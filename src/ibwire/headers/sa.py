@@ -83,7 +83,7 @@ NODE_RECORD = Record("noderecord", "NodeRecord", cs.BitStruct(
     "noderecord.reserved" / bits(16),
     *_fields_of(NODE_INFO),
     *_fields_of(NODE_DESCRIPTION),
-))
+), formats={"nodedescription.nodestring": "text"})
 
 PORT_INFO_RECORD = Record("portinforecord", "PortInfoRecord", cs.BitStruct(
     "sa.endportlid" / bits(16),
@@ -102,6 +102,11 @@ SERVICE_RECORD = Record("servicerecord", "ServiceRecord", cs.BitStruct(
     "linkrecord.servicename" / octets(64),
     "linkrecord.servicedata" / octets(64),
 ), formats={"linkrecord.servicegid": "ipv6"})
+
+#: Fields that are lists of fixed-size items, and the item size: ServiceData is 16 8-bit, 8
+#: 16-bit, 4 32-bit and 2 64-bit values (15.2.5.14), 16 bytes each, a list of four as
+#: Wireshark gives them (infiniband.linkrecord.servicedata).
+ITEMS = {"linkrecord.servicedata": 16}
 
 INFORM_INFO = Record("informinfo", "InformInfo", cs.BitStruct(
     "informinfo.gid" / octets(16),

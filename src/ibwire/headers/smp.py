@@ -40,9 +40,10 @@ SMP_DIRECTED_PATHS = Record("smpdirected.paths", "SMP paths", cs.BitStruct(
 #: Bytes of the SMP data area that an attribute fills.
 SMP_DATA = 64
 
+#: 14.2.5.15: a UTF-8 string, NUL padded to 64 bytes (text, as Wireshark shows it).
 NODE_DESCRIPTION = Record("nodedescription", "NodeDescription", cs.BitStruct(
     "nodedescription.nodestring" / octets(64),
-))
+), formats={"nodedescription.nodestring": "text"})
 
 NODE_INFO = Record("nodeinfo", "NodeInfo", cs.BitStruct(
     "nodeinfo.baseversion" / bits(8),

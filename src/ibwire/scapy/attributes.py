@@ -165,10 +165,12 @@ class MADPart(Packet):
 
     def _lead_values(self, wire: bytes | None) -> dict[str, Any]:
         if wire is not None:
-            return self.record.parse(wire) if len(wire) >= self.record.size else {}
+            if len(wire) < self.record.size:
+                return {}
+            return body.split_items(self.record.parse(wire))
         values = _values_of(self, self.record)
         try:
-            return self.record.parse(self.record.build(values))
+            return body.split_items(self.record.parse(body.build_record(self.record, values)))
         except IbwireError:
             return values
 
@@ -218,7 +220,7 @@ class MADPart(Packet):
             values = {f.name: v for f in header.fields
                       if (v := self.getfieldval(short_name(f.name))) is not None}
             if not part.entries:
-                out += header.build(values)
+                out += body.build_record(header, values)
                 continue
             values = {k: v if isinstance(v, list) else [v] * part.entries
                       for k, v in values.items()}
@@ -226,6 +228,9 @@ class MADPart(Packet):
             if gap is not None:
                 values[f"{header.name}.gap"] = gap if isinstance(gap, list) else \
                     [gap] * part.entries
+            gids = self.getfieldval("sdgid") if header is sa.MULTI_PATH_RECORD else None
+            if gids is not None and part.gap:
+                values["multipathrecord.sdgid"] = gids
             out += body.build_entries(part, values)
         return bytes(out)
 
@@ -249,6 +254,8 @@ class MADPart(Packet):
             names = [f.name for f in part.header.fields]
             if part.gap:
                 names.append(f"{part.header.name}.gap")
+                if part.header is sa.MULTI_PATH_RECORD:  # a table's GIDs (ibwire.mads)
+                    names.append("multipathrecord.sdgid")
             for key in names:
                 value = self.getfieldval(_field_name(part, key))
                 if value is not None:

@@ -13,6 +13,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
+from ibwire.fuzz.wireshark.attribute_divergences import DIVERGENCES as ATTRIBUTE_DIVERGENCES
 from ibwire.fuzz.wireshark.compare import (
     DISSECTED_BY,
     MALFORMED,
@@ -370,7 +371,7 @@ DIVERGENCES += (
         _model_raw_vcrc),
 )
 
-DIVERGENCES += MAD_DIVERGENCES
+DIVERGENCES += MAD_DIVERGENCES + ATTRIBUTE_DIVERGENCES
 
 TABLES = Tables(FIELDS, NOT_COMPARED, EXPERTS, PAYLOAD_DISSECTORS, DIVERGENCES,
                 payload_dissector, CONDITIONAL_EXPERTS)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+from ibwire.fuzz.wireshark.attribute_fields import attribute_fields
 from ibwire.fuzz.wireshark.compare import (
     Field,
     NotModelled,
@@ -419,12 +420,9 @@ FIELDS: dict[str, Field] = {
                                                       _rmpp("rmpp.data1", [0])),
     "infiniband.rmpp/infiniband.rmpp.data2": computed("rmpp.data2 (RMPP type 0)", "int",
                                                       _rmpp("rmpp.data2", [0])),
-    "infiniband.rmpp/infiniband.rmpp.segmentnumber": computed(
-        "rmpp.data1 (RMPP DATA, ACK)", "int", _rmpp("rmpp.data1", [1, 2])),
-    "infiniband.rmpp/infiniband.rmpp.payloadlength": computed(
-        "rmpp.data2 (RMPP DATA)", "int", _rmpp("rmpp.data2", [1])),
-    "infiniband.rmpp/infiniband.rmpp.newwindowlast": computed(
-        "rmpp.data2 (RMPP ACK)", "int", _rmpp("rmpp.data2", [2])),
+    "infiniband.rmpp/infiniband.rmpp.segmentnumber": key("rmpp.segmentnumber"),
+    "infiniband.rmpp/infiniband.rmpp.payloadlength": key("rmpp.payloadlength"),
+    "infiniband.rmpp/infiniband.rmpp.newwindowlast": key("rmpp.newwindowlast"),
     "infiniband.rmpp/infiniband.rmpp.transferreddata": computed(
         "the 220 bytes after the RMPP header (RMPP DATA)", "bytes", _rmpp_body([1])),
     "infiniband.rmpp/infiniband.rmpp.extendederrordata": computed(
@@ -463,6 +461,7 @@ FIELDS: dict[str, Field] = {
 }
 
 FIELDS.update(cm_fields())
+FIELDS.update(attribute_fields())
 FIELDS.update(reserved_field())
 
 #: tshark fields not compared (fnmatch patterns on the qualified key), and why.
@@ -499,36 +498,38 @@ NOT_COMPARED: dict[str, str] = {
     "erf*": "the ERF record header: ibwire's reader strips it (the shared capture), ibwire's "
             "converter wrote it (generated frames); not part of the IB packet",
     "raw/raw": "tshark's placeholder item for LINKTYPE_RAW, which has no link header",
-    "infiniband/infiniband.smp*": "MAD class contents: the SMP (LID-routed, directed-route) "
-                                  "class header, and the blob tshark labels smplid.smpdata "
-                                  "for every class it decodes (SMP, PerfMgt, BM, DevMgt, "
-                                  "CM, SNMP, vendor); the bytes are compared as "
-                                  "infiniband.mad.data, the CM messages field by field "
-                                  "(mad_fields.py)",
-    "infiniband.smp*/*": "MAD class contents under those items that are not yet compared "
-                         "field by field: SMP attributes (ibwire decodes them: "
-                         "src/ibwire/headers/smp.py) and PerfMgt attributes; the bytes are "
-                         "compared as infiniband.mad.data (CM messages are compared field by "
-                         "field, see mad_fields.py)",
-    "infiniband/infiniband.sa.*": "SA class header and records (PathRecord ...): ibwire "
-                                  "decodes them (src/ibwire/headers/sa.py) but they are not "
-                                  "yet compared field by field; the bytes are compared as "
-                                  "infiniband.mad.data",
-    "infiniband.sa.*/*": "SA class fields and records (see infiniband/infiniband.sa.*)",
-    "infiniband/infiniband.classportinfo*": "PerfMgt ClassPortInfo, which tshark puts at the "
-                                            "top of the IB tree: decoded by ibwire "
-                                            "(classportinfo.*), not yet compared field by "
-                                            "field; the bytes are compared as "
-                                            "infiniband.mad.data",
-    "infiniband.portcounters*/*": "PerfMgt PortCounters(Extended) fields: decoded by ibwire "
-                                  "(src/ibwire/headers/perf.py), not yet compared field by "
-                                  "field; the bytes are compared as infiniband.mad.data",
-    "infiniband.p_keytable.p_keytableblock/*": "SMP P_KeyTable entries: decoded by ibwire "
-                                               "(p_keytable.* lists), not yet compared field "
-                                               "by field",
-    "infiniband.portinfo.capabilitymask/*": "PortInfo CapabilityMask bits: ibwire keeps the "
-                                            "mask (portinfo.capabilitymask), not yet "
-                                            "compared field by field",
+    "infiniband/infiniband.smplid": "the SMP (LID-routed) item: the MAD's bytes, compared as "
+                                    "infiniband.mad (its fields are compared one by one)",
+    "infiniband/infiniband.smpdirected": "the directed-route SMP item: the MAD's bytes, "
+                                         "compared as infiniband.mad",
+    "infiniband/infiniband.smplid.smpdata": "the blob tshark labels smplid.smpdata for the "
+                                            "classes it decodes no further (CM messages "
+                                            "are compared field by field, mad_fields.py; "
+                                            "PerfMgt samples, BM, DevMgt, SNMP, vendor): "
+                                            "bytes compared as infiniband.mad.data",
+    "*/infiniband.smplid.smpdata": "an SMP's or SA Notice's 64-byte data area, or the "
+                                   "padding after an attribute: bytes compared as "
+                                   "infiniband.mad.data, the attribute field by field",
+    "infiniband/infiniband.sa.drdlid": "the SA item (sic, tshark's name): the MAD's bytes, "
+                                       "compared as infiniband.mad",
+    "infiniband.sa.drdlid/infiniband.sa.drdlid": "SA record bytes tshark shows as a blob (the "
+                                                 "record, the bytes after it): compared as "
+                                                 "infiniband.mad.data, the record field by "
+                                                 "field",
+    "infiniband/infiniband.classportinfo": "PerfMgt ClassPortInfo's empty label item; its "
+                                           "fields are compared one by one",
+    "infiniband.smplid/infiniband.reserved": "SMP reserved bytes (IBA 14.2.1.1): compared as "
+                                             "infiniband.mad.data",
+    "infiniband.smpdirected/infiniband.reserved": "directed-route SMP reserved bytes: compared "
+                                                  "as infiniband.mad.data",
+    "infiniband.sa.drdlid/infiniband.reserved": "SA header reserved bytes (IBA 15.2.1.1): "
+                                                "compared as infiniband.mad.data",
+    "infiniband.portcounters*/infiniband.reserved": "PortCounters(Extended) reserved bytes: "
+                                                    "compared as infiniband.mad.data",
+    "infiniband.smplid.smpdata/infiniband.p_keytable.p_keytableblock": (
+        "the P_KeyTable block's bytes; its 32 entries are compared field by field"),
+    "*/_ws.malformed": "tshark's malformation marker, compared as the 'tshark:malformed' "
+                       "pseudo-field",
 }
 
 #: tshark expert items that may appear, and why they are not a disagreement.

@@ -102,6 +102,10 @@ def test_numpy_runs_equal_the_per_row_rules(generated, tap, faults, reliable):
     slow = analyse(path, vectorise=False).as_dicts()
     assert fast == slow
     assert sum(r["data_packets"] for r in fast) > 250
+    # READ responses sent again and first transmissions against everything sent: counted the
+    # same both ways (the numpy runs take the first sendings, the per-row rules the others)
+    assert sum(r["read_responses_resent"] for r in fast) > 0
+    assert all(r["payload_bytes"] >= r["data_bytes"] for r in fast)
 
 
 def parsed(records):
@@ -310,4 +314,24 @@ def test_rounds_by_cause_are_the_requesters(generated, monkeypatch, tap):
     assert {k: q[f"{k}_retransmissions"] for k in truth.counts} == truth.counts
     assert [f["kind"] for f in q["findings"]] == ["bad_icrc"]
     (r,) = check_against_manifest(path, manifest).values()
+    assert r == analyse(path, vectorise=False).as_dicts()[0]
+
+
+@pytest.mark.parametrize("tap", ["requester", "responder", "switch"])
+def test_resent_read_responses_are_counted(generated, tap):
+    """A lost ACK of a READ (its last response) makes the requester read again and the
+    responder send responses it sent before: counted apart from the first ones, with their
+    bytes; goodput counts each response once, throughput every one."""
+    scenario = Scenario(qps=(QpSpec("read", 20 * 1024, iters=4, mtu=2048),),
+                        faults=(Fault("lose_ack", 0, 3),), tap=tap, seed=5)
+    path, manifest = generated(scenario)
+    (r,) = check_against_manifest(path, manifest).values()
+    first = 4 * 10  # 4 READs of 20 KiB, 2 KiB a response
+    assert r["data_bytes"] == 4 * 20 * 1024
+    assert r["read_responses_resent"] == r["read_responses"] - first > 0
+    assert r["read_response_bytes_resent"] == 2048 * r["read_responses_resent"]
+    assert r["payload_bytes"] == r["data_bytes"] + r["read_response_bytes_resent"]
+    span = r["last_ns"] - r["first_ns"]
+    assert r["goodput_bps"] == pytest.approx(r["data_bytes"] * 8e9 / span)
+    assert r["throughput_bps"] == pytest.approx(r["payload_bytes"] * 8e9 / span)
     assert r == analyse(path, vectorise=False).as_dicts()[0]

@@ -15,7 +15,7 @@ from ibwire.cli.qp import NAMES, table
 
 SAMPLE = str(Path(__file__).resolve().parents[2] / "captures" / "sample-rocev2.pcap")
 TITLES = ["#", "requester", "responder", "tr", "data", "retx", "nak/to/rnr", "dup", "gaps",
-          "msgs", "bytes", "naks", "cnps", "ce", "rtt us", "find"]
+          "msgs", "bytes", "rdretx", "good%", "naks", "cnps", "ce", "rtt us", "find"]
 
 
 def _connections() -> list[dict[str, Any]]:

@@ -28,7 +28,7 @@ from ibwire.analysis.cnp_check import CnpCheck
 from ibwire.analysis.connections import FIELDS as CONNECTION_FIELDS
 from ibwire.analysis.connections import Connection, Connections
 from ibwire.pcap.source import Source
-from ibwire.transport.observed import COUNTERS, LATENCIES
+from ibwire.transport.observed import COUNTERS, LATENCIES, RATES
 
 #: Bytes of capture scanned per batch: bigger than the scanner's default, as the analysis
 #: pays a few numpy calls per connection per batch (memory stays flat: about three windows,
@@ -38,7 +38,7 @@ WINDOW = 48 << 20
 SCAN_FIELDS = (*CONNECTION_FIELDS, *ADDRESS_FIELDS, *CM_FIELDS)
 #: The keys of one connection's result, in output order.
 KEYS = ("requester", "responder", "transport", *COUNTERS, "cm_packets", "cut_packets", "first_ns",
-        "last_ns", "ack_rtt_ns", *LATENCIES, "rnr_wait_ns", "pmtu", "cm", "findings")
+        "last_ns", *RATES, "ack_rtt_ns", *LATENCIES, "rnr_wait_ns", "pmtu", "cm", "findings")
 
 QpReport = make_dataclass(
     "QpReport", [(k, Any) for k in KEYS],

@@ -247,7 +247,9 @@ def _apply(o: Observed, rows: Rows, i: int, k: int, kind: np.ndarray, op: np.nda
         er = ext[req]
         pos = POSITION[op[req]]
         c["data_packets"] += len(req)
-        c["data_bytes"] += int(payload[req].sum())
+        req_bytes = int(payload[req].sum())
+        c["data_bytes"] += req_bytes
+        c["payload_bytes"] += req_bytes
         c["messages"] += int(((pos == FIRST) | (pos == ONLY)).sum())
         sw = (fam != READ) & (fam != ATOMIC)
         c["messages_completed"] += int((sw & (pos == ONLY)).sum())
@@ -269,7 +271,9 @@ def _apply(o: Observed, rows: Rows, i: int, k: int, kind: np.ndarray, op: np.nda
         is_read = kind[resp] == READ_RESP
         c["read_responses"] += int(is_read.sum())
         c["atomic_acks"] += int((~is_read).sum())
-        c["data_bytes"] += int(payload[resp][is_read].sum())
+        resp_bytes = int(payload[resp][is_read].sum())
+        c["data_bytes"] += resp_bytes
+        c["payload_bytes"] += resp_bytes
         if is_read.any():
             top = int(ext[resp][is_read].max())
             o.resp_high = top if o.resp_high is None else max(o.resp_high, top)

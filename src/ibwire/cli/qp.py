@@ -28,6 +28,8 @@ _COLUMNS: tuple[tuple[str, Any, int], ...] = (
     ("gaps", lambda i, d: str(d["psn_gaps"]), 2),
     ("msgs", lambda i, d: f"{d['messages_completed']}/{d['messages']}", 1),
     ("bytes", lambda i, d: _size(d["data_bytes"]), 1),
+    ("rdretx", lambda i, d: str(d["read_responses_resent"]), 2),
+    ("good%", lambda i, d: _share(d["data_bytes"], d["payload_bytes"]), 3),
     ("naks", lambda i, d: str(d["naks_psn_seq_error"] + d["rnr_naks"] + d["naks_other"]), 2),
     ("cnps", lambda i, d: str(d["cnps"]), 2),
     ("ce", lambda i, d: str(d["ecn_ce_packets"]), 4),
@@ -61,6 +63,11 @@ def _size(n: int) -> str:
             return f"{n}{unit}"
         n //= 1000
     return f"{n}T"
+
+
+def _share(part: int, whole: int) -> str:
+    """``part`` in percent of ``whole`` (goodput of throughput), "-" of nothing."""
+    return "-" if not whole else f"{100 * part / whole:.0f}"
 
 
 def _us(ns: float | None) -> str:

@@ -580,7 +580,7 @@ def connection_table(name: str, analysis: Any) -> Any:
     import pyarrow as pa
 
     from ibwire.cli.qp import _flat
-    from ibwire.transport.observed import LATENCIES
+    from ibwire.transport.observed import LATENCIES, RATES
 
     names = connection_columns()
     rows = []
@@ -601,7 +601,7 @@ def connection_table(name: str, analysis: Any) -> Any:
     for i, f in enumerate(table.schema):
         if pa.types.is_null(f.type):
             kind = pa.string() if f.name in texts else pa.float64() \
-                if f.name == "ack_rtt_ns.avg" else pa.int64()
+                if f.name in ("ack_rtt_ns.avg", *RATES) else pa.int64()
             table = table.set_column(i, f.name, table[f.name].cast(kind))
     return table.slice(0, 0) if empty else table
 

@@ -47,8 +47,12 @@ from ibwire.transport.timers import rnr_timer_ns
 COUNTERS = ("data_packets", "retransmitted_packets", "nak_retransmissions",
             "timeout_retransmissions", "rnr_retransmissions", "duplicates", "out_of_order",
             "psn_gaps", "messages", "messages_completed", "data_bytes", "acks",
-            "naks_psn_seq_error", "rnr_naks", "naks_other", "read_responses", "atomic_acks",
-            "cnps", "ecn_ce_packets")
+            "naks_psn_seq_error", "rnr_naks", "naks_other", "read_responses",
+            "read_responses_resent", "read_response_bytes_resent", "payload_bytes",
+            "atomic_acks", "cnps", "ecn_ce_packets")
+#: Rates over the connection's time (``first_ns`` to ``last_ns``; null when that is 0): of
+#: ``data_bytes`` (first transmissions) and of ``payload_bytes`` (everything sent).
+RATES = ("goodput_bps", "throughput_bps")
 LATENCIES = ("nak_generation_ns", "nak_response_ns", "retransmission_ns")
 #: Columns a connection's rows carry (numpy arrays of one length, capture order).
 ROW_FIELDS = ("record", "time", "opcode", "psn", "ackreq", "syndrome", "dmalen", "va",
@@ -278,6 +282,7 @@ class Observed:
     def _request(self, record: int, t: int, e: int, opcode: int, ackreq: bool, dmalen: int,
                  va: int, payload: int) -> None:
         c = self.counts
+        c["payload_bytes"] += payload
         position, family = int(POSITION[opcode]), int(FAMILY[opcode])
         count = self.psn_count(family, dmalen)
         seen = self.seen
@@ -445,9 +450,14 @@ class Observed:
         return True
 
     def _response(self, record: int, t: int, e: int, payload: int) -> None:
-        self.counts["read_responses"] += 1
+        c = self.counts
+        c["read_responses"] += 1
+        c["payload_bytes"] += payload
         if self._answered(e):
-            self.counts["data_bytes"] += payload
+            c["data_bytes"] += payload
+        else:  # sent again: the READ was re-requested (a response or its ACK lost)
+            c["read_responses_resent"] += 1
+            c["read_response_bytes_resent"] += payload
         self.resp_high = e if self.resp_high is None else max(self.resp_high, e)
         self._covered(e + 1, t)
 
@@ -522,7 +532,12 @@ class Observed:
     def result(self) -> dict[str, Any]:
         """Counts, latencies and findings, by the JSON keys (call :meth:`finish` first)."""
         n, total, lo, hi = self.rtt
-        return {**self.counts, "first_ns": self.first_ns, "last_ns": self.last_ns,
+        span = (self.last_ns - self.first_ns) if self.first_ns is not None else 0
+        c = self.counts
+        rates = dict.fromkeys(RATES) if not span else {
+            "goodput_bps": c["data_bytes"] * 8e9 / span,
+            "throughput_bps": c["payload_bytes"] * 8e9 / span}
+        return {**c, "first_ns": self.first_ns, "last_ns": self.last_ns, **rates,
                 "ack_rtt_ns": {"min": lo, "avg": total / n if n else None, "max": hi},
                 **{k: list(v) for k, v in self.latencies.items()},
                 "rnr_wait_ns": list(self.rnr_wait_ns),

@@ -11,6 +11,7 @@ import ibwire
 from ibwire.analysis import KEYS, analyse
 from ibwire.gen import Fault, Link, QpSpec, Scenario, generate, write_pcap
 from ibwire.transport.observed import COUNTERS
+from tests.analysis.conftest import write_frames
 from tests.gen.test_gen import ENCAPS, RELIABLE, mixed
 
 RATES = (Fault("drop", rate=0.05), Fault("lose_ack", rate=0.1), Fault("corrupt", rate=0.03))
@@ -335,3 +336,50 @@ def test_resent_read_responses_are_counted(generated, tap):
     assert r["goodput_bps"] == pytest.approx(r["data_bytes"] * 8e9 / span)
     assert r["throughput_bps"] == pytest.approx(r["payload_bytes"] * 8e9 / span)
     assert r == analyse(path, vectorise=False).as_dicts()[0]
+
+
+@pytest.mark.parametrize("tap", ["requester", "responder", "switch"])
+def test_stalls_and_their_causes(generated, tap):
+    """A lost last packet (the requester's timer, 4.096 us * 2^14 = 67 ms, sends it again)
+    and, on another QP, an RNR NAK asking for 20.48 ms (IBA Table 45, code 22): a stall each,
+    ended by the round that answers it; the same in the manifest."""
+    write = QpSpec("write", 4096, iters=3, mtu=1024, timeout=14)
+    scenario = Scenario(qps=(write, write),
+                        faults=(Fault("drop", 0, 11), Fault("rnr", 1, 5, timer=22)), tap=tap)
+    path, manifest = generated(scenario)
+    results = check_against_manifest(path, manifest)
+    timeout, rnr = (results[q["responder"]["qpn"]] for q in manifest["qps"])
+    for r, cause, least in ((timeout, "timeout_retransmission", 67_108_864),
+                            (rnr, "rnr_retransmission", 20_480_000)):
+        assert r["stalls"] == 1
+        (stall,) = r["longest_stalls"]
+        assert stall["cause"] == cause
+        assert least <= stall["duration_ns"] == r["stall_ns"] < least + 100_000
+        assert r["first_ns"] < stall["start_ns"] < r["last_ns"]
+    assert analyse(path).as_dicts() == analyse(path, vectorise=False).as_dicts()
+    longer = by_responder(analyse(path, stall_ms=30).as_dicts())
+    assert longer[timeout["responder"]["qpn"]]["stalls"] == 1
+    assert longer[rnr["responder"]["qpn"]]["stalls"] == 0
+
+
+def test_stalls_in_clean_runs(tmp_path):
+    """Pauses in lossless traffic (taken in bulk by the numpy runs): every pause longer than
+    the threshold is a stall of unknown cause, counted as the per-row rules count it."""
+    records, _ = generate(Scenario(qps=(QpSpec("write", 1024, iters=400, mtu=1024),)))
+    shifted, pause = [], 0
+    for i, (t, f) in enumerate(records):
+        if i and i % 97 == 0:
+            pause += 11_000_000 + i  # 11 ms and a little more each time
+        shifted.append((t + pause, f))
+    path = write_frames(tmp_path / "pauses.pcap", shifted)
+    fast = analyse(path).as_dicts()
+    assert fast == analyse(path, vectorise=False).as_dicts()
+    (r,) = fast
+    pauses = [11_000_000 + i for i in range(97, len(records), 97)]
+    assert r["stalls"] == len(pauses)
+    gaps = [b - a for (a, _), (b, _) in zip(shifted, shifted[1:], strict=False)]
+    assert r["stall_ns"] == sum(g for g in gaps if g > 10_000_000)
+    assert [s["duration_ns"] for s in r["longest_stalls"]] == sorted(
+        (g for g in gaps if g > 10_000_000), reverse=True)[:5]
+    assert all(s["cause"] is None for s in r["longest_stalls"])
+    assert r["longest_stalls"][0]["record"] == max(range(97, len(records), 97))

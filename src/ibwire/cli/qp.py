@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from ibwire.transport.cnp import SCOPES
+from ibwire.transport.observed import STALL_NS
 
 #: Table columns: (title, value of a result dict, priority: when the table is too wide for
 #: the terminal, the highest go first, after the addresses are shortened; 0 always stays).
@@ -34,6 +35,7 @@ _COLUMNS: tuple[tuple[str, Any, int], ...] = (
     ("cnps", lambda i, d: str(d["cnps"]), 2),
     ("ce", lambda i, d: str(d["ecn_ce_packets"]), 4),
     ("rtt us", lambda i, d: _us(d["ack_rtt_ns"]["avg"]), 3),
+    ("stall ms", lambda i, d: f"{d['stall_ns'] / 1e6:.1f}", 2),
     ("find", lambda i, d: str(len(d["findings"])), 0),
 )
 
@@ -92,6 +94,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="CNP pacing scope the check expects (default qp)")
     parser.add_argument("--cnp-interval-us", type=float, default=4.0, metavar="US",
                         help="minimum time between CNPs of one scope (default 4)")
+    parser.add_argument("--stall-ms", type=float, default=STALL_NS / 1e6, metavar="MS",
+                        help="a connection with no packet (CNPs aside) for longer stalls "
+                        f"(default {STALL_NS / 1e6:g}): stalls, stall_ns, longest_stalls")
     parser.add_argument("--wide", action="store_true",
                         help="the table with every column and whole addresses, however wide "
                         "(else it fits the terminal, saying what it left out)")
@@ -110,6 +115,9 @@ def _flat(d: dict[str, Any]) -> dict[str, Any]:
             continue
         if isinstance(v, dict):
             out.update({f"{k}.{sub}": x for sub, x in v.items()})
+        elif k == "longest_stalls" and isinstance(v, list):
+            out[k] = " ".join(f"{s['start_ns']}:{s['duration_ns']}:{s['cause'] or ''}"
+                              for s in v)
         elif isinstance(v, list):
             out[k] = " ".join(f"{f['kind']}:{','.join(map(str, f['records']))}"
                               if isinstance(f, dict) else str(f) for f in v)
@@ -192,6 +200,10 @@ def run(args: argparse.Namespace) -> int:
     if args.svg and not args.plot:
         print("ibwire qp: --svg goes with --plot DIR", file=sys.stderr)
         return 2
+    if not args.stall_ms >= 0:  # (NaN too)
+        print(f"ibwire qp: --stall-ms {args.stall_ms:g}: not a time (0 or more ms)",
+              file=sys.stderr)
+        return 2
     columns = None
     if args.columns is not None:
         try:
@@ -205,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
         _matplotlib()  # say it is missing before reading the capture
     result = analyse(args.file, pmtu=args.pmtu, cnp_scope=args.cnp_scope,
                      cnp_interval_us=args.cnp_interval_us, count=args.count,
-                     trace=bool(args.plot))
+                     trace=bool(args.plot), stall_ms=args.stall_ms)
     dicts = result.as_dicts()
     out = sys.stdout
     if args.json:

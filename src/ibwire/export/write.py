@@ -597,7 +597,7 @@ def connection_table(name: str, analysis: Any) -> Any:
     # a column with no value in this capture gets the type it has where it has values, so
     # that every capture's file has one schema
     texts = {"cm.state", "cm.reason", "findings", "transport", "requester.address",
-             "responder.address", "rnr_wait_ns", *LATENCIES}  # lists: qp --csv's text
+             "responder.address", "rnr_wait_ns", "longest_stalls", *LATENCIES}  # lists: qp --csv's text
     for i, f in enumerate(table.schema):
         if pa.types.is_null(f.type):
             kind = pa.string() if f.name in texts else pa.float64() \

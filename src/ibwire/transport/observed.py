@@ -15,6 +15,7 @@ rules to runs of in-order rows at once, and a test checks the two agree.
 
 from __future__ import annotations
 
+import heapq
 from bisect import bisect_left, bisect_right, insort
 from collections import deque
 from collections.abc import Mapping
@@ -53,6 +54,13 @@ COUNTERS = ("data_packets", "retransmitted_packets", "nak_retransmissions",
 #: Rates over the connection's time (``first_ns`` to ``last_ns``; null when that is 0): of
 #: ``data_bytes`` (first transmissions) and of ``payload_bytes`` (everything sent).
 RATES = ("goodput_bps", "throughput_bps")
+#: Stall keys: how many times and how long in all the connection stood still (no packet
+#: but CNPs for longer than the stall threshold), and the longest stalls.
+STALLS = ("stalls", "stall_ns", "longest_stalls")
+#: The stall threshold by default (``ibwire qp --stall-ms``).
+STALL_NS = 10_000_000
+#: Stalls listed in ``longest_stalls``, at most.
+LONGEST_STALLS = 5
 LATENCIES = ("nak_generation_ns", "nak_response_ns", "retransmission_ns")
 #: Columns a connection's rows carry (numpy arrays of one length, capture order).
 ROW_FIELDS = ("record", "time", "opcode", "psn", "ackreq", "syndrome", "dmalen", "va",
@@ -117,9 +125,10 @@ class Finding(dict):
 class Observed:
     """The story of one connection as a tap saw it. Feed rows with :meth:`feed`; read
     :meth:`result` at the end. ``pmtu`` None infers the path MTU from the payload of FIRST
-    and MIDDLE packets (it sizes the PSN ranges READ requests reserve)."""
+    and MIDDLE packets (it sizes the PSN ranges READ requests reserve). A time of more than
+    ``stall_ns`` between two packets of the connection (CNPs aside) is a stall."""
 
-    def __init__(self, pmtu: int | None = None) -> None:
+    def __init__(self, pmtu: int | None = None, stall_ns: int = STALL_NS) -> None:
         self.counts: dict[str, int] = dict.fromkeys(COUNTERS, 0)
         self.latencies: dict[str, list[int]] = {k: [] for k in LATENCIES}
         self.rnr_wait_ns: list[int] = []
@@ -158,6 +167,12 @@ class Observed:
         self.first_ns: int | None = None
         self.last_ns: int | None = None
         self.last_time: tuple[int, int] | None = None  # (time, record) of the latest row
+        self.stall_after = stall_ns
+        self.moved: int | None = None        # time of the latest packet other than a CNP
+        self.stall_count = 0
+        self.stall_total = 0
+        #: the longest stalls: (duration, -start, -record, cause), a min-heap
+        self.longest: list[tuple[int, int, int, str | None]] = []
         self.window = 256    # rows the bulk rules try at once next (ibwire.analysis.bulk)
         self.sent = SentRequests()
 
@@ -264,10 +279,14 @@ class Observed:
         if kind == CNP:
             self.counts["cnps"] += 1
             return
+        moved = self.moved
+        self.moved = t
         if ce:
             self.counts["ecn_ce_packets"] += 1
         e = psn + ORIGIN if self.ref is None else unwrap(psn, self.ref)
         self.ref = e
+        stalled = moved is not None and t - moved > self.stall_after
+        resent = self.counts["retransmitted_packets"]
         if kind == REQUEST:
             self._request(record, t, e, opcode, bool(ackreq), dmalen, va, payload)
         elif kind == ACK:
@@ -278,6 +297,31 @@ class Observed:
             self.counts["atomic_acks"] += 1
             self._answered(e)
             self._covered(e + 1, t)
+        if stalled:
+            assert moved is not None
+            resent = self.counts["retransmitted_packets"] > resent
+            self.stall(moved, t - moved, record, self._ends_stall(kind, syndrome, resent))
+
+    def stall(self, start: int, duration: int, record: int, cause: str | None) -> None:
+        """No packet from ``start`` for ``duration`` ns, until ``record`` (of ``cause``)."""
+        self.stall_count += 1
+        self.stall_total += duration
+        entry = (duration, -start, -record, cause)
+        if len(self.longest) < LONGEST_STALLS:
+            heapq.heappush(self.longest, entry)
+        elif entry[:3] > self.longest[0][:3]:
+            heapq.heapreplace(self.longest, entry)
+
+    def _ends_stall(self, kind: int, syndrome: int, resent: bool) -> str | None:
+        """What the packet after a stall says ended it (None: nothing known): a NAK, an RNR
+        NAK, or a retransmission, by the class of its round (``nak_retransmission``,
+        ``rnr_retransmission``, ``timeout_retransmission``: the requester's timer)."""
+        if resent:
+            return f"{self.round or 'timeout'}_retransmission"
+        if kind == ACK:
+            group = syndrome >> 5
+            return "rnr_nak" if group == 1 else "nak" if group == 3 else None
+        return None
 
     def _request(self, record: int, t: int, e: int, opcode: int, ackreq: bool, dmalen: int,
                  va: int, payload: int) -> None:
@@ -541,4 +585,9 @@ class Observed:
                 "ack_rtt_ns": {"min": lo, "avg": total / n if n else None, "max": hi},
                 **{k: list(v) for k, v in self.latencies.items()},
                 "rnr_wait_ns": list(self.rnr_wait_ns),
+                "stalls": self.stall_count, "stall_ns": self.stall_total,
+                "longest_stalls": [
+                    {"start_ns": -start, "duration_ns": duration, "record": -record,
+                     "cause": cause}
+                    for duration, start, record, cause in sorted(self.longest, reverse=True)],
                 "findings": [dict(f) for f in self.findings]}

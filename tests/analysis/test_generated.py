@@ -165,7 +165,7 @@ def test_timeout_and_rnr_latencies(generated, t, reliable):
     assert r["retransmission_ns"] == [4096 * 2 ** t]
     assert r["timeout_retransmissions"] == 1 and r["nak_retransmissions"] == 0
     assert r["findings"] == [{"kind": "bad_icrc", "records": [0],
-                              "detail": "1 packets with a bad ICRC"}]
+                              "detail": "1 packets with a bad ICRC", "count": 1}]
     path, _ = generated(Scenario(qps=(QpSpec("send", 100, iters=3, transport=reliable),),
                                  faults=(Fault("rnr", 0, 1, timer=t),)))
     (r,) = analyse(path).as_dicts()

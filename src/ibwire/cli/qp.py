@@ -193,6 +193,31 @@ def table(results: list[dict[str, Any]], width: int | None,
     return lines
 
 
+#: Records a findings line lists of its kind, at most (``--json`` has them all).
+FIRST_RECORDS = 8
+
+
+def finding_lines(dicts: list[dict[str, Any]]) -> list[str]:
+    """The findings, one line per connection and kind: a kind found once says what was
+    found; a kind found more often how often (the packets or events its findings count),
+    with the first records of them; the records printed from 1, as the table's."""
+    lines, summarised = [], False
+    for i, d in enumerate(dicts):
+        kinds: dict[str, list[dict[str, Any]]] = {}
+        for f in d["findings"]:
+            kinds.setdefault(f["kind"], []).append(f)
+        for kind, found in kinds.items():
+            records = list(dict.fromkeys(r for f in found for r in f["records"]))
+            shown = ", ".join(str(r + 1) for r in records[:FIRST_RECORDS])
+            more = " ..." if len(records) > FIRST_RECORDS else ""
+            what = found[0]["detail"] if len(found) == 1 else str(sum(f["count"] for f in found))
+            lines.append(f"#{i} {kind}: {what} (records {shown}{more})")
+            summarised |= len(found) > 1 or bool(more)
+    if summarised:
+        lines.append("(qp --json lists every finding)")
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
     from ibwire.analysis import analyse
     from ibwire.cli.common import json_line
@@ -235,11 +260,8 @@ def run(args: argparse.Namespace) -> int:
 
         for line in table(dicts, None if args.wide else terminal_columns(), columns):
             print(line, file=out)
-        for i, d in enumerate(dicts):
-            for f in d["findings"]:
-                records = ", ".join(str(r + 1) for r in f["records"][:8])
-                more = " ..." if len(f["records"]) > 8 else ""
-                print(f"#{i} {f['kind']}: {f['detail']} (records {records}{more})", file=out)
+        for line in finding_lines(dicts):
+            print(line, file=out)
         cut = [(i, d["cut_packets"]) for i, d in enumerate(dicts) if d["cut_packets"]]
         if cut:
             which = ", ".join(f"#{i} {n}" for i, n in cut)

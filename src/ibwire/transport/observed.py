@@ -119,7 +119,9 @@ _FULL = ((POSITION == FIRST) | (POSITION == MIDDLE)) & ((KIND == REQUEST) | (KIN
 
 
 class Finding(dict):
-    """One check that failed: ``kind``, ``records`` (capture records, from 0), ``detail``."""
+    """One check that failed: ``kind``, ``records`` (capture records, from 0), ``detail``,
+    ``count`` (the packets or events it stands for: 1, or all those a finding of
+    :meth:`Observed.find_many` counts)."""
 
 
 class Observed:
@@ -209,15 +211,15 @@ class Observed:
         return max(1, -(-dmalen // self.pmtu))
 
     def find(self, kind: str, records: list[int], detail: str) -> None:
-        self.findings.append(Finding(kind=kind, records=records, detail=detail))
+        self.findings.append(Finding(kind=kind, records=records, detail=detail, count=1))
 
     def find_many(self, kind: str, records: list[int], what: str) -> None:
         """Add ``records`` to the one finding of ``kind`` that counts them."""
         f = self._aggregate.get(kind)
         if f is None:
-            f = self._aggregate[kind] = Finding(kind=kind, records=[], detail="")
+            f = self._aggregate[kind] = Finding(kind=kind, records=[], detail="", count=0)
             self.findings.append(f)
-        total = self._totals[kind] = self._totals.get(kind, 0) + len(records)
+        total = f["count"] = self._totals[kind] = self._totals.get(kind, 0) + len(records)
         room = MAX_RECORDS - len(f["records"])
         if room > 0:
             f["records"].extend(records[:room])

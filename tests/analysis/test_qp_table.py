@@ -16,7 +16,7 @@ from ibwire.cli.qp import NAMES, table
 SAMPLE = str(Path(__file__).resolve().parents[2] / "captures" / "sample-rocev2.pcap")
 TITLES = ["#", "requester", "responder", "tr", "data", "retx", "nak/to/rnr", "dup", "gaps",
           "msgs", "bytes", "rdretx", "good%", "naks", "cnps", "ce", "rtt us", "stall ms",
-          "find"]
+          "cm", "find"]
 
 
 def _connections() -> list[dict[str, Any]]:
@@ -97,3 +97,19 @@ def test_stall_ms_sets_the_threshold(capsys) -> None:
     assert all(d["stall_ns"] <= d["last_ns"] - d["first_ns"] for d in every)
     assert main(["qp", "--stall-ms", "-1", SAMPLE]) == 2
     assert "--stall-ms -1" in capsys.readouterr().err
+
+
+def test_cm_state_and_service_id_in_the_text(generated, capsys) -> None:
+    from ibwire.gen import QpSpec, Scenario
+
+    path, manifest = generated(Scenario(qps=(QpSpec(iters=3, size=3000),), cm=True, seed=5))
+    (q,) = manifest["qps"]
+    assert main(["qp", "--wide", path]) == 0
+    out = capsys.readouterr().out.splitlines()
+    titles = _titles(out[0])
+    assert out[1].split()[titles.index("cm")] == "disconnected" == q["cm"]["state"]
+    assert f"CM service ID 0x{q['cm']['service_id']:016x}: #0 disconnected" in out
+    assert main(["qp", "--wide", SAMPLE]) == 0   # no CM: no line, "-" in the column
+    out = capsys.readouterr().out.splitlines()
+    assert not any(line.startswith("CM ") for line in out)
+    assert out[1].split()[_titles(out[0]).index("cm")] == "-"

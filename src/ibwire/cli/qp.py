@@ -36,6 +36,7 @@ _COLUMNS: tuple[tuple[str, Any, int], ...] = (
     ("ce", lambda i, d: str(d["ecn_ce_packets"]), 4),
     ("rtt us", lambda i, d: _us(d["ack_rtt_ns"]["avg"]), 3),
     ("stall ms", lambda i, d: f"{d['stall_ns'] / 1e6:.1f}", 2),
+    ("cm", lambda i, d: "-" if d["cm"] is None else d["cm"]["state"], 3),
     ("find", lambda i, d: str(len(d["findings"])), 0),
 )
 
@@ -193,6 +194,19 @@ def table(results: list[dict[str, Any]], width: int | None,
     return lines
 
 
+def cm_lines(dicts: list[dict[str, Any]]) -> list[str]:
+    """The CM sessions of the connections (the table's ``cm`` column has their state): one
+    line per service ID, the connections with their states (a rejection's reason)."""
+    by_service: dict[int | None, list[str]] = {}
+    for i, d in enumerate(dicts):
+        cm = d["cm"]
+        if cm is not None:
+            state = cm["state"] + (f" ({cm['reason']})" if cm.get("reason") else "")
+            by_service.setdefault(cm["service_id"], []).append(f"#{i} {state}")
+    return [f"CM service ID {'?' if sid is None else f'0x{sid:016x}'}: {', '.join(states)}"
+            for sid, states in by_service.items()]
+
+
 #: Records a findings line lists of its kind, at most (``--json`` has them all).
 FIRST_RECORDS = 8
 
@@ -260,7 +274,7 @@ def run(args: argparse.Namespace) -> int:
 
         for line in table(dicts, None if args.wide else terminal_columns(), columns):
             print(line, file=out)
-        for line in finding_lines(dicts):
+        for line in (*cm_lines(dicts), *finding_lines(dicts)):
             print(line, file=out)
         cut = [(i, d["cut_packets"]) for i, d in enumerate(dicts) if d["cut_packets"]]
         if cut:

@@ -214,7 +214,7 @@ FIRST_RECORDS = 8
 def finding_lines(dicts: list[dict[str, Any]]) -> list[str]:
     """The findings, one line per connection and kind: a kind found once says what was
     found; a kind found more often how often (the packets or events its findings count),
-    with the first records of them; the records printed from 1, as the table's."""
+    with the first records of them."""
     lines, summarised = [], False
     for i, d in enumerate(dicts):
         kinds: dict[str, list[dict[str, Any]]] = {}
@@ -222,7 +222,7 @@ def finding_lines(dicts: list[dict[str, Any]]) -> list[str]:
             kinds.setdefault(f["kind"], []).append(f)
         for kind, found in kinds.items():
             records = list(dict.fromkeys(r for f in found for r in f["records"]))
-            shown = ", ".join(str(r + 1) for r in records[:FIRST_RECORDS])
+            shown = ", ".join(map(str, records[:FIRST_RECORDS]))
             more = " ..." if len(records) > FIRST_RECORDS else ""
             what = found[0]["detail"] if len(found) == 1 else str(sum(f["count"] for f in found))
             lines.append(f"#{i} {kind}: {what} (records {shown}{more})")

@@ -119,7 +119,8 @@ _FULL = ((POSITION == FIRST) | (POSITION == MIDDLE)) & ((KIND == REQUEST) | (KIN
 
 
 class Finding(dict):
-    """One check that failed: ``kind``, ``records`` (capture records, from 0), ``detail``,
+    """One check that failed: ``kind``, ``records`` (capture records, from 0 here, from 1
+    in :meth:`Observed.result`, as tshark's frame.number), ``detail``,
     ``count`` (the packets or events it stands for: 1, or all those a finding of
     :meth:`Observed.find_many` counts)."""
 
@@ -576,7 +577,8 @@ class Observed:
         self.orphan_starts, self.orphan_ends = [], []
 
     def result(self) -> dict[str, Any]:
-        """Counts, latencies and findings, by the JSON keys (call :meth:`finish` first)."""
+        """Counts, latencies and findings, by the JSON keys (call :meth:`finish` first).
+        Records are numbered from 1 here, as tshark's frame.number (the rows' from 0)."""
         n, total, lo, hi = self.rtt
         span = (self.last_ns - self.first_ns) if self.first_ns is not None else 0
         c = self.counts
@@ -589,7 +591,8 @@ class Observed:
                 "rnr_wait_ns": list(self.rnr_wait_ns),
                 "stalls": self.stall_count, "stall_ns": self.stall_total,
                 "longest_stalls": [
-                    {"start_ns": -start, "duration_ns": duration, "record": -record,
+                    {"start_ns": -start, "duration_ns": duration, "record": 1 - record,
                      "cause": cause}
                     for duration, start, record, cause in sorted(self.longest, reverse=True)],
-                "findings": [dict(f) for f in self.findings]}
+                "findings": [{**f, "records": [r + 1 for r in f["records"]]}
+                             for f in self.findings]}

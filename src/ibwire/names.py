@@ -126,18 +126,21 @@ def column(key: str, values: np.ndarray, mgmtclass: np.ndarray | None = None) ->
 
 
 def mad_summary(fields: Mapping[str, Any]) -> str | None:
-    """``CM ConnectRequest QPN=0x11 PSN=0x123``: the MAD of a summary line (None: no MAD)."""
+    """``CM ConnectRequest QP=0x000011 PSN=291``: the MAD of a summary line (None: no MAD).
+    QPNs and PSNs are written as the line writes BTH's: a QPN in hex of 6 digits, a PSN in
+    decimal."""
     klass = fields.get("mad.mgmtclass")
     if klass is None:
         return None
     row = mad_attributes().get((klass, fields.get("mad.attributeid", -1)))
     short = _CLASS_SHORT.get(klass, mad_classes().get(klass, (f"class 0x{klass:02x}", 0))[0])
     text = f"{short} {row.name if row else method(fields.get('mad.method', 0))}"
-    for key, label in (("cm.req.localqpn", "QPN"), ("cm.req.startpsn", "PSN"),
-                       ("cm.rep.localqpn", "QPN"), ("cm.rep.startpsn", "PSN"),
-                       ("cm.req.remoteqpneecn", "QPN"), ("cm.sidr_rep.qpn", "QPN")):
+    for key, label in (("cm.req.localqpn", "QP"), ("cm.req.startpsn", "PSN"),
+                       ("cm.rep.localqpn", "QP"), ("cm.rep.startpsn", "PSN"),
+                       ("cm.req.remoteqpneecn", "QP"), ("cm.sidr_rep.qpn", "QP")):
         if key in fields:
-            text += f" {label}={fields[key]:#x}"
+            text += f" {label}={fields[key]:#08x}" if label == "QP" else \
+                f" {label}={fields[key]}"
     if "cm.rej.reason" in fields:
         text += f" reason={cm_rej_reasons().get(fields['cm.rej.reason'], fields['cm.rej.reason'])}"
     if fields.get("mad.status"):

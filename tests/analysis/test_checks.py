@@ -28,7 +28,8 @@ def run(tmp_path, packets, **kw):
 
 
 def kinds(r):
-    return [(f["kind"], f["records"]) for f in r["findings"]]
+    """(kind, the findings' packets as indices in the list written: records are from 1)"""
+    return [(f["kind"], [n - 1 for n in f["records"]]) for f in r["findings"]]
 
 
 START = 0xFFFFFE   # across the wrap

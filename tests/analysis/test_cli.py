@@ -107,3 +107,32 @@ def test_plot_without_matplotlib_names_the_extra(lossy, monkeypatch, capsys):
     assert main(["qp", "--plot", "/nonexistent", lossy[0]]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["ibwire qp: plots need matplotlib: pip install 'ibwire[plot]'"]
+
+
+def test_findings_are_summarised_by_kind(tmp_path, capsys):
+    """Many findings of a kind (CE marks whose CNPs the capture lost, bad ICRCs): one line per
+    connection and kind with how many and the first records (from 1), every one in --json."""
+    import ibwire
+    from ibwire.gen import generate
+    from tests.analysis.conftest import write_frames
+
+    records, _ = generate(Scenario(qps=(QpSpec("write", 1024, iters=300, mtu=1024),),
+                                   faults=(Fault("ecn", rate=0.5), Fault("corrupt", rate=0.02)),
+                                   tap="responder", cnp_interval_us=0.5, seed=3))
+    cnp = 0x81
+    path = write_frames(tmp_path / "no-cnps.pcap", [
+        (t, f) for t, f in records if ibwire.parse(f).fields()["bth.opcode"] != cnp])
+    args = ["qp", "--cnp-interval-us", "0.5", path]
+    assert main(["qp", "--json", *args[1:]]) == 1
+    (d,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    missing = [f for f in d["findings"] if f["kind"] == "cnp_missing"]
+    bad = [f for f in d["findings"] if f["kind"] == "bad_icrc"]
+    assert len(missing) > 8 and len(bad) == 1 and bad[0]["count"] > 1
+    assert main(args) == 1
+    out = capsys.readouterr().out.splitlines()
+    first = ", ".join(str(f["records"][0]) for f in missing[:8])
+    assert f"#0 cnp_missing: {len(missing)} (records {first} ...)" in out
+    icrc = ", ".join(map(str, bad[0]["records"]))
+    assert f"#0 bad_icrc: {bad[0]['detail']} (records {icrc})" in out
+    assert len([line for line in out if line.startswith("#0 ")]) == 2
+    assert "(qp --json lists every finding)" in out

@@ -11,6 +11,7 @@ import ibwire
 from ibwire.analysis import KEYS, analyse
 from ibwire.gen import Fault, Link, QpSpec, Scenario, generate, write_pcap
 from ibwire.transport.observed import COUNTERS
+from tests.analysis.conftest import write_frames
 from tests.gen.test_gen import ENCAPS, RELIABLE, mixed
 
 RATES = (Fault("drop", rate=0.05), Fault("lose_ack", rate=0.1), Fault("corrupt", rate=0.03))
@@ -102,6 +103,10 @@ def test_numpy_runs_equal_the_per_row_rules(generated, tap, faults, reliable):
     slow = analyse(path, vectorise=False).as_dicts()
     assert fast == slow
     assert sum(r["data_packets"] for r in fast) > 250
+    # READ responses sent again and first transmissions against everything sent: counted the
+    # same both ways (the numpy runs take the first sendings, the per-row rules the others)
+    assert sum(r["read_responses_resent"] for r in fast) > 0
+    assert all(r["payload_bytes"] >= r["data_bytes"] for r in fast)
 
 
 def parsed(records):
@@ -159,8 +164,8 @@ def test_timeout_and_rnr_latencies(generated, t, reliable):
     (r,) = analyse(path).as_dicts()
     assert r["retransmission_ns"] == [4096 * 2 ** t]
     assert r["timeout_retransmissions"] == 1 and r["nak_retransmissions"] == 0
-    assert r["findings"] == [{"kind": "bad_icrc", "records": [0],
-                              "detail": "1 packets with a bad ICRC"}]
+    assert r["findings"] == [{"kind": "bad_icrc", "records": [1],
+                              "detail": "1 packets with a bad ICRC", "count": 1}]
     path, _ = generated(Scenario(qps=(QpSpec("send", 100, iters=3, transport=reliable),),
                                  faults=(Fault("rnr", 0, 1, timer=t),)))
     (r,) = analyse(path).as_dicts()
@@ -311,3 +316,70 @@ def test_rounds_by_cause_are_the_requesters(generated, monkeypatch, tap):
     assert [f["kind"] for f in q["findings"]] == ["bad_icrc"]
     (r,) = check_against_manifest(path, manifest).values()
     assert r == analyse(path, vectorise=False).as_dicts()[0]
+
+
+@pytest.mark.parametrize("tap", ["requester", "responder", "switch"])
+def test_resent_read_responses_are_counted(generated, tap):
+    """A lost ACK of a READ (its last response) makes the requester read again and the
+    responder send responses it sent before: counted apart from the first ones, with their
+    bytes; goodput counts each response once, throughput every one."""
+    scenario = Scenario(qps=(QpSpec("read", 20 * 1024, iters=4, mtu=2048),),
+                        faults=(Fault("lose_ack", 0, 3),), tap=tap, seed=5)
+    path, manifest = generated(scenario)
+    (r,) = check_against_manifest(path, manifest).values()
+    first = 4 * 10  # 4 READs of 20 KiB, 2 KiB a response
+    assert r["data_bytes"] == 4 * 20 * 1024
+    assert r["read_responses_resent"] == r["read_responses"] - first > 0
+    assert r["read_response_bytes_resent"] == 2048 * r["read_responses_resent"]
+    assert r["payload_bytes"] == r["data_bytes"] + r["read_response_bytes_resent"]
+    span = r["last_ns"] - r["first_ns"]
+    assert r["goodput_bps"] == pytest.approx(r["data_bytes"] * 8e9 / span)
+    assert r["throughput_bps"] == pytest.approx(r["payload_bytes"] * 8e9 / span)
+    assert r == analyse(path, vectorise=False).as_dicts()[0]
+
+
+@pytest.mark.parametrize("tap", ["requester", "responder", "switch"])
+def test_stalls_and_their_causes(generated, tap):
+    """A lost last packet (the requester's timer, 4.096 us * 2^14 = 67 ms, sends it again)
+    and, on another QP, an RNR NAK asking for 20.48 ms (IBA Table 45, code 22): a stall each,
+    ended by the round that answers it; the same in the manifest."""
+    write = QpSpec("write", 4096, iters=3, mtu=1024, timeout=14)
+    scenario = Scenario(qps=(write, write),
+                        faults=(Fault("drop", 0, 11), Fault("rnr", 1, 5, timer=22)), tap=tap)
+    path, manifest = generated(scenario)
+    results = check_against_manifest(path, manifest)
+    timeout, rnr = (results[q["responder"]["qpn"]] for q in manifest["qps"])
+    for r, cause, least in ((timeout, "timeout_retransmission", 67_108_864),
+                            (rnr, "rnr_retransmission", 20_480_000)):
+        assert r["stalls"] == 1
+        (stall,) = r["longest_stalls"]
+        assert stall["cause"] == cause
+        assert least <= stall["duration_ns"] == r["stall_ns"] < least + 100_000
+        assert r["first_ns"] < stall["start_ns"] < r["last_ns"]
+    assert analyse(path).as_dicts() == analyse(path, vectorise=False).as_dicts()
+    longer = by_responder(analyse(path, stall_ms=30).as_dicts())
+    assert longer[timeout["responder"]["qpn"]]["stalls"] == 1
+    assert longer[rnr["responder"]["qpn"]]["stalls"] == 0
+
+
+def test_stalls_in_clean_runs(tmp_path):
+    """Pauses in lossless traffic (taken in bulk by the numpy runs): every pause longer than
+    the threshold is a stall of unknown cause, counted as the per-row rules count it."""
+    records, _ = generate(Scenario(qps=(QpSpec("write", 1024, iters=400, mtu=1024),)))
+    shifted, pause = [], 0
+    for i, (t, f) in enumerate(records):
+        if i and i % 97 == 0:
+            pause += 11_000_000 + i  # 11 ms and a little more each time
+        shifted.append((t + pause, f))
+    path = write_frames(tmp_path / "pauses.pcap", shifted)
+    fast = analyse(path).as_dicts()
+    assert fast == analyse(path, vectorise=False).as_dicts()
+    (r,) = fast
+    pauses = [11_000_000 + i for i in range(97, len(records), 97)]
+    assert r["stalls"] == len(pauses)
+    gaps = [b - a for (a, _), (b, _) in zip(shifted, shifted[1:], strict=False)]
+    assert r["stall_ns"] == sum(g for g in gaps if g > 10_000_000)
+    assert [s["duration_ns"] for s in r["longest_stalls"]] == sorted(
+        (g for g in gaps if g > 10_000_000), reverse=True)[:5]
+    assert all(s["cause"] is None for s in r["longest_stalls"])
+    assert r["longest_stalls"][0]["record"] == max(range(97, len(records), 97)) + 1

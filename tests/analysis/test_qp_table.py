@@ -15,7 +15,8 @@ from ibwire.cli.qp import NAMES, table
 
 SAMPLE = str(Path(__file__).resolve().parents[2] / "captures" / "sample-rocev2.pcap")
 TITLES = ["#", "requester", "responder", "tr", "data", "retx", "nak/to/rnr", "dup", "gaps",
-          "msgs", "bytes", "naks", "cnps", "ce", "rtt us", "find"]
+          "msgs", "bytes", "rdretx", "good%", "naks", "cnps", "ce", "rtt us", "stall ms",
+          "cm", "find"]
 
 
 def _connections() -> list[dict[str, Any]]:
@@ -83,3 +84,32 @@ def test_an_unknown_column_is_exit_two_naming_them(capsys) -> None:
     assert main(["qp", "--columns", "data,rrt", SAMPLE]) == 2
     err = capsys.readouterr().err
     assert "no column 'rrt'" in err and ", ".join(NAMES) in err
+
+
+def test_stall_ms_sets_the_threshold(capsys) -> None:
+    import json
+
+    assert main(["qp", "--json", SAMPLE]) == 0
+    default = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert main(["qp", "--json", "--stall-ms", "0", SAMPLE]) == 0
+    every = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert sum(d["stalls"] for d in every) > sum(d["stalls"] for d in default)
+    assert all(d["stall_ns"] <= d["last_ns"] - d["first_ns"] for d in every)
+    assert main(["qp", "--stall-ms", "-1", SAMPLE]) == 2
+    assert "--stall-ms -1" in capsys.readouterr().err
+
+
+def test_cm_state_and_service_id_in_the_text(generated, capsys) -> None:
+    from ibwire.gen import QpSpec, Scenario
+
+    path, manifest = generated(Scenario(qps=(QpSpec(iters=3, size=3000),), cm=True, seed=5))
+    (q,) = manifest["qps"]
+    assert main(["qp", "--wide", path]) == 0
+    out = capsys.readouterr().out.splitlines()
+    titles = _titles(out[0])
+    assert out[1].split()[titles.index("cm")] == "disconnected" == q["cm"]["state"]
+    assert f"CM service ID 0x{q['cm']['service_id']:016x}: #0 disconnected" in out
+    assert main(["qp", "--wide", SAMPLE]) == 0   # no CM: no line, "-" in the column
+    out = capsys.readouterr().out.splitlines()
+    assert not any(line.startswith("CM ") for line in out)
+    assert out[1].split()[_titles(out[0]).index("cm")] == "-"

@@ -88,7 +88,7 @@ def test_a_targeted_mark_hits_that_response_psn():
                  faults=(Fault("ecn_resp", 0, 6),), tap="requester")
     records, manifest = generate(s)
     (fault,) = manifest["faults"]
-    f = ibwire.parse(records[fault["record"]][1]).fields()
+    f = ibwire.parse(records[fault["record"] - 1][1]).fields()  # records from 1
     assert f["bth.opcode"] in READ_RESPONSES and f["ip.dsfield.ecn"] == 3
     assert f["bth.psn"] == (manifest["qps"][0]["start_psn"] + 6) & 0xFFFFFF
     assert manifest["qps"][0]["cnps"] == 1

@@ -395,3 +395,31 @@ def test_the_verbs_run_numpy_without_blas_threads(given):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env=env).stdout.splitlines()
     assert out[-1] == f"threads {given or 1}"
+
+
+def test_cm_lines_write_qpns_and_psns_as_bth_does(tmp_path):
+    """A CM REQ's QPN and starting PSN on show's line: the QPN in hex of 6 digits and the PSN
+    in decimal, as the line's own BTH QP= and PSN=, whichever way the line is written."""
+    import re
+
+    import ibwire
+    from ibwire.pcap.writer import PcapWriter
+
+    frames = [ibwire.build("rocev2_ipv4", {
+        "cm.req": 0x1234, "cm.req.localqpn": 0x19, "cm.req.startpsn": 0xA047B5,
+        "bth.psn": 8, "cm.req.serviceid": 0x0000000001064853,
+        "cm.req.ip_cm.sip4": "192.0.2.1", "cm.req.ip_cm.dip4": "192.0.2.2"}),
+        ibwire.build("rocev2_ipv4", {"bth.opcode": 0x64, "bth.destqp": 0x22, "bth.psn": 9,
+                                     "deth.srcqp": 0x19, "deth.q_key": 7})]
+    path = tmp_path / "cm.pcap"
+    with PcapWriter(str(path), 1) as w:
+        for i, f in enumerate(frames):
+            w.write(f, i * 1000)
+    for lines in _show_both_ways(path):
+        req, ud = lines
+        assert "QP=0x000001 PSN=8 " in req
+        assert "CM ConnectRequest QP=0x000019 PSN=10504117" in req, req
+        assert "srcqp=0x000019" in ud, ud
+        for line in lines:
+            assert all(len(q) == 8 for q in re.findall(r"(?:QP|srcqp)=(0x[0-9a-f]+)", line))
+            assert not re.search(r"PSN=0x", line)

@@ -65,7 +65,7 @@ def test_chunks_are_the_whole_file(client, big: Path, tmp_path: Path) -> None:
     assert run("export", "--all", "-o", str(tmp_path / "ds"), str(big))[0] == 0
     expected = pq.read_table(tmp_path / "ds" / "packets").sort_by(KEY)
     assert_same(_table(frame.compute()), expected)
-    assert expected["record"].to_pylist() == list(range(expected.num_rows))
+    assert expected["record"].to_pylist() == list(range(1, expected.num_rows + 1))
 
 
 def test_boundaries_land_on_records_and_a_bad_one_is_refused(big: Path) -> None:

@@ -49,7 +49,7 @@ def test_broken_capture_keeps_its_good_rows(tmp_path: Path) -> None:
     table = pq.read_table(tmp_path / "ds" / "packets" / "broken.pcap.parquet")
     records = table["record"].to_pylist()
     errors = table["error"].to_pylist()
-    assert records[:half] == list(range(half))
+    assert records[:half] == list(range(1, half + 1))
     assert all(e is None for e in errors[:half])
     assert any(e is not None for e in errors[half:])
     assert table.num_rows == stats_json(path)["totals"]["records"]
@@ -423,7 +423,7 @@ def test_row_groups_hold_between_half_and_one_row_group(tmp_path: Path,
     sizes = [f.metadata.row_group(i).num_rows for i in range(f.num_row_groups)]
     assert sum(sizes) == outcome.rows and len(sizes) > 4
     assert all(32 <= n <= 64 for n in sizes[:-1]) and 0 < sizes[-1] <= 64, sizes
-    assert f.read(columns=["record"])["record"].to_pylist() == list(range(outcome.rows))
+    assert f.read(columns=["record"])["record"].to_pylist() == list(range(1, outcome.rows + 1))
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
@@ -470,8 +470,8 @@ def test_many_partitions_hold_few_batches_and_files(tmp_path: Path,
     assert max(open_files) == 0  # closed between their writes
     if fmt == "parquet":
         got = ds.dataset(out / "packets", partitioning="hive").to_table()
-        assert sorted(got["record"].to_pylist()) == list(range(stats_json(many)["totals"][
-            "records"]))
+        assert sorted(got["record"].to_pylist()) == list(range(1, stats_json(many)["totals"][
+            "records"] + 1))
         sizes = [pq.ParquetFile(f).metadata.num_row_groups for f in files]
         assert max(sizes) > 1  # rows written early, a row group at a time
 

@@ -155,9 +155,10 @@ def test_conversion_refuses_other_link_types(write_capture, tmp_path: Path) -> N
     source = write_capture(data)
     target = tmp_path / "out.pcap"
     target.write_bytes(b"keep me")
-    with pytest.raises(CaptureError, match="not LINKTYPE_INFINIBAND"):
+    # records numbered from 1 in messages, as show and check number them
+    with pytest.raises(CaptureError, match="record 1 has link type 1, not LINKTYPE_INFINIBAND"):
         infiniband_to_erf(source, target)
-    with pytest.raises(CaptureError, match="not an ERF InfiniBand record"):
+    with pytest.raises(CaptureError, match="record 1 is not an ERF InfiniBand record"):
         erf_to_infiniband(source, target)
     assert target.read_bytes() == b"keep me"
     assert infiniband_to_erf(source, target, others="skip").records_skipped == 1
@@ -209,7 +210,8 @@ def test_conversion_from_gzip_and_errors_counted(write_capture, tmp_path: Path) 
     source = write_capture(gzip.compress(data + b"\x01\x02\x03"), ".pcap.gz")
     report = infiniband_to_erf(source, tmp_path / "erf.pcap")
     assert report.records_written == 8 and len(report.errors) == 1
-    with pytest.raises(TruncatedError, match="truncated record header"):
+    assert "record 9" in str(report.errors[0])   # the 9th, as show and check number it
+    with pytest.raises(TruncatedError, match=r"truncated record header.*record 9"):
         infiniband_to_erf(write_capture(data + b"\x01\x02\x03"), tmp_path / "x.pcap",
                           strict=True)
     assert not (tmp_path / "x.pcap").exists()

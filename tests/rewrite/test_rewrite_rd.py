@@ -77,8 +77,11 @@ def test_rewrite_maps_the_source_qp_of_rd(tmp_path: Path, encapsulation: str, li
     out = tmp_path / "out.pcap"
     report = rewrite(src, out, *QPMAP)
     check(link, [f for _, f in frames(src)], [f for _, f in frames(out)])
-    assert [("deth.sqpn" in r["changed"]) for r in report] == [
+    assert [("deth.srcqp" in r["changed"]) for r in report] == [
         at is not None for _, at in PACKETS]
+    # the names and numbers of show --json and check: BTH's destqp, records from 1
+    assert all("bth.destqp" in r["changed"] for r in report)
+    assert [r["record"] for r in report] == list(range(1, len(PACKETS) + 1))
 
 
 def test_the_per_packet_editor_maps_it(twin) -> None:
@@ -107,5 +110,5 @@ def test_the_window_editors_map_it(tmp_path: Path, editor: str) -> None:
     assert not result.fallback.any()
     after = [bytes(buf[a:a + n]) for a, n in zip(offs.tolist(), lens.tolist(), strict=True)]
     check("ethernet", packets("rocev2_ipv4"), after)
-    bit = vector.BIT["deth.sqpn"]
+    bit = vector.BIT["deth.srcqp"]
     assert [bool(x & bit) for x in result.changed] == [at is not None for _, at in PACKETS]

@@ -28,7 +28,7 @@ from ibwire.analysis.cnp_check import CnpCheck
 from ibwire.analysis.connections import FIELDS as CONNECTION_FIELDS
 from ibwire.analysis.connections import Connection, Connections
 from ibwire.pcap.source import Source
-from ibwire.transport.observed import COUNTERS, LATENCIES
+from ibwire.transport.observed import COUNTERS, LATENCIES, RATES, STALL_NS, STALLS
 
 #: Bytes of capture scanned per batch: bigger than the scanner's default, as the analysis
 #: pays a few numpy calls per connection per batch (memory stays flat: about three windows,
@@ -38,7 +38,8 @@ WINDOW = 48 << 20
 SCAN_FIELDS = (*CONNECTION_FIELDS, *ADDRESS_FIELDS, *CM_FIELDS)
 #: The keys of one connection's result, in output order.
 KEYS = ("requester", "responder", "transport", *COUNTERS, "cm_packets", "cut_packets", "first_ns",
-        "last_ns", "ack_rtt_ns", *LATENCIES, "rnr_wait_ns", "pmtu", "cm", "findings")
+        "last_ns", *RATES, "ack_rtt_ns", *LATENCIES, "rnr_wait_ns",
+        *STALLS, "pmtu", "cm", "findings")
 
 QpReport = make_dataclass(
     "QpReport", [(k, Any) for k in KEYS],
@@ -93,12 +94,13 @@ def batches(source: Source, count: int | None = None, threads: int = 2) -> Itera
 
 def analyse(source: Source, *, pmtu: int | None = None, cnp_scope: str = "qp",
             cnp_interval_us: float = 4.0, count: int | None = None, vectorise: bool = True,
-            trace: bool = False) -> Analysis:
+            trace: bool = False, stall_ms: float = STALL_NS / 1e6) -> Analysis:
     """Analyse a capture (path, '-' or binary file object). ``pmtu`` sizes READ requests'
     PSN ranges (default: learnt per connection from FIRST/MIDDLE payloads);
     ``cnp_scope`` and ``cnp_interval_us`` are the pacing the CNP check expects; ``trace``
-    keeps every connection's rows for plots (memory then grows with packets)."""
-    conns = Connections(pmtu, vectorise)
+    keeps every connection's rows for plots (memory then grows with packets); a connection
+    with no packet (CNPs aside) for more than ``stall_ms`` stalls."""
+    conns = Connections(pmtu, vectorise, stall_ns=round(stall_ms * 1e6))
     check = CnpCheck(cnp_scope, round(cnp_interval_us * 1000))
     traces: dict[int, list[dict[str, np.ndarray]]] = {}
     records = 0

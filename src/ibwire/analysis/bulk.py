@@ -236,6 +236,7 @@ def _apply(o: Observed, rows: Rows, i: int, k: int, kind: np.ndarray, op: np.nda
     o.last_ns = last if o.last_ns is None else max(o.last_ns, last)
     o.last_time = (t1, int(record[-1]))
     cnps = int(cnp.sum())
+    _stalls(o, t[~cnp] if cnps else t, record[~cnp] if cnps else record)
     c["cnps"] += cnps
     c["ecn_ce_packets"] += int((ce & ~cnp).sum()) if cnps else int(ce.sum())
     if not cnp[-1]:
@@ -247,7 +248,9 @@ def _apply(o: Observed, rows: Rows, i: int, k: int, kind: np.ndarray, op: np.nda
         er = ext[req]
         pos = POSITION[op[req]]
         c["data_packets"] += len(req)
-        c["data_bytes"] += int(payload[req].sum())
+        req_bytes = int(payload[req].sum())
+        c["data_bytes"] += req_bytes
+        c["payload_bytes"] += req_bytes
         c["messages"] += int(((pos == FIRST) | (pos == ONLY)).sum())
         sw = (fam != READ) & (fam != ATOMIC)
         c["messages_completed"] += int((sw & (pos == ONLY)).sum())
@@ -269,7 +272,9 @@ def _apply(o: Observed, rows: Rows, i: int, k: int, kind: np.ndarray, op: np.nda
         is_read = kind[resp] == READ_RESP
         c["read_responses"] += int(is_read.sum())
         c["atomic_acks"] += int((~is_read).sum())
-        c["data_bytes"] += int(payload[resp][is_read].sum())
+        resp_bytes = int(payload[resp][is_read].sum())
+        c["data_bytes"] += resp_bytes
+        c["payload_bytes"] += resp_bytes
         if is_read.any():
             top = int(ext[resp][is_read].max())
             o.resp_high = top if o.resp_high is None else max(o.resp_high, top)
@@ -281,6 +286,18 @@ def _apply(o: Observed, rows: Rows, i: int, k: int, kind: np.ndarray, op: np.nda
         if o.ack_max is None or top >= o.ack_max[0]:
             o.ack_max = (top, int(record[ack][np.flatnonzero(a == top)[-1]]))
     _round_trips(o, req, rows, i, k, ext, t, ack, resp)
+
+
+def _stalls(o: Observed, t: np.ndarray, record: np.ndarray) -> None:
+    """Times between packets (CNPs aside) longer than the stall threshold: each a stall that
+    a clean packet ends (cause unknown: no NAK, no retransmission)."""
+    if not len(t):
+        return
+    prev = np.concatenate(([o.moved if o.moved is not None else t[0]], t[:-1]))
+    gaps = t - prev
+    for j in np.flatnonzero(gaps > o.stall_after).tolist():
+        o.stall(int(prev[j]), int(gaps[j]), int(record[j]), None)
+    o.moved = int(t[-1])
 
 
 def _messages(o: Observed, er: np.ndarray, pos: np.ndarray) -> None:

@@ -39,7 +39,7 @@ from ibwire.crc._common import CUT_HEADER, TRUNCATED
 from ibwire.scan.program import slot_bit
 from ibwire.transport.cm import CmSession
 from ibwire.transport.cm import report as cm_report
-from ibwire.transport.observed import Observed
+from ibwire.transport.observed import STALL_NS, Observed
 from ibwire.transport.opkinds import (
     ATOMIC,
     ATOMIC_ACK,
@@ -133,8 +133,9 @@ class Connections:
     the same state whenever it is fed."""
 
     def __init__(self, pmtu: int | None = None, vectorise: bool = True,
-                 trace: bool = False, observe: bool = True) -> None:
+                 trace: bool = False, observe: bool = True, stall_ns: int = STALL_NS) -> None:
         self.pmtu = pmtu
+        self.stall_ns = stall_ns
         self.vectorise = vectorise
         self.trace = trace
         self.observe = observe
@@ -151,7 +152,8 @@ class Connections:
              requester_qpn: int | None, responder_qpn: int | None, transport: str
              ) -> Connection:
         c = Connection(len(self.list), requester, responder, requester_qpn, responder_qpn,
-                       transport, Observed(self.pmtu), trace=[] if self.trace else None)
+                       transport, Observed(self.pmtu, self.stall_ns),
+                       trace=[] if self.trace else None)
         self.list.append(c)
         self._by_pair.setdefault((*requester, *responder), []).append(c)
         return c

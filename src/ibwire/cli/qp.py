@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from ibwire.transport.cnp import SCOPES
+from ibwire.transport.observed import STALL_NS
 
 #: Table columns: (title, value of a result dict, priority: when the table is too wide for
 #: the terminal, the highest go first, after the addresses are shortened; 0 always stays).
@@ -29,10 +30,14 @@ _COLUMNS: tuple[tuple[str, Any, int], ...] = (
     ("gaps", lambda i, d: str(d["psn_gaps"]), 2),
     ("msgs", lambda i, d: f"{d['messages_completed']}/{d['messages']}", 1),
     ("bytes", lambda i, d: _size(d["data_bytes"]), 1),
+    ("rdretx", lambda i, d: str(d["read_responses_resent"]), 2),
+    ("good%", lambda i, d: _share(d["data_bytes"], d["payload_bytes"]), 3),
     ("naks", lambda i, d: str(d["naks_psn_seq_error"] + d["rnr_naks"] + d["naks_other"]), 2),
     ("cnps", lambda i, d: str(d["cnps"]), 2),
     ("ce", lambda i, d: str(d["ecn_ce_packets"]), 4),
     ("rtt us", lambda i, d: _us(d["ack_rtt_ns"]["avg"]), 3),
+    ("stall ms", lambda i, d: f"{d['stall_ns'] / 1e6:.1f}", 2),
+    ("cm", lambda i, d: "-" if d["cm"] is None else d["cm"]["state"], 3),
     ("find", lambda i, d: str(len(d["findings"])), 0),
 )
 
@@ -62,6 +67,11 @@ def _size(n: int) -> str:
             return f"{n}{unit}"
         n //= 1000
     return f"{n}T"
+
+
+def _share(part: int, whole: int) -> str:
+    """``part`` in percent of ``whole`` (goodput of throughput), "-" of nothing."""
+    return "-" if not whole else f"{100 * part / whole:.0f}"
 
 
 def _us(ns: float | None) -> str:
@@ -94,6 +104,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="CNP pacing scope the check expects (default qp)")
     parser.add_argument("--cnp-interval-us", type=float, default=4.0, metavar="US",
                         help="minimum time between CNPs of one scope (default 4)")
+    parser.add_argument("--stall-ms", type=float, default=STALL_NS / 1e6, metavar="MS",
+                        help="a connection with no packet (CNPs aside) for longer stalls "
+                        f"(default {STALL_NS / 1e6:g}): stalls, stall_ns, longest_stalls")
     parser.add_argument("--wide", action="store_true",
                         help="the table with every column and whole addresses, however wide "
                         "(else it fits the terminal, saying what it left out)")
@@ -112,6 +125,9 @@ def _flat(d: dict[str, Any]) -> dict[str, Any]:
             continue
         if isinstance(v, dict):
             out.update({f"{k}.{sub}": x for sub, x in v.items()})
+        elif k == "longest_stalls" and isinstance(v, list):
+            out[k] = " ".join(f"{s['start_ns']}:{s['duration_ns']}:{s['cause'] or ''}"
+                              for s in v)
         elif isinstance(v, list):
             out[k] = " ".join(f"{f['kind']}:{','.join(map(str, f['records']))}"
                               if isinstance(f, dict) else str(f) for f in v)
@@ -187,6 +203,44 @@ def table(results: list[dict[str, Any]], width: int | None,
     return lines
 
 
+def cm_lines(dicts: list[dict[str, Any]]) -> list[str]:
+    """The CM sessions of the connections (the table's ``cm`` column has their state): one
+    line per service ID, the connections with their states (a rejection's reason)."""
+    by_service: dict[int | None, list[str]] = {}
+    for i, d in enumerate(dicts):
+        cm = d["cm"]
+        if cm is not None:
+            state = cm["state"] + (f" ({cm['reason']})" if cm.get("reason") else "")
+            by_service.setdefault(cm["service_id"], []).append(f"#{i} {state}")
+    return [f"CM service ID {'?' if sid is None else f'0x{sid:016x}'}: {', '.join(states)}"
+            for sid, states in by_service.items()]
+
+
+#: Records a findings line lists of its kind, at most (``--json`` has them all).
+FIRST_RECORDS = 8
+
+
+def finding_lines(dicts: list[dict[str, Any]]) -> list[str]:
+    """The findings, one line per connection and kind: a kind found once says what was
+    found; a kind found more often how often (the packets or events its findings count),
+    with the first records of them."""
+    lines, summarised = [], False
+    for i, d in enumerate(dicts):
+        kinds: dict[str, list[dict[str, Any]]] = {}
+        for f in d["findings"]:
+            kinds.setdefault(f["kind"], []).append(f)
+        for kind, found in kinds.items():
+            records = list(dict.fromkeys(r for f in found for r in f["records"]))
+            shown = ", ".join(map(str, records[:FIRST_RECORDS]))
+            more = " ..." if len(records) > FIRST_RECORDS else ""
+            what = found[0]["detail"] if len(found) == 1 else str(sum(f["count"] for f in found))
+            lines.append(f"#{i} {kind}: {what} (records {shown}{more})")
+            summarised |= len(found) > 1 or bool(more)
+    if summarised:
+        lines.append("(qp --json lists every finding)")
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
     from ibwire.analysis import analyse
     from ibwire.cli.common import json_line
@@ -215,6 +269,10 @@ def run(args: argparse.Namespace) -> int:
             except ValueError as exc:
                 print(f"ibwire qp: --plot-window: {exc}", file=sys.stderr)
                 return 2
+    if not args.stall_ms >= 0:  # (NaN too)
+        print(f"ibwire qp: --stall-ms {args.stall_ms:g}: not a time (0 or more ms)",
+              file=sys.stderr)
+        return 2
     columns = None
     if args.columns is not None:
         try:
@@ -228,7 +286,7 @@ def run(args: argparse.Namespace) -> int:
         require(formats)  # say it is missing before reading the capture
     result = analyse(args.file, pmtu=args.pmtu, cnp_scope=args.cnp_scope,
                      cnp_interval_us=args.cnp_interval_us, count=args.count,
-                     trace=bool(args.plot))
+                     trace=bool(args.plot), stall_ms=args.stall_ms)
     dicts = result.as_dicts()
     out = sys.stdout
     if args.json:
@@ -246,11 +304,8 @@ def run(args: argparse.Namespace) -> int:
 
         for line in table(dicts, None if args.wide else terminal_columns(), columns):
             print(line, file=out)
-        for i, d in enumerate(dicts):
-            for f in d["findings"]:
-                records = ", ".join(str(r + 1) for r in f["records"][:8])
-                more = " ..." if len(f["records"]) > 8 else ""
-                print(f"#{i} {f['kind']}: {f['detail']} (records {records}{more})", file=out)
+        for line in (*cm_lines(dicts), *finding_lines(dicts)):
+            print(line, file=out)
         cut = [(i, d["cut_packets"]) for i, d in enumerate(dicts) if d["cut_packets"]]
         if cut:
             which = ", ".join(f"#{i} {n}" for i, n in cut)

@@ -41,7 +41,7 @@ _NAMES = {"rocev2_ipv4": "RoCEv2", "rocev2_ipv6": "RoCEv2/6", "rocev1": "RoCEv1"
 _KEY_FIELDS = (("reth.va", "va", "0x{:x}"), ("reth.r_key", "rkey", "0x{:x}"),
                ("reth.dmalen", "len", "{}"), ("aeth.syndrome.type", "", "{}"),
                ("aeth.syndrome.nak", "", "{}"), ("aeth.msn", "msn", "{}"),
-               ("deth.srcqp", "srcqp", "0x{:x}"), ("atomiceth.va", "va", "0x{:x}"),
+               ("deth.srcqp", "srcqp", "0x{:06x}"), ("atomiceth.va", "va", "0x{:x}"),
                ("immdt", "imm", "0x{:08x}"), ("ieth", "inv_rkey", "0x{:x}"),
                ("xrceth.xrcsrq", "xrcsrq", "0x{:x}"), ("mad.mgmtclass", "mad", "0x{:02x}"))
 

@@ -25,13 +25,13 @@ from ibwire.scan import program
 from ibwire.scan.batch import ScanBatch
 from ibwire.tables import opcodes
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: record and findings' records numbered from 1
 NOT_IB = program.ERROR_NAMES.index("not_ib")
 
 #: Columns before the header fields: (name, Arrow type name, meaning) for README and tests.
 LEADING: tuple[tuple[str, str, str], ...] = (
     ("capture", "string", "the capture file's name"),
-    ("record", "int64", "record number in the capture, from 0 (show's frame - 1)"),
+    ("record", "int64", "record number in the capture, from 1 (show's, tshark's frame.number)"),
     ("timestamp_ns", "int64", "capture timestamp, ns since the epoch (UTC)"),
     ("link", "string", "link the frame starts with: ethernet, infiniband, ip, grh, other"),
     ("encapsulation", "string", "rocev2_ipv4, rocev2_ipv6, rocev1, ib_local, ib_global, "
@@ -229,7 +229,9 @@ def to_table(batch: ScanBatch, rows: np.ndarray, capture: str, connection: np.nd
     for name in columns:
         if name == "capture":
             out[name] = arrays.pick([capture], np.zeros(n, np.int32), None, dictionaries)
-        elif name in ("record", "timestamp_ns", "frame.len", "frame.orig_len"):
+        elif name == "record":  # the scanner's count from 0
+            out[name] = arrays.numeric(cols[name][picked] + 1, types[name])
+        elif name in ("timestamp_ns", "frame.len", "frame.orig_len"):
             out[name] = arrays.numeric(cols[name][picked], types[name])
         elif name == "link":
             names = [LINK_NAMES.get(k, LINK_NAMES[LINK_OTHER]) for k in range(256)]

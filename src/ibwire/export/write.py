@@ -580,7 +580,7 @@ def connection_table(name: str, analysis: Any) -> Any:
     import pyarrow as pa
 
     from ibwire.cli.qp import _flat
-    from ibwire.transport.observed import LATENCIES
+    from ibwire.transport.observed import LATENCIES, RATES
 
     names = connection_columns()
     rows = []
@@ -597,11 +597,11 @@ def connection_table(name: str, analysis: Any) -> Any:
     # a column with no value in this capture gets the type it has where it has values, so
     # that every capture's file has one schema
     texts = {"cm.state", "cm.reason", "findings", "transport", "requester.address",
-             "responder.address", "rnr_wait_ns", *LATENCIES}  # lists: qp --csv's text
+             "responder.address", "rnr_wait_ns", "longest_stalls", *LATENCIES}  # lists: qp --csv's text
     for i, f in enumerate(table.schema):
         if pa.types.is_null(f.type):
             kind = pa.string() if f.name in texts else pa.float64() \
-                if f.name == "ack_rtt_ns.avg" else pa.int64()
+                if f.name in ("ack_rtt_ns.avg", *RATES) else pa.int64()
             table = table.set_column(i, f.name, table[f.name].cast(kind))
     return table.slice(0, 0) if empty else table
 

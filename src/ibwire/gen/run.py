@@ -278,7 +278,7 @@ class Generation:
     def _flush(self, taps: list, written: int) -> Iterator[tuple[int, bytes]]:
         when, _, frame, hits, (c, packet, ce, bad) = heapq.heappop(taps)
         for entry in hits:
-            entry["record"] = written
+            entry["record"] = written + 1  # numbered from 1, as tshark's frame.number
         reth = packet.reth
         c.see((written, when, packet.opcode, packet.psn, packet.ackreq,
                packet.aeth.syndrome if packet.aeth else 0, reth.dmalen if reth else 0,

@@ -16,6 +16,7 @@ index and byte offset). Frames go through byte-identical.
 
 from __future__ import annotations
 
+import copy
 import os
 from dataclasses import dataclass, field
 
@@ -70,12 +71,21 @@ def _check_others(others: str) -> None:
 
 
 def _usable(record: CaptureRecord, report: ConversionReport, strict: bool) -> bool:
+    """Whether ``record`` was read; its error (numbered as the others, :func:`_number`) is
+    raised when ``strict``, else kept in the report."""
     if record.error is None:
         return True
+    error = copy.copy(record.error).at_record(_number(record))
     if strict:
-        raise record.error
-    report.errors.append(record.error)
+        raise error
+    report.errors.append(error)
     return False
+
+
+def _number(record: CaptureRecord) -> int:
+    """The record's number in messages: from 1, as tshark's frame.number and ``ibwire show``
+    (``record.index`` counts from 0)."""
+    return record.index + 1
 
 
 def infiniband_to_erf(source: Source, output: str | os.PathLike[str], *,
@@ -100,9 +110,9 @@ def infiniband_to_erf(source: Source, output: str | os.PathLike[str], *,
                     continue
                 if record.linktype != LINKTYPE_INFINIBAND:
                     if others == "error":
-                        raise CaptureError(f"record {record.index} has link type "
+                        raise CaptureError(f"record {_number(record)} has link type "
                                            f"{record.linktype}, not LINKTYPE_INFINIBAND (247)",
-                                           record=record.index, offset=record.offset)
+                                           record=_number(record), offset=record.offset)
                     report.records_skipped += 1
                     continue
                 erf = build_erf_record(record.frame, record.timestamp_ns, ERF_TYPE_INFINIBAND,
@@ -128,9 +138,9 @@ def erf_to_infiniband(source: Source, output: str | os.PathLike[str], *,
                 continue
             if record.linktype != LINKTYPE_ERF or record.erf_type != ERF_TYPE_INFINIBAND:
                 if others == "error":
-                    raise CaptureError(f"record {record.index} is not an ERF InfiniBand record "
+                    raise CaptureError(f"record {_number(record)} is not an ERF InfiniBand record "
                                        f"(link type {record.linktype}, ERF type "
-                                       f"{record.erf_type})", record=record.index,
+                                       f"{record.erf_type})", record=_number(record),
                                        offset=record.offset)
                 report.records_skipped += 1
                 continue
@@ -167,7 +177,7 @@ def pcapng_to_pcap(source: Source, output: str | os.PathLike[str], *,
                         raise CaptureError(
                             f"interfaces have different link types ({linktype} and "
                             f"{record.linktype}); pick one with linktype=",
-                            record=record.index, offset=record.offset)
+                            record=_number(record), offset=record.offset)
                     report.records_skipped += 1
                     continue
                 if writer is None:

@@ -176,9 +176,9 @@ class PcapWriter(_Writer):
     def write_record(self, record: CaptureRecord) -> None:
         """Append a record read from a capture (its ``record_data`` and ``record_orig_len``)."""
         if record.error is not None:
-            raise BuildError(f"record {record.index} is an error record, nothing to write")
+            raise BuildError(f"record {record.index + 1} is an error record, nothing to write")
         if record.linktype != self.linktype:
-            raise BuildError(f"record {record.index} has link type {record.linktype}, "
+            raise BuildError(f"record {record.index + 1} has link type {record.linktype}, "
                              f"this file {self.linktype}", field="linktype")
         self.write(record.record_data, record.timestamp_ns,
                    max(record.record_orig_len, len(record.record_data)))
@@ -247,6 +247,6 @@ class PcapngWriter(_Writer):
     def write_record(self, record: CaptureRecord) -> None:
         """Append a record read from a capture, keeping its link type and snaplen."""
         if record.error is not None:
-            raise BuildError(f"record {record.index} is an error record, nothing to write")
+            raise BuildError(f"record {record.index + 1} is an error record, nothing to write")
         self.write(record.record_data, record.timestamp_ns, record.linktype,
                    max(record.record_orig_len, len(record.record_data)), record.snaplen)

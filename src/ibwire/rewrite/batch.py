@@ -141,7 +141,7 @@ class BatchRewriter:
         orig = max(int(c["frame.orig_len"][row]), len(original)) + len(data) - len(original)
         self.writer.write(data, int(c["timestamp_ns"][row]), max(orig, len(data)))
         if self.report is not None:
-            self.report.write(json.dumps({"record": int(c["record"][row]),
+            self.report.write(json.dumps({"record": int(c["record"][row]) + 1,
                                           "changed": edit.changed, "icrc": edit.icrc}) + "\n")
 
     def _window(self, batch: ScanBatch, buf: np.ndarray, fo: np.ndarray,
@@ -157,7 +157,7 @@ class BatchRewriter:
                                self.writer.nanoseconds, self.writer.order == ">")
         edited = result.edited
         self._count(result.icrc, edited, fallback)
-        lines = self._lines(c["record"], result.changed, result.icrc) \
+        lines = self._lines(c["record"] + 1, result.changed, result.icrc) \
             if self.report is not None else None
         start = 0
         for row in [*np.flatnonzero(fallback).tolist(), len(fo)]:
@@ -183,7 +183,8 @@ class BatchRewriter:
 
     @staticmethod
     def _lines(records: np.ndarray, changed: np.ndarray, labels: np.ndarray) -> list[str]:
-        """The report's JSON lines, one per row (fallback rows' are replaced)."""
+        """The report's JSON lines, one per row (fallback rows' are replaced); ``records``
+        numbered from 1, as tshark's frame.number."""
         key = changed.astype(np.int64) << 3 | labels
         distinct, inverse = np.unique(key, return_inverse=True)
         tails = []

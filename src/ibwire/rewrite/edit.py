@@ -187,7 +187,7 @@ def _bth(frame: bytearray, bth: int, src: bytes, dst: bytes, o: RewriteOptions,
          psn: PsnPairs, edit: FrameEdit) -> None:
     opcode = frame[bth]
     if o.pkey is not None:
-        _put(frame, bth + 2, o.pkey.to_bytes(2, "big"), "bth.pkey", edit)
+        _put(frame, bth + 2, o.pkey.to_bytes(2, "big"), "bth.p_key", edit)
     dest_qp = int.from_bytes(frame[bth + 5:bth + 8], "big")
     response = opcode & 0x1F in RESPONSE_OPCODES and opcode & 0xE0 in (0x00, 0xA0)
     offset = psn.offset(src, dst, dest_qp, response) if opcode != CNP_OPCODE else 0
@@ -195,12 +195,12 @@ def _bth(frame: bytearray, bth: int, src: bytes, dst: bytes, o: RewriteOptions,
         old = int.from_bytes(frame[bth + 9:bth + 12], "big")
         _put(frame, bth + 9, ((old + offset) & 0xFFFFFF).to_bytes(3, "big"), "bth.psn", edit)
     if dest_qp in o.qpmap:
-        _put(frame, bth + 5, o.qpmap[dest_qp].to_bytes(3, "big"), "bth.dqpn", edit)
+        _put(frame, bth + 5, o.qpmap[dest_qp].to_bytes(3, "big"), "bth.destqp", edit)
     at = bth + int(SOURCE_QP_AT[opcode])
     if at > bth and at + 3 <= len(frame):
         src_qp = int.from_bytes(frame[at:at + 3], "big")
         if src_qp in o.qpmap:
-            _put(frame, at, o.qpmap[src_qp].to_bytes(3, "big"), "deth.sqpn", edit)
+            _put(frame, at, o.qpmap[src_qp].to_bytes(3, "big"), "deth.srcqp", edit)
         if dest_qp == 1 and opcode & 0xE0 == UD_TRANSPORT:
             _cm(frame, bth + 20, o, edit)
 

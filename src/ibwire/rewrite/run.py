@@ -92,6 +92,6 @@ def rewrite_capture(source: Source, output: str | os.PathLike[str], options: Rew
                 data = bytes(record.record_data)
             _write(writer, record, data, len(data) - len(record.record_data))
             if report is not None:
-                report.write(json.dumps({"record": record.index, "changed": edit.changed,
+                report.write(json.dumps({"record": record.index + 1, "changed": edit.changed,
                                          "icrc": edit.icrc}) + "\n")
     return summary

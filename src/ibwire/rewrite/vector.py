@@ -43,7 +43,7 @@ from ibwire.rewrite.ipv6 import FRAGMENT, WALKED
 from ibwire.rewrite.options import RewriteOptions
 
 FIELDS = ("eth.dst", "eth.src", "ip.tos", "ip.ttl", "ipv6.tclass_flow", "ipv6.hlim", "ip.src",
-          "ip.dst", "l4.sport", "l4.dport", "bth.pkey", "bth.psn", "bth.dqpn", "deth.sqpn")
+          "ip.dst", "l4.sport", "l4.dport", "bth.p_key", "bth.psn", "bth.destqp", "deth.srcqp")
 """What ``FrameEdit.changed`` names, in the order ``edit_frame`` appends them (a frame is
 IPv4 or IPv6, so the two families' names interleave harmlessly)."""
 BIT = {name: np.uint32(1 << i) for i, name in enumerate(FIELDS)}
@@ -224,21 +224,21 @@ def _bth(f: _Frames, rows: np.ndarray, bth: np.ndarray, o: RewriteOptions) -> np
     opcode = head.num(0, 1)
     if o.pkey is not None:
         old = head.num(2, 2)
-        head.put(2, 2, old, np.full_like(old, o.pkey), BIT["bth.pkey"])
+        head.put(2, 2, old, np.full_like(old, o.pkey), BIT["bth.p_key"])
     dest_qp = head.num(5, 3)
     if o.psn_offset:
         old = head.num(9, 3)
         offset = np.where(opcode != CNP_OPCODE, U64(o.psn_offset), U64(0))
         head.put(9, 3, old, (old + offset) & U64(0xFFFFFF), BIT["bth.psn"])
     if o.qpmap:
-        head.put(5, 3, dest_qp, map_numbers(dest_qp, o.qpmap), BIT["bth.dqpn"])
+        head.put(5, 3, dest_qp, map_numbers(dest_qp, o.qpmap), BIT["bth.destqp"])
     head.store()
     at = SOURCE_QP_AT[opcode].astype(np.int64)    # UD and RD: DETH's source QP
     deth = (at > 0) & (bth + at + 3 <= f.len[rows])
     if o.qpmap:
         sqpn = f.block(rows[deth], bth[deth] + at[deth], 3)
         old = sqpn.num(0, 3)
-        sqpn.put(0, 3, old, map_numbers(old, o.qpmap), BIT["deth.sqpn"])
+        sqpn.put(0, 3, old, map_numbers(old, o.qpmap), BIT["deth.srcqp"])
         sqpn.store()
     ud = deth & ((opcode & U64(0xE0)) == UD_TRANSPORT)
     if o.qpmap or o.psn_offset:

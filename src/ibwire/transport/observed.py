@@ -15,6 +15,7 @@ rules to runs of in-order rows at once, and a test checks the two agree.
 
 from __future__ import annotations
 
+import heapq
 from bisect import bisect_left, bisect_right, insort
 from collections import deque
 from collections.abc import Mapping
@@ -47,8 +48,19 @@ from ibwire.transport.timers import rnr_timer_ns
 COUNTERS = ("data_packets", "retransmitted_packets", "nak_retransmissions",
             "timeout_retransmissions", "rnr_retransmissions", "duplicates", "out_of_order",
             "psn_gaps", "messages", "messages_completed", "data_bytes", "acks",
-            "naks_psn_seq_error", "rnr_naks", "naks_other", "read_responses", "atomic_acks",
-            "cnps", "ecn_ce_packets")
+            "naks_psn_seq_error", "rnr_naks", "naks_other", "read_responses",
+            "read_responses_resent", "read_response_bytes_resent", "payload_bytes",
+            "atomic_acks", "cnps", "ecn_ce_packets")
+#: Rates over the connection's time (``first_ns`` to ``last_ns``; null when that is 0): of
+#: ``data_bytes`` (first transmissions) and of ``payload_bytes`` (everything sent).
+RATES = ("goodput_bps", "throughput_bps")
+#: Stall keys: how many times and how long in all the connection stood still (no packet
+#: but CNPs for longer than the stall threshold), and the longest stalls.
+STALLS = ("stalls", "stall_ns", "longest_stalls")
+#: The stall threshold by default (``ibwire qp --stall-ms``).
+STALL_NS = 10_000_000
+#: Stalls listed in ``longest_stalls``, at most.
+LONGEST_STALLS = 5
 LATENCIES = ("nak_generation_ns", "nak_response_ns", "retransmission_ns")
 #: Columns a connection's rows carry (numpy arrays of one length, capture order).
 ROW_FIELDS = ("record", "time", "opcode", "psn", "ackreq", "syndrome", "dmalen", "va",
@@ -107,15 +119,19 @@ _FULL = ((POSITION == FIRST) | (POSITION == MIDDLE)) & ((KIND == REQUEST) | (KIN
 
 
 class Finding(dict):
-    """One check that failed: ``kind``, ``records`` (capture records, from 0), ``detail``."""
+    """One check that failed: ``kind``, ``records`` (capture records, from 0 here, from 1
+    in :meth:`Observed.result`, as tshark's frame.number), ``detail``,
+    ``count`` (the packets or events it stands for: 1, or all those a finding of
+    :meth:`Observed.find_many` counts)."""
 
 
 class Observed:
     """The story of one connection as a tap saw it. Feed rows with :meth:`feed`; read
     :meth:`result` at the end. ``pmtu`` None infers the path MTU from the payload of FIRST
-    and MIDDLE packets (it sizes the PSN ranges READ requests reserve)."""
+    and MIDDLE packets (it sizes the PSN ranges READ requests reserve). A time of more than
+    ``stall_ns`` between two packets of the connection (CNPs aside) is a stall."""
 
-    def __init__(self, pmtu: int | None = None) -> None:
+    def __init__(self, pmtu: int | None = None, stall_ns: int = STALL_NS) -> None:
         self.counts: dict[str, int] = dict.fromkeys(COUNTERS, 0)
         self.latencies: dict[str, list[int]] = {k: [] for k in LATENCIES}
         self.rnr_wait_ns: list[int] = []
@@ -154,6 +170,12 @@ class Observed:
         self.first_ns: int | None = None
         self.last_ns: int | None = None
         self.last_time: tuple[int, int] | None = None  # (time, record) of the latest row
+        self.stall_after = stall_ns
+        self.moved: int | None = None        # time of the latest packet other than a CNP
+        self.stall_count = 0
+        self.stall_total = 0
+        #: the longest stalls: (duration, -start, -record, cause), a min-heap
+        self.longest: list[tuple[int, int, int, str | None]] = []
         self.window = 256    # rows the bulk rules try at once next (ibwire.analysis.bulk)
         self.sent = SentRequests()
 
@@ -190,15 +212,15 @@ class Observed:
         return max(1, -(-dmalen // self.pmtu))
 
     def find(self, kind: str, records: list[int], detail: str) -> None:
-        self.findings.append(Finding(kind=kind, records=records, detail=detail))
+        self.findings.append(Finding(kind=kind, records=records, detail=detail, count=1))
 
     def find_many(self, kind: str, records: list[int], what: str) -> None:
         """Add ``records`` to the one finding of ``kind`` that counts them."""
         f = self._aggregate.get(kind)
         if f is None:
-            f = self._aggregate[kind] = Finding(kind=kind, records=[], detail="")
+            f = self._aggregate[kind] = Finding(kind=kind, records=[], detail="", count=0)
             self.findings.append(f)
-        total = self._totals[kind] = self._totals.get(kind, 0) + len(records)
+        total = f["count"] = self._totals[kind] = self._totals.get(kind, 0) + len(records)
         room = MAX_RECORDS - len(f["records"])
         if room > 0:
             f["records"].extend(records[:room])
@@ -260,10 +282,14 @@ class Observed:
         if kind == CNP:
             self.counts["cnps"] += 1
             return
+        moved = self.moved
+        self.moved = t
         if ce:
             self.counts["ecn_ce_packets"] += 1
         e = psn + ORIGIN if self.ref is None else unwrap(psn, self.ref)
         self.ref = e
+        stalled = moved is not None and t - moved > self.stall_after
+        resent = self.counts["retransmitted_packets"]
         if kind == REQUEST:
             self._request(record, t, e, opcode, bool(ackreq), dmalen, va, payload)
         elif kind == ACK:
@@ -274,10 +300,36 @@ class Observed:
             self.counts["atomic_acks"] += 1
             self._answered(e)
             self._covered(e + 1, t)
+        if stalled:
+            assert moved is not None
+            resent = self.counts["retransmitted_packets"] > resent
+            self.stall(moved, t - moved, record, self._ends_stall(kind, syndrome, resent))
+
+    def stall(self, start: int, duration: int, record: int, cause: str | None) -> None:
+        """No packet from ``start`` for ``duration`` ns, until ``record`` (of ``cause``)."""
+        self.stall_count += 1
+        self.stall_total += duration
+        entry = (duration, -start, -record, cause)
+        if len(self.longest) < LONGEST_STALLS:
+            heapq.heappush(self.longest, entry)
+        elif entry[:3] > self.longest[0][:3]:
+            heapq.heapreplace(self.longest, entry)
+
+    def _ends_stall(self, kind: int, syndrome: int, resent: bool) -> str | None:
+        """What the packet after a stall says ended it (None: nothing known): a NAK, an RNR
+        NAK, or a retransmission, by the class of its round (``nak_retransmission``,
+        ``rnr_retransmission``, ``timeout_retransmission``: the requester's timer)."""
+        if resent:
+            return f"{self.round or 'timeout'}_retransmission"
+        if kind == ACK:
+            group = syndrome >> 5
+            return "rnr_nak" if group == 1 else "nak" if group == 3 else None
+        return None
 
     def _request(self, record: int, t: int, e: int, opcode: int, ackreq: bool, dmalen: int,
                  va: int, payload: int) -> None:
         c = self.counts
+        c["payload_bytes"] += payload
         position, family = int(POSITION[opcode]), int(FAMILY[opcode])
         count = self.psn_count(family, dmalen)
         seen = self.seen
@@ -445,9 +497,14 @@ class Observed:
         return True
 
     def _response(self, record: int, t: int, e: int, payload: int) -> None:
-        self.counts["read_responses"] += 1
+        c = self.counts
+        c["read_responses"] += 1
+        c["payload_bytes"] += payload
         if self._answered(e):
-            self.counts["data_bytes"] += payload
+            c["data_bytes"] += payload
+        else:  # sent again: the READ was re-requested (a response or its ACK lost)
+            c["read_responses_resent"] += 1
+            c["read_response_bytes_resent"] += payload
         self.resp_high = e if self.resp_high is None else max(self.resp_high, e)
         self._covered(e + 1, t)
 
@@ -520,10 +577,22 @@ class Observed:
         self.orphan_starts, self.orphan_ends = [], []
 
     def result(self) -> dict[str, Any]:
-        """Counts, latencies and findings, by the JSON keys (call :meth:`finish` first)."""
+        """Counts, latencies and findings, by the JSON keys (call :meth:`finish` first).
+        Records are numbered from 1 here, as tshark's frame.number (the rows' from 0)."""
         n, total, lo, hi = self.rtt
-        return {**self.counts, "first_ns": self.first_ns, "last_ns": self.last_ns,
+        span = (self.last_ns - self.first_ns) if self.first_ns is not None else 0
+        c = self.counts
+        rates = dict.fromkeys(RATES) if not span else {
+            "goodput_bps": c["data_bytes"] * 8e9 / span,
+            "throughput_bps": c["payload_bytes"] * 8e9 / span}
+        return {**c, "first_ns": self.first_ns, "last_ns": self.last_ns, **rates,
                 "ack_rtt_ns": {"min": lo, "avg": total / n if n else None, "max": hi},
                 **{k: list(v) for k, v in self.latencies.items()},
                 "rnr_wait_ns": list(self.rnr_wait_ns),
-                "findings": [dict(f) for f in self.findings]}
+                "stalls": self.stall_count, "stall_ns": self.stall_total,
+                "longest_stalls": [
+                    {"start_ns": -start, "duration_ns": duration, "record": 1 - record,
+                     "cause": cause}
+                    for duration, start, record, cause in sorted(self.longest, reverse=True)],
+                "findings": [{**f, "records": [r + 1 for r in f["records"]]}
+                             for f in self.findings]}

@@ -134,3 +134,20 @@ def test_bad_allow_file(tmp_path, line):
     path.write_text(line + "\n")
     with pytest.raises(IbwireError, match="line 1"):
         read_allow(path)
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("python:no_such_module_xyz:f", "ModuleNotFoundError"),
+    ("python:tests.fuzz.tinyparser:no_such_function", "AttributeError"),
+    ("python:broken_module_xyz:f", "RuntimeError: planted at import"),
+    ("python:tests.fuzz.tinyparser:LINKTYPE_INFINIBAND", "not callable"),
+])
+def test_python_target_that_cannot_load(tmp_path, monkeypatch, capsys, spec, words):
+    """One line on stderr naming the target and the error, exit 2: no traceback."""
+    (tmp_path / "broken_module_xyz.py").write_text("raise RuntimeError('planted at import')\n")
+    monkeypatch.chdir(tmp_path)  # the child imports from the working directory
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    assert main(["fuzz", "--target", spec, "--out", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith(f"ibwire fuzz: {spec}: cannot load ") and words in err, err

@@ -4,6 +4,8 @@
 Calls ``FUNCTION(frame_bytes)`` on every frame of PCAP and prints what it returns as one JSON
 object per line (bytes as hex, tuples as lists). An exception ends the run with a traceback
 and exit status 1, as any command target that fails. ``--check`` only imports the callable.
+A callable that cannot be loaded (no such module or name, an error while importing, not
+callable) is one line on stderr, ``cannot load MODULE:FUNCTION: ...``, and exit status 2.
 """
 
 from __future__ import annotations
@@ -34,7 +36,11 @@ def load(spec: str) -> Callable[[bytes], Any]:
 
 
 def main(argv: list[str]) -> int:
-    function = load(argv[0])
+    try:
+        function = load(argv[0])
+    except Exception as exc:  # whatever the module raises while it is imported
+        print(f"cannot load {argv[0]}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
     if argv[1] == "--check":
         return 0
     from ibwire.pcap import read_capture

@@ -200,8 +200,10 @@ class PythonTarget(CommandTarget):
 
     def check(self) -> None:
         failure, _out, err = run_command([*self.argv[:-1], "--check"], self.limits)
-        if failure is not None:
-            raise TargetError(f"{self.spec}: {err.decode(errors='replace').strip()}")
+        if failure is not None:  # the child's one line (the last, whatever came before)
+            lines = err.decode(errors="replace").strip().splitlines() or [
+                f"the check ended with {failure.kind} {failure.detail}"]
+            raise TargetError(f"{self.spec}: {lines[-1]}")
 
 
 def make_target(spec: str, linktype: int, limits: Limits) -> Any:

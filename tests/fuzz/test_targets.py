@@ -151,3 +151,20 @@ def test_python_target_that_cannot_load(tmp_path, monkeypatch, capsys, spec, wor
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert err.startswith(f"ibwire fuzz: {spec}: cannot load ") and words in err, err
+
+
+def test_repro_command_from_any_directory(tmp_path, monkeypatch):
+    """A run with relative paths (the parser, --out) writes a command that replays from /."""
+    import os
+    import subprocess
+
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    parser = os.path.relpath(PARSER, work)
+    assert main(["fuzz", "--target", f"{sys.executable} {parser} --bug exit {{pcap}}",
+                 "--mode", "valid", "--max-examples", "80", "--seed", "3", "--shrink-runs",
+                 "0", "--out", "out", "-q"]) == 1
+    line = next(read_findings(work / "out"))
+    done = subprocess.run(line["command"], shell=True, cwd="/", capture_output=True)
+    assert done.returncode == 3, (line["command"], done.stderr)

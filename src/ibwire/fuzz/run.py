@@ -10,6 +10,7 @@ crashing packet does not hide the others.
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -102,6 +103,14 @@ def replay(target: Target, repro: str | os.PathLike[str], finding: Mapping[str, 
     example = Example(bytes(records[0].frame), records[0].link, finding["mode"],
                       finding["encapsulation"], finding["opcode"], finding["what"])
     return findings_alone(target, example, allow)
+
+
+def repro_command(target: Target, repro: str | os.PathLike[str]) -> str:
+    """The shell command that replays ``repro`` from any directory: the repro's absolute
+    path, run in the directory the fuzzing ran in (``cd DIR && ...``), where the target's own
+    relative paths and a ``python:`` target's module resolve."""
+    return f"cd {shlex.quote(os.getcwd())} && " + \
+        target.repro_command(os.path.abspath(repro))
 
 
 @dataclass
@@ -236,6 +245,6 @@ class Fuzzer:
         finding.target = getattr(self.target, "command", self.target.kind)
         finding.target_version = self.target.version
         path = self.out.repro_path(finding.signature)
-        finding.command = self.target.repro_command(str(path))
+        finding.command = repro_command(self.target, path)
         self.out.add(finding, frames)
         self.summary.findings.append(finding)

@@ -61,6 +61,16 @@ def test_crash_on_a_boundary_value(tmp_path):
     assert found and all(ok for _, ok in found)
 
 
+def test_exception_text_of_a_python_target(tmp_path):
+    """The finding says which exception ended the child, not only its exit status."""
+    target, summary, out = fuzz(tmp_path, "python:tests.fuzz.tinyparser:raise_on_psn_zero",
+                                shrink_runs=2)
+    assert summary.findings and {(f.kind, f.field) for f in summary.findings} == \
+        {("exit", "status 1")}
+    assert {f["message"] for f in read_findings(out)} == {"ValueError: planted: PSN 0 rejected"}
+    assert all(ok for _, ok in reproduced(target, out))
+
+
 def test_wrong_field_for_some_opcodes(tmp_path):
     target, summary, out = fuzz(tmp_path, command("qp16"), max_examples=80, shrink_runs=3)
     assert summary.findings
@@ -111,6 +121,7 @@ def test_cli_exit_status_and_findings_file(tmp_path):
     assert lines and {(f["kind"], f["field"]) for f in lines} == {("exit", "status 3")}
     assert all(f["opcode"] < 0x60 and 0x0D <= f["opcode"] & 0x1F <= 0x12 for f in lines)
     line = lines[0]
+    assert line["message"] == f"tinyparser: planted exit on opcode {line['opcode']:#04x}"
     assert (tmp_path / "out" / line["repro"]).is_file() and line["seed"] == 3
     assert line["command"].endswith(str(tmp_path / "out" / line["repro"]))
     assert main(args("again")) == 1  # same seed, same findings

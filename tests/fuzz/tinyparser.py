@@ -8,7 +8,7 @@ Bugs: ``crash`` (SIGSEGV on a PSN at either end of its range), ``qp16`` (DestQP 
 RDMA WRITEs), ``hang`` (loops forever when the transport packet, BTH to
 the end, is a multiple of 16 bytes long), ``ibgrh`` (native IB only: forgets the GRH when LNH says there is one),
 ``exit`` (exit status 3 on an RC or RD packet with an
-AETH: READ responses and ACKs). It imports nothing of ibwire, so that it
+AETH: READ responses and ACKs, saying so on stderr), ``raise`` (ValueError on PSN 0). It imports nothing of ibwire, so that it
 starts fast (``python tests/fuzz/tinyparser.py --bug B FILE``, or the functions below as
 ``python:tests.fuzz.tinyparser:FUNCTION`` targets).
 """
@@ -80,13 +80,21 @@ def dissect(frame: bytes, linktype: int = 1, bug: str = "") -> dict[str, int]:
     if bug == "qp16" and out["bth.opcode"] < 0x40 and 6 <= out["bth.opcode"] & 0x1F <= 0x0B:
         out["bth.destqp"] &= 0xFFFF
     if bug == "exit" and out["bth.opcode"] < 0x60 and 0x0D <= out["bth.opcode"] & 0x1F <= 0x12:
+        print(f"tinyparser: planted exit on opcode {out['bth.opcode']:#04x}", file=sys.stderr)
         sys.exit(3)
+    if bug == "raise" and out["bth.psn"] == 0:
+        raise ValueError("planted: PSN 0 rejected")
     return out
 
 
 def crash_on_max_psn(frame: bytes) -> dict[str, int]:
     """A ``python:`` target: the crash bug, on Ethernet frames."""
     return dissect(frame, 1, "crash")
+
+
+def raise_on_psn_zero(frame: bytes) -> dict[str, int]:
+    """A ``python:`` target: the raise bug, on Ethernet frames."""
+    return dissect(frame, 1, "raise")
 
 
 def correct(frame: bytes) -> dict[str, int]:

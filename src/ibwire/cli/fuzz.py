@@ -107,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet and sys.stderr.isatty():
         print(file=sys.stderr)
     for f in summary.findings:
-        print(f"{f.signature}: expected {f.expected!r}, got {f.got!r} ({f.repro})")
+        said = f": {f.message.splitlines()[-1]}" if f.message else ""
+        print(f"{f.signature}: expected {f.expected!r}, got {f.got!r}{said} ({f.repro})")
     print(f"{summary.examples} examples in {summary.seconds:.1f} s, {summary.runs} runs of "
           f"the target, {len(summary.findings)} findings -> {args.out}/findings.jsonl")
     for reason, count in sorted(summary.skipped.items()):

@@ -42,6 +42,9 @@ class Finding:
     """The repro frame, hex."""
     original_length: int
     """Length of the frame as generated, before shrinking."""
+    message: str = ""
+    """What the target said as it failed: a ``python:`` target's exception (type and
+    message), the last lines of a command's stderr; empty for a diff."""
     repro: str = ""
     """Path of the one-packet pcap, relative to the output directory."""
     command: str = ""
@@ -54,10 +57,10 @@ class Finding:
 
 
 def finding_for(kind: str, name: str, expected: Any, got: Any, example: Example,
-                original_length: int) -> Finding:
+                original_length: int, message: str = "") -> Finding:
     return Finding(kind, signature(kind, name, example.opcode), name, expected, got,
                    example.mode, example.encapsulation, example.opcode, example.what,
-                   example.frame.hex(), original_length)
+                   example.frame.hex(), original_length, message)
 
 
 class FindingsDir:

@@ -78,22 +78,26 @@ def allowed_failure(run: Run, example: Example, allow: Sequence[Allowed]) -> Fai
     return f
 
 
+Shown = tuple[Any, Any, str]
+"""What a signature showed: (expected, got, the target's message)."""
+
+
 def findings_alone(target: Target, example: Example, allow: Sequence[Allowed]
-                   ) -> dict[str, tuple[Any, Any]]:
-    """Signature -> (expected, got) of what ``example`` shows when run alone."""
+                   ) -> dict[str, Shown]:
+    """Signature -> (expected, got, message) of what ``example`` shows when run alone."""
     run, per = observe(target, [example], allow)
-    found: dict[str, tuple[Any, Any]] = {}
+    found: dict[str, Shown] = {}
     failure = allowed_failure(run, example, allow)
     if failure is not None:
         found[signature(failure.kind, failure_name(failure), example.opcode)] = \
-            (None, failure.detail)
+            (None, failure.detail, run.message)
     for d in per[0] if per else []:
-        found[signature("diff", d.field, example.opcode)] = (d.expected, d.got)
+        found[signature("diff", d.field, example.opcode)] = (d.expected, d.got, "")
     return found
 
 
 def replay(target: Target, repro: str | os.PathLike[str], finding: Mapping[str, Any],
-           allow: Sequence[Allowed] = ()) -> dict[str, tuple[Any, Any]]:
+           allow: Sequence[Allowed] = ()) -> dict[str, Shown]:
     """What the one-packet ``repro`` of ``finding`` (a findings.jsonl line) shows alone."""
     from ibwire.pcap import read_capture
 
@@ -137,7 +141,7 @@ class Fuzzer:
         self.deadline = self.start + (config.time_limit if config.time_limit is not None
                                       else float("inf"))
         self.failed_alone: set[str] = set()
-        self.alone: dict[bytes, dict[str, tuple[Any, Any]]] = {}
+        self.alone: dict[bytes, dict[str, Shown]] = {}
 
     # -- running the target ------------------------------------------------------------
     def _run(self, examples: Sequence[Example]) -> tuple[Run, list[list[Diff]]]:
@@ -203,7 +207,8 @@ class Fuzzer:
             sig = signature(failure.kind, failure_name(failure), batch[0].opcode)
             if sig not in self.out:
                 self.record(finding_for(failure.kind, failure_name(failure), None,
-                                        failure.detail, batch[0], len(batch[0].frame)),
+                                        failure.detail, batch[0], len(batch[0].frame),
+                                        run.message),
                             [e.frame for e in batch])
             return
         sigs, _ = self.signatures(culprit)
@@ -234,10 +239,11 @@ class Fuzzer:
         if sig not in sigs:  # flaky: keep what was confirmed
             small = example
             sigs, values = self.signatures(small)
-            values.setdefault(sig, (None, None))
+            values.setdefault(sig, (None, None, ""))
         kind, name, _op = sig.split("|")
-        expected, got = values[sig]
-        self.record(finding_for(kind, name, expected, got, small, len(example.frame)),
+        expected, got, message = values[sig]
+        self.record(finding_for(kind, name, expected, got, small, len(example.frame),
+                                message),
                     [small.frame])
 
     def record(self, finding: Finding, frames: list[bytes]) -> None:

@@ -31,6 +31,9 @@ from ibwire.fuzz.compare import Allowed, Diff, allowed, diffs, reference
 from ibwire.fuzz.generate import Example
 from ibwire.pcap import PcapWriter
 
+#: Lines of a failed command's stderr kept as its message.
+MESSAGE_LINES = 5
+
 #: Lines of stderr that are a sanitizer's report (ASan, UBSan, MSan, LSan, TSan).
 SANITIZER = re.compile(rb"^(==\d+==ERROR: \w+Sanitizer|.*: runtime error: |"
                        rb"WARNING: \w+Sanitizer)", re.M)
@@ -55,6 +58,8 @@ class Run:
     claims: list[Any] = field(default_factory=list)
     """Per packet, in order (shorter when the target stopped early)."""
     stderr: str = ""
+    message: str = ""
+    """The target's own words on its failure (:meth:`CommandTarget.message`)."""
     skipped: Counter[str] = field(default_factory=Counter)
     """Reason -> packets the comparison could not judge (filled in by ``diffs``)."""
 
@@ -175,7 +180,13 @@ class CommandTarget:
             path = os.path.join(work, "batch.pcap")
             write_batch(examples, path, self.linktype)
             failure, out, err = run_command(self.argv_for(path), self.limits)
-        return Run(failure, json_lines(out), err.decode(errors="replace")[-4000:])
+        text = err.decode(errors="replace")[-4000:]
+        return Run(failure, json_lines(out), text,
+                   self.message(text) if failure is not None else "")
+
+    def message(self, stderr: str) -> str:
+        """What a failed run said: the last lines of its stderr."""
+        return "\n".join(stderr.strip().splitlines()[-MESSAGE_LINES:])[-1000:]
 
 
 def _which(exe: str) -> bool:
@@ -197,6 +208,12 @@ class PythonTarget(CommandTarget):
         self.spec = spec
         super().__init__([sys.executable, "-m", "ibwire.fuzz.child", f"{parts[1]}:{parts[2]}",
                           "{pcap}"], linktype, limits)
+
+    def message(self, stderr: str) -> str:
+        """The exception that ended the child: the last line of its traceback, the type and
+        message (``IndexError: index out of range``)."""
+        lines = [line for line in stderr.strip().splitlines() if line[:1] not in ("", " ")]
+        return lines[-1][:1000] if lines else ""
 
     def check(self) -> None:
         failure, _out, err = run_command([*self.argv[:-1], "--check"], self.limits)

@@ -71,14 +71,32 @@ def test_exception_text_of_a_python_target(tmp_path):
     assert all(ok for _, ok in reproduced(target, out))
 
 
+@pytest.mark.parametrize("expected, got, kind", [
+    (0x123456, 0x3456, "low 16 bits"), (0x123456, "0x56", "low 8 bits"),
+    (0x1234, 0x3412, "byte order"), (0x123456, 0x563412, "byte order"),
+    (100, 99, "off by -1"), (100, 7, "other value"), (None, 5, "invented"),
+    (5, None, "null"), ("aa:bb", "cc:dd", "other value"), (True, False, "other value"),
+])
+def test_kind_of_difference(expected, got, kind):
+    from ibwire.fuzz.compare import difference
+
+    assert difference(expected, got) == kind
+
+
 def test_wrong_field_for_some_opcodes(tmp_path):
-    target, summary, out = fuzz(tmp_path, command("qp16"), max_examples=80, shrink_runs=3)
-    assert summary.findings
-    for f in summary.findings:
-        assert f.kind == "diff" and f.field == "bth.destqp"
-        assert f.opcode < 0x40 and 6 <= f.opcode & 0x1F <= 0x0B  # only the RDMA WRITEs
-        assert f.got == f.expected & 0xFFFF != f.expected
-        assert len(bytes.fromhex(f.frame)) <= f.original_length  # shrunk, never grown
+    target, summary, out = fuzz(tmp_path, command("qp16"), max_examples=120, shrink_runs=3)
+    # one mistake, one finding: the other packets and opcodes that show it are counted
+    assert len(summary.findings) == 1, [f.signature for f in summary.findings]
+    f = summary.findings[0]
+    assert f.signature == "diff|bth.destqp|low 16 bits" and f.difference == "low 16 bits"
+    assert f.kind == "diff" and f.field == "bth.destqp"
+    assert len(f.opcodes) > 1 and f.count >= len(f.opcodes) and f.opcode in f.opcodes
+    for op in [f.opcode, *f.opcodes]:
+        assert op < 0x40 and 6 <= op & 0x1F <= 0x0B  # only the RDMA WRITEs
+    assert f.got == f.expected & 0xFFFF != f.expected
+    assert len(bytes.fromhex(f.frame)) <= f.original_length  # shrunk, never grown
+    (line,) = read_findings(out)
+    assert (line["count"], line["opcodes"]) == (f.count, f.opcodes)
     assert all(ok for _, ok in reproduced(target, out))
     # with the difference allowed, each repro shows nothing (the no-bug test shows that the
     # comparison invents no other difference)

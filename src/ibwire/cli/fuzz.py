@@ -108,7 +108,9 @@ def run(args: argparse.Namespace) -> int:
         print(file=sys.stderr)
     for f in summary.findings:
         said = f": {f.message.splitlines()[-1]}" if f.message else ""
-        print(f"{f.signature}: expected {f.expected!r}, got {f.got!r}{said} ({f.repro})")
+        ops = ", ".join(f"{op:#04x}" for op in f.opcodes)
+        print(f"{f.signature}: expected {f.expected!r}, got {f.got!r}{said} ({f.repro}; "
+              f"{f.count} packets, opcodes {ops})")
     print(f"{summary.examples} examples in {summary.seconds:.1f} s, {summary.runs} runs of "
           f"the target, {len(summary.findings)} findings -> {args.out}/findings.jsonl")
     for reason, count in sorted(summary.skipped.items()):

@@ -150,6 +150,42 @@ def same(expected: Any, got: Any) -> bool:
     return expected == got
 
 
+def _integer(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value, 0)
+        except ValueError:
+            return None
+    return None
+
+
+def difference(expected: Any, got: Any) -> str:
+    """The kind of a difference, the same for one mistake whatever the packet: ``invented``
+    (ibwire has no such field), ``null`` (the target gave null), ``low N bits`` (an integer
+    cut to its low N bits, N a multiple of 8), ``byte order`` (its bytes reversed, 2 to 8 of
+    them), ``off by +D`` (|D| <= 8), else ``other value``."""
+    if expected is ABSENT:
+        return "invented"
+    if got is None:
+        return "null"
+    want, have = _integer(expected), _integer(got)
+    if want is None or have is None or want < 0 or have < 0:
+        return "other value"
+    for bits in range(56, 0, -8):
+        if want >> bits and have == want & ((1 << bits) - 1):
+            return f"low {bits} bits"
+    for size in range(2, 9):
+        if want < 1 << 8 * size and have == int.from_bytes(want.to_bytes(size, "big"), "little"):
+            return "byte order"
+    if abs(have - want) <= 8:
+        return f"off by {have - want:+d}"
+    return "other value"
+
+
 def diffs(ref: Reference, claims: Mapping[str, Any]) -> list[Diff]:
     """Where ``claims`` disagree with ibwire."""
     out = []

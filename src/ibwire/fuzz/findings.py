@@ -1,8 +1,11 @@
 """Findings: what a target got wrong, one line each in ``DIR/findings.jsonl``, with a
 one-packet repro pcap beside it.
 
-A finding's signature is (kind, field or signal, opcode): ``crash|SIGSEGV|0x04``,
-``diff|bth.psn|0x0a``. Findings are kept once per signature. Every write replaces
+A finding's signature is what went wrong, whatever the packet: the kind and the signal,
+status or report (``crash|SIGSEGV``, ``exit|status 3``), or for a diff the field and the kind
+of difference (``diff|bth.destqp|low 16 bits``, :func:`ibwire.fuzz.compare.difference`).
+Findings are kept once per signature, with one repro; the other packets that showed it are
+counted (``count``, ``opcodes``). Every write replaces
 ``findings.jsonl`` and the repro atomically (a reader never sees half a line or half a pcap).
 """
 
@@ -13,6 +16,7 @@ import json
 import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from dataclasses import field as default
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +26,9 @@ from ibwire.pcap.writer import AtomicFile, PcapWriter
 KINDS = ("crash", "exit", "sanitizer", "timeout", "diff")
 
 
-def signature(kind: str, name: str, opcode: int) -> str:
-    return f"{kind}|{name}|0x{opcode:02x}"
+def signature(kind: str, name: str, how: str = "") -> str:
+    """``kind|name`` (a failure) or ``diff|field|kind of difference``."""
+    return f"{kind}|{name}|{how}" if how else f"{kind}|{name}"
 
 
 @dataclass
@@ -42,6 +47,13 @@ class Finding:
     """The repro frame, hex."""
     original_length: int
     """Length of the frame as generated, before shrinking."""
+    difference: str = ""
+    """The kind of difference of a diff (``low 16 bits``); empty for the other kinds."""
+    count: int = 1
+    """Packets that showed this signature (the repro's among them; a diff as the batch run
+    showed it)."""
+    opcodes: list[int] = default(default_factory=list)
+    """The opcodes of those packets, sorted."""
     message: str = ""
     """What the target said as it failed: a ``python:`` target's exception (type and
     message), the last lines of a command's stderr; empty for a diff."""
@@ -56,11 +68,12 @@ class Finding:
         return json.dumps(asdict(self), sort_keys=False)
 
 
-def finding_for(kind: str, name: str, expected: Any, got: Any, example: Example,
+def finding_for(kind: str, name: str, how: str, expected: Any, got: Any, example: Example,
                 original_length: int, message: str = "") -> Finding:
-    return Finding(kind, signature(kind, name, example.opcode), name, expected, got,
+    return Finding(kind, signature(kind, name, how), name, expected, got,
                    example.mode, example.encapsulation, example.opcode, example.what,
-                   example.frame.hex(), original_length, message)
+                   example.frame.hex(), original_length, message=message, difference=how,
+                   opcodes=[example.opcode])
 
 
 class FindingsDir:
@@ -70,7 +83,8 @@ class FindingsDir:
         self.directory = Path(directory)
         self.linktype = linktype
         self.findings: list[Finding] = []
-        self.signatures: set[str] = set()
+        self.signatures: dict[str, Finding] = {}
+        self.dirty = False
         (self.directory / "repro").mkdir(parents=True, exist_ok=True)
         self._write_jsonl()
 
@@ -90,9 +104,21 @@ class FindingsDir:
                 writer.write(frame, 1_700_000_000_000_000_000 + i * 1000)
         finding.repro = os.path.relpath(path, self.directory)
         self.findings.append(finding)
-        self.signatures.add(finding.signature)
+        self.signatures[finding.signature] = finding
         self._write_jsonl()
         return path
+
+    def seen(self, sig: str, opcode: int) -> None:
+        """One more packet showed the kept finding ``sig`` (written by :meth:`flush`)."""
+        finding = self.signatures[sig]
+        finding.count += 1
+        if opcode not in finding.opcodes:
+            finding.opcodes = sorted([*finding.opcodes, opcode])
+        self.dirty = True
+
+    def flush(self) -> None:
+        if self.dirty:
+            self._write_jsonl()
 
     def _write_jsonl(self) -> None:
         out = AtomicFile(self.directory / "findings.jsonl")
@@ -102,6 +128,7 @@ class FindingsDir:
             out.abort()
             raise
         out.commit()
+        self.dirty = False
 
 
 def read_findings(directory: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:

@@ -18,13 +18,15 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ibwire.errors import MalformedError
-from ibwire.fuzz.compare import Allowed, Diff, allowed, reference
+from ibwire.fuzz.compare import Allowed, Diff, allowed, difference, reference
 from ibwire.fuzz.findings import Finding, FindingsDir, finding_for, signature
 from ibwire.fuzz.generate import Example, Shape, draw_examples, strategy
 from ibwire.fuzz.minimise import Budget, bisect, shrink
 from ibwire.fuzz.targets import Failure, Run
 
 RERUNS = 2
+UNCONFIRMED = 3
+"""Packets tried alone for a diff signature before it counts as state across packets."""
 CHUNK = 20
 """Examples drawn per hypothesis run (and seed); a packet already sent is not sent again."""
 
@@ -89,11 +91,15 @@ def findings_alone(target: Target, example: Example, allow: Sequence[Allowed]
     found: dict[str, Shown] = {}
     failure = allowed_failure(run, example, allow)
     if failure is not None:
-        found[signature(failure.kind, failure_name(failure), example.opcode)] = \
+        found[signature(failure.kind, failure_name(failure))] = \
             (None, failure.detail, run.message)
     for d in per[0] if per else []:
-        found[signature("diff", d.field, example.opcode)] = (d.expected, d.got, "")
+        found[diff_signature(d)] = (d.expected, d.got, "")
     return found
+
+
+def diff_signature(d: Diff) -> str:
+    return signature("diff", d.field, difference(d.expected, d.got))
 
 
 def replay(target: Target, repro: str | os.PathLike[str], finding: Mapping[str, Any],
@@ -140,7 +146,9 @@ class Fuzzer:
         self.start = time.monotonic()
         self.deadline = self.start + (config.time_limit if config.time_limit is not None
                                       else float("inf"))
-        self.failed_alone: set[str] = set()
+        self.failed_alone: Counter[str] = Counter()
+        """Signature -> packets on which it did not reproduce alone (tried up to UNCONFIRMED
+        times: one signature groups packets of every opcode)."""
         self.alone: dict[bytes, dict[str, Shown]] = {}
 
     # -- running the target ------------------------------------------------------------
@@ -183,6 +191,7 @@ class Fuzzer:
             if not batch:
                 break
             self.check_batch(batch)
+            self.out.flush()
             self.summary.examples += len(batch)
             self.summary.seconds = time.monotonic() - self.start
             if self.progress is not None:
@@ -195,8 +204,10 @@ class Fuzzer:
         self.summary.skipped.update(run.skipped)
         for example, ds in zip(batch, per, strict=False):
             for d in ds:
-                sig = signature("diff", d.field, example.opcode)
-                if sig not in self.out and sig not in self.failed_alone and not self.expired():
+                sig = diff_signature(d)
+                if sig in self.out:
+                    self.out.seen(sig, example.opcode)
+                elif self.failed_alone[sig] < UNCONFIRMED and not self.expired():
                     self.keep(example, sig)
         failure = run.failure
         if failure is None or self._failure(run, batch[0]) is None:
@@ -204,16 +215,22 @@ class Fuzzer:
         culprit = bisect(batch, lambda sub: self._fails(sub, failure.kind),
                          first_guess=len(run.claims))
         if culprit is None:
-            sig = signature(failure.kind, failure_name(failure), batch[0].opcode)
-            if sig not in self.out:
-                self.record(finding_for(failure.kind, failure_name(failure), None,
+            sig = signature(failure.kind, failure_name(failure))
+            if sig in self.out:
+                self.out.seen(sig, batch[0].opcode)
+            else:
+                self.record(finding_for(failure.kind, failure_name(failure), "", None,
                                         failure.detail, batch[0], len(batch[0].frame),
                                         run.message),
                             [e.frame for e in batch])
             return
         sigs, _ = self.signatures(culprit)
         for sig in sigs:
-            if sig not in self.out and not sig.startswith("diff|") and not self.expired():
+            if sig.startswith("diff|"):
+                continue
+            if sig in self.out:
+                self.out.seen(sig, culprit.opcode)
+            elif not self.expired():
                 self.keep(culprit, sig)
         rest = [e for e in batch if e is not culprit]
         if reruns and rest and not self.expired():
@@ -229,7 +246,7 @@ class Fuzzer:
         """Confirm ``sig`` on ``example`` alone, shrink it, write the finding."""
         sigs, _ = self.signatures(example)
         if sig not in sigs:
-            self.failed_alone.add(sig)
+            self.failed_alone[sig] += 1
             self.summary.unconfirmed += 1
             return
         budget = Budget(self.config.shrink_runs, self.deadline)
@@ -240,9 +257,9 @@ class Fuzzer:
             small = example
             sigs, values = self.signatures(small)
             values.setdefault(sig, (None, None, ""))
-        kind, name, _op = sig.split("|")
+        kind, name, how = (sig.split("|") + [""])[:3]
         expected, got, message = values[sig]
-        self.record(finding_for(kind, name, expected, got, small, len(example.frame),
+        self.record(finding_for(kind, name, how, expected, got, small, len(example.frame),
                                 message),
                     [small.frame])
 

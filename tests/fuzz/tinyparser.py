@@ -8,7 +8,7 @@ Bugs: ``crash`` (SIGSEGV on a PSN at either end of its range), ``qp16`` (DestQP 
 RDMA WRITEs), ``hang`` (loops forever when the transport packet, BTH to
 the end, is a multiple of 16 bytes long), ``ibgrh`` (native IB only: forgets the GRH when LNH says there is one),
 ``exit`` (exit status 3 on an RC or RD packet with an
-AETH: READ responses and ACKs, saying so on stderr), ``raise`` (ValueError on PSN 0). It imports nothing of ibwire, so that it
+AETH: READ responses and ACKs, saying so on stderr), ``raise`` (on PSN 0: ValueError for RC opcodes, IndexError for the others). It imports nothing of ibwire, so that it
 starts fast (``python tests/fuzz/tinyparser.py --bug B FILE``, or the functions below as
 ``python:tests.fuzz.tinyparser:FUNCTION`` targets).
 """
@@ -83,7 +83,9 @@ def dissect(frame: bytes, linktype: int = 1, bug: str = "") -> dict[str, int]:
         print(f"tinyparser: planted exit on opcode {out['bth.opcode']:#04x}", file=sys.stderr)
         sys.exit(3)
     if bug == "raise" and out["bth.psn"] == 0:
-        raise ValueError("planted: PSN 0 rejected")
+        if out["bth.opcode"] < 0x20:
+            raise ValueError("planted: PSN 0 rejected")
+        raise IndexError("planted: PSN 0 out of range")
     return out
 
 

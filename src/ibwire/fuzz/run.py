@@ -91,7 +91,7 @@ def findings_alone(target: Target, example: Example, allow: Sequence[Allowed]
     found: dict[str, Shown] = {}
     failure = allowed_failure(run, example, allow)
     if failure is not None:
-        found[signature(failure.kind, failure_name(failure))] = \
+        found[signature(failure.kind, failure_name(failure), run.cause)] = \
             (None, failure.detail, run.message)
     for d in per[0] if per else []:
         found[diff_signature(d)] = (d.expected, d.got, "")
@@ -215,11 +215,11 @@ class Fuzzer:
         culprit = bisect(batch, lambda sub: self._fails(sub, failure.kind),
                          first_guess=len(run.claims))
         if culprit is None:
-            sig = signature(failure.kind, failure_name(failure))
+            sig = signature(failure.kind, failure_name(failure), run.cause)
             if sig in self.out:
                 self.out.seen(sig, batch[0].opcode)
             else:
-                self.record(finding_for(failure.kind, failure_name(failure), "", None,
+                self.record(finding_for(failure.kind, failure_name(failure), run.cause, None,
                                         failure.detail, batch[0], len(batch[0].frame),
                                         run.message),
                             [e.frame for e in batch])

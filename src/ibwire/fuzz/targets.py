@@ -60,6 +60,9 @@ class Run:
     stderr: str = ""
     message: str = ""
     """The target's own words on its failure (:meth:`CommandTarget.message`)."""
+    cause: str = ""
+    """What kind of failure, where the target says it in a stable form: a ``python:``
+    target's exception type (part of the finding's signature)."""
     skipped: Counter[str] = field(default_factory=Counter)
     """Reason -> packets the comparison could not judge (filled in by ``diffs``)."""
 
@@ -181,8 +184,11 @@ class CommandTarget:
             write_batch(examples, path, self.linktype)
             failure, out, err = run_command(self.argv_for(path), self.limits)
         text = err.decode(errors="replace")[-4000:]
-        return Run(failure, json_lines(out), text,
-                   self.message(text) if failure is not None else "")
+        said = self.message(text) if failure is not None else ""
+        return Run(failure, json_lines(out), text, said, self.cause(said))
+
+    def cause(self, message: str) -> str:
+        return ""  # a command's stderr holds values that change from packet to packet
 
     def message(self, stderr: str) -> str:
         """What a failed run said: the last lines of its stderr."""
@@ -214,6 +220,11 @@ class PythonTarget(CommandTarget):
         message (``IndexError: index out of range``)."""
         lines = [line for line in stderr.strip().splitlines() if line[:1] not in ("", " ")]
         return lines[-1][:1000] if lines else ""
+
+    def cause(self, message: str) -> str:
+        """The exception's type (``IndexError``, ``struct.error``)."""
+        name = message.split(":", 1)[0]
+        return name if name.replace(".", "").replace("_", "").isalnum() else ""
 
     def check(self) -> None:
         failure, _out, err = run_command([*self.argv[:-1], "--check"], self.limits)

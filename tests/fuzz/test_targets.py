@@ -65,7 +65,7 @@ def test_exception_text_of_a_python_target(tmp_path):
     """The finding says which exception ended the child, not only its exit status; two
     exceptions are two findings."""
     target, summary, out = fuzz(tmp_path, "python:tests.fuzz.tinyparser:raise_on_psn_zero",
-                                shrink_runs=2, max_examples=60)
+                                shrink_runs=2, max_examples=240)
     assert {(f.kind, f.field) for f in summary.findings} == {("exit", "status 1")}
     assert {(f["signature"], f["message"]) for f in read_findings(out)} == {
         ("exit|status 1|ValueError", "ValueError: planted: PSN 0 rejected"),

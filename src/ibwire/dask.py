@@ -158,10 +158,22 @@ def read_captures(paths_or_glob: str | Sequence[str], fields: Sequence[str] | No
         return dd.from_map(_read_part, parts, meta=meta, enforce_metadata=False)
 
 
+def _connections_frame(table: Any) -> Any:
+    """A connections table as pandas, its list columns as Arrow-backed lists (as objects,
+    Dask's string conversion would take them for text)."""
+    import pandas as pd
+    import pyarrow as pa
+
+    def nested(kind: Any) -> Any:
+        return pd.ArrowDtype(kind) if pa.types.is_list(kind) else None
+
+    return table.to_pandas(types_mapper=nested)
+
+
 def _connections_part(path: str, options: dict[str, Any]) -> Any:
     from ibwire.analysis import analyse
 
-    return connection_table(capture_name(path), analyse(path, **options)).to_pandas()
+    return _connections_frame(connection_table(capture_name(path), analyse(path, **options)))
 
 
 def _summary_part(path: str) -> Any:
@@ -173,7 +185,7 @@ def _summary_part(path: str) -> Any:
 def _merged_part(summaries: list[Any], name: str, options: dict[str, Any]) -> Any:
     from ibwire.analysis.merged import analyse_merged
 
-    return connection_table(name, analyse_merged(summaries, **options)).to_pandas()
+    return _connections_frame(connection_table(name, analyse_merged(summaries, **options)))
 
 
 def read_connections(paths_or_glob: str | Sequence[str], *, merged: bool = False,
@@ -199,7 +211,7 @@ def read_connections(paths_or_glob: str | Sequence[str], *, merged: bool = False
         # not pure: a file may change between two computations
         summaries = [delayed(_summary_part)(p) for p in paths]
         table = delayed(_merged_part)(summaries, name, options)
-        meta = connection_table(name, Analysis([])).to_pandas().iloc[:0]
+        meta = _connections_frame(connection_table(name, Analysis([]))).iloc[:0]
         return dd.from_delayed([table], meta=meta, verify_meta=False)
     meta = _connections_part(paths[0], options).iloc[:0]
     return dd.from_map(_connections_part, paths, args=(options,), meta=meta,

@@ -333,10 +333,50 @@ def test_connections_table_is_qp_csv(tmp_path: Path, capture: Path) -> None:
     rows = table.to_pylist()
     assert [r["connection"] for r in rows] == list(range(len(expected)))
     assert {r["capture"] for r in rows} == {capture.name}
-    for row, want in zip(rows, expected, strict=True):
+    from ibwire.export.write import nested_types
+
+    lists = nested_types()
+    assert {n: table.schema.field(n).type for n in lists} == lists
+    for row, want, whole in zip(rows, expected, qp_json(capture), strict=True):
         got = {k: "" if v is None else str(v) for k, v in row.items()
-               if k not in ("capture", "connection")}
-        assert got == want
+               if k not in ("capture", "connection", *lists)}
+        assert got == {k: v for k, v in want.items() if k not in lists}
+        # the lists as qp --json has them, not qp --csv's text
+        assert {k: row[k] for k in lists} == {
+            k: [{f: item.get(f) for f in lists[k].value_type.names} for item in whole[k]]
+            if pa.types.is_struct(lists[k].value_type) else whole[k] for k in lists}
+
+
+def test_connections_lists_are_list_columns(tmp_path: Path) -> None:
+    """Retransmission latencies, stalls and findings are lists (of structs) in Parquet and
+    Arrow files, the text of qp --csv in a CSV file; DuckDB reads them as lists."""
+    capture = tmp_path / "drop.pcap"
+    assert run("gen", "-o", str(capture), "--iters", "6", "--qps", "2", "--drop",
+               "qp=0,psn=5", "--corrupt", "qp=1,psn=2", "--start-time", "0",
+               "--no-progress")[0] == 0
+    wholes = qp_json(capture)
+    assert wholes[0]["retransmission_ns"] and wholes[0]["longest_stalls"]
+    assert wholes[1]["findings"]
+    for fmt in ("parquet", "arrow", "csv"):
+        assert run("export", "--qp", "--format", fmt, "-o", str(tmp_path / fmt),
+                   str(capture))[0] == 0
+    table = pq.read_table(tmp_path / "parquet" / "connections" / "drop.pcap.parquet")
+    assert table.schema.metadata[b"ibwire.schema_version"] == b"3"
+    arrow = pa.ipc.open_file(tmp_path / "arrow" / "connections" / "drop.pcap.arrow").read_all()
+    for got in (table, arrow):
+        for row, whole in zip(got.to_pylist(), wholes, strict=True):
+            for key in ("retransmission_ns", "nak_response_ns", "longest_stalls",
+                        "findings"):
+                assert row[key] == whole[key]
+    text = (tmp_path / "csv" / "connections" / "drop.pcap.csv").read_text()
+    assert f"{wholes[1]['findings'][0]['kind']}:" in text
+    pytest.importorskip("duckdb")
+    status, out, err = run("sql", "--json", str(tmp_path / "parquet"),
+                           "SELECT retransmission_ns, longest_stalls[1].cause AS cause "
+                           "FROM connections WHERE connection = 0")
+    assert status == 0, err
+    assert json.loads(out) == {"retransmission_ns": wholes[0]["retransmission_ns"],
+                               "cause": wholes[0]["longest_stalls"][0]["cause"]}
 
 
 def test_connection_tables_of_every_capture_share_a_schema(exported: Path) -> None:

@@ -26,8 +26,9 @@ PER_ENCAPSULATION = ("SELECT encapsulation, count(*) AS packets FROM packets "
 PER_OPCODE = ('SELECT "bth.opcode.name" AS opcode, count(*) AS packets FROM packets '
               "WHERE error IS NULL GROUP BY 1")
 RETRANSMISSIONS = ('SELECT capture, connection, count(*) - count(DISTINCT "bth.psn") AS '
-                   'retransmitted FROM packets WHERE "bth.opcode" & 31 < 13 AND '
-                   '"bth.opcode" < 128 AND connection IS NOT NULL GROUP BY ALL ORDER BY ALL')
+                   'retransmitted FROM packets WHERE "bth.opcode" < 128 AND '
+                   '"bth.opcode" & 31 NOT BETWEEN 13 AND 18 AND connection IS NOT NULL '
+                   'GROUP BY ALL ORDER BY ALL')
 CNPS_PER_SECOND = ('SELECT timestamp_ns // 1000000000 AS second, count(*) AS cnps '
                    'FROM packets WHERE "bth.opcode" = 129 GROUP BY 1 ORDER BY 1')
 BAD_ICRC_PER_HOST = ('SELECT coalesce("ip.src", "ipv6.src", "grh.sgid", '
@@ -71,6 +72,30 @@ def test_retransmissions_are_qps(faulty: tuple[Path, Path]) -> None:
     table = {int(r["connection"]): int(r["retransmitted_packets"])
              for r in sql(ds, "SELECT connection, retransmitted_packets FROM connections")}
     assert table == expected
+
+
+@pytest.mark.parametrize("verb", ["fetch_add", "cmp_swap", "send_inv"])
+def test_retransmissions_of_atomics_and_invalidates_are_qps(tmp_path: Path, verb: str) -> None:
+    capture = tmp_path / f"{verb}.pcap"
+    status, _, err = run("gen", "-o", str(capture), "--verb", verb, "--iters", "60",
+                         "--size", "3000", "--drop", "rate=0.05", "--start-time", "0",
+                         "--no-progress")
+    assert status == 0, err
+    assert run("export", "--qp", "-o", str(tmp_path / "ds"), str(capture))[0] == 0
+    got = {int(r["connection"]): int(r["retransmitted"])
+           for r in sql(tmp_path / "ds", RETRANSMISSIONS)}
+    expected = {i: d["retransmitted_packets"] for i, d in enumerate(qp_json(capture))}
+    assert sum(expected.values()) > 0
+    assert got == expected
+
+
+def test_an_unquoted_dotted_column_gets_a_hint(faulty: tuple[Path, Path]) -> None:
+    status, out, err = run("sql", str(faulty[1]),
+                           'SELECT count(*) FROM packets WHERE "ip.src" <> \'\' '
+                           "AND bth.opcode.name = 'RC_ACKNOWLEDGE'")
+    assert status == 2 and out == ""
+    assert 'Referenced table "bth.opcode" not found' in err
+    assert 'quote them, "bth.opcode.name"' in err
 
 
 def test_cnps_and_bad_icrcs_are_stats_and_qps(faulty: tuple[Path, Path]) -> None:

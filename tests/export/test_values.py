@@ -47,7 +47,7 @@ def test_row_counts_are_stats(exported: Path, capture: Path) -> None:
     ib = [e for e, err in zip(enc, errors, strict=True) if e != "other" and err is None]
     assert len(ib) == totals.get("ib_packets", 0)
     assert sum(err is not None for err in errors) == totals.get("errors", 0)
-    assert table.schema.metadata[b"ibwire.schema_version"] == b"2"
+    assert table.schema.metadata[b"ibwire.schema_version"] == b"3"
 
 
 def test_duckdb_and_polars_read_the_same(exported: Path) -> None:

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -22,10 +23,15 @@ FAULTS = ["--drop", "qp=0,psn=2", "--corrupt", "qp=1,psn=3", "--lose-ack", "qp=0
           "--rnr", "qp=1,psn=0,timer=3", "--ecn-mark", "rate=0.2", "--lose-ack", "rate=0.05"]
 
 
+#: 2026-01-01T00:00:00Z: runs whose bytes are compared pin the start (the default is now).
+START = ("--start-time", "1767225600")
+
+
 def gen(tmp_path: Path, *extra: str, name: str = "out.pcap") -> tuple[Path, dict]:
     out, manifest = tmp_path / name, tmp_path / (name + ".json")
+    start = () if "--start-time" in extra else START
     assert main(["gen", "-o", str(out), "--manifest", str(manifest), "--no-progress",
-                 "--no-cm", *extra]) == 0
+                 "--no-cm", *start, *extra]) == 0
     return out, json.loads(manifest.read_text())
 
 
@@ -78,6 +84,38 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path, transport):
     c, _ = gen(tmp_path, *args, "--seed", "2", name="c.pcap")
     assert a.read_bytes() == b.read_bytes() and ma == mb
     assert a.read_bytes() != c.read_bytes()
+
+
+def test_the_capture_starts_now_unless_start_time_pins_it(tmp_path):
+    out = tmp_path / "now.pcap"
+    before = time.time_ns()
+    assert main(["gen", "-o", str(out), "--no-progress", "--iters", "2"]) == 0
+    first = frames(out)[0][0]
+    assert before <= first <= time.time_ns()
+    iso, _ = gen(tmp_path, "--start-time", "2026-01-02T03:04:05.25Z", name="iso.pcap")
+    epoch, _ = gen(tmp_path, "--start-time", "1767323045.25", name="epoch.pcap")
+    assert frames(iso)[0][0] == 1_767_323_045_250_000_000
+    assert iso.read_bytes() == epoch.read_bytes()
+
+
+@pytest.mark.parametrize("when", ["yesterday", "nan", "-1"])
+def test_a_bad_start_time_is_a_clear_error(tmp_path, capsys, when):
+    try:
+        code = main(["gen", "-o", str(tmp_path / "x.pcap"), "--start-time", when])
+    except SystemExit as exc:
+        code = exc.code
+    assert code not in (0, None)
+    assert "start time" in capsys.readouterr().err.replace("-", " ")
+    assert not (tmp_path / "x.pcap").exists()
+
+
+def test_a_psn_without_qp_is_the_only_qps(tmp_path, capsys):
+    _, manifest = gen(tmp_path, "--iters", "3", "--drop", "psn=0")
+    assert [(f["kind"], f["qp"]) for f in manifest["faults"]] == [("drop", 0)]
+    assert manifest["faults"][0]["psn"] == manifest["qps"][0]["start_psn"]
+    assert main(["gen", "-o", str(tmp_path / "two.pcap"), "--qps", "2",
+                 "--drop", "psn=0"]) == 2
+    assert "add qp=K (0..1)" in capsys.readouterr().err
 
 
 def test_pcapng_holds_the_same_frames(tmp_path):

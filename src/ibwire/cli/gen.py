@@ -5,8 +5,9 @@
 :mod:`ibwire.gen.yamlfile`), streams its frames into OUT (pcap, or pcapng when OUT ends in
 ``.pcapng``; written atomically) and writes the ground-truth manifest with ``--manifest``.
 Fault SPECs are ``rate=R`` (a seeded fraction of the packets the fault applies to) or
-``qp=K,psn=P`` (queue pair K counted from 0, P the offset from its starting PSN; ``--rnr``
-also takes ``timer=T``, the RNR timer code).
+``qp=K,psn=P`` (queue pair K counted from 0, P the offset from its starting PSN; ``qp=``
+may be left out when there is one QP; ``--rnr`` also takes ``timer=T``, the RNR timer code).
+The first frame is stamped with the current time unless ``--start-time`` pins it.
 """
 
 from __future__ import annotations
@@ -28,7 +29,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="capture to write: pcap (ns), or pcapng when it ends in .pcapng")
     parser.add_argument("--manifest", metavar="OUT.json", help="write the manifest (JSON)")
     parser.add_argument("--seed", type=int, default=None, metavar="N",
-                        help="seed of the rate faults (default 0); same seed, same bytes")
+                        help="seed of the rate faults (default 0); same seed and same "
+                        "--start-time, same bytes")
+    parser.add_argument("--start-time", type=_start_time, default=None, metavar="WHEN",
+                        help="timestamp of the first frame: ISO 8601 (2026-01-02T03:04:05Z; "
+                        "no zone means UTC) or seconds since the epoch (default: now, so "
+                        "give it for reproducible captures)")
     parser.add_argument("--verb", dest="op", choices=VERBS, default=None,
                         help="the operation every message is (default write)")
     parser.add_argument("--transport", type=str.lower, choices=("rc", "uc", "ud", "xrc"),
@@ -84,6 +90,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _number(text: str) -> int:
     return int(text, 0)
+
+
+def _start_time(text: str) -> int:
+    """``--start-time``: ISO 8601 (UTC unless it names a zone) or epoch seconds, as ns."""
+    from datetime import datetime, timezone
+    from decimal import Decimal, InvalidOperation
+
+    try:
+        return int(Decimal(text) * 1_000_000_000)
+    except (InvalidOperation, ValueError, OverflowError):
+        pass
+    try:
+        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither ISO 8601 "
+                                         f"(2026-01-02T03:04:05Z) nor epoch seconds") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    delta = when - datetime(1970, 1, 1, tzinfo=timezone.utc)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
 
 
 def _vlan(text: str) -> tuple[int, int]:
@@ -156,6 +182,12 @@ def scenario_of(args: argparse.Namespace) -> Any:
             changes[name] = value
     if args.vlan is not None:
         changes["vlans"] = tuple(args.vlan)
+    if args.start_time is not None:
+        changes["start_ns"] = args.start_time
+    else:
+        import time
+
+        changes["start_ns"] = time.time_ns()
     if args.no_cm:
         changes["cm"] = False
     elif args.scenario is None:

@@ -40,6 +40,22 @@ def _json(value: Any) -> Any:
     return _text(value)
 
 
+def quote_hint(message: str, query: str) -> str | None:
+    """What to write instead, when DuckDB took a dotted column name (``bth.opcode``)
+    unquoted for a table's column: ``Referenced table "bth" not found``."""
+    import re
+
+    found = re.search(r'Referenced table "([^"]+)" not found', message)
+    if found is None:
+        return None
+    table = found.group(1)
+    # the dotted name as the query spells it (outside quotes), else the table's name alone
+    spelt = re.search(r'(?<!["\w.])(' + re.escape(table) + r'(?:\.\w+)+)(?![\w"])', query)
+    name = spelt.group(1) if spelt else table + ".<field>"
+    return (f"hint: column names hold dots: quote them, \"{name}\" (double quotes), "
+            f"not {name}")
+
+
 def run(args: argparse.Namespace) -> int:
     from ibwire.export.sql import duckdb_module, query
 
@@ -51,7 +67,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         names, rows = query(args.directory, args.query)
     except duckdb.Error as exc:
-        print(f"ibwire sql: {str(exc).splitlines()[0]}", file=sys.stderr)
+        message = str(exc).splitlines()[0]
+        hint = quote_hint(message, args.query)
+        print(f"ibwire sql: {message}" + (f"\n{hint}" if hint else ""), file=sys.stderr)
         return 2
     out = sys.stdout
     if args.csv:

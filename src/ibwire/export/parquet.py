@@ -11,7 +11,8 @@ one run of indices, text as a dictionary page and RLE_DICTIONARY indices, growin
 DELTA_BINARY_PACKED; pages compressed with zstd (Arrow's codec), a column chunk of a few
 bytes left uncompressed. Statistics (null count, min and max) where asked, with the
 type-defined order (unsigned for the unsigned integers). The Arrow types taken are those of
-``ibwire.export.schema`` and ``ibwire.export.write.connection_table``: (u)int8 to (u)int64,
+``ibwire.export.schema`` (the connections table, with list and struct columns, is written
+by ``pyarrow.parquet``: ``ibwire.export.write._write_connections``): (u)int8 to (u)int64,
 bool, float64, string and dictionary of string; the file's schema is the Parquet types with
 their logical types (read back as the same Arrow types, text as string), the schema's metadata
 as the file's key-value metadata.

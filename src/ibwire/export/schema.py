@@ -25,7 +25,7 @@ from ibwire.scan import program
 from ibwire.scan.batch import ScanBatch
 from ibwire.tables import opcodes
 
-SCHEMA_VERSION = "2"  # 2: record and findings' records numbered from 1
+SCHEMA_VERSION = "3"  # 2: records numbered from 1; 3: connections' lists as list columns
 NOT_IB = program.ERROR_NAMES.index("not_ib")
 
 #: Columns before the header fields: (name, Arrow type name, meaning) for README and tests.

@@ -574,20 +574,45 @@ def connection_columns() -> list[str]:
     return csv_columns()
 
 
-def connection_table(name: str, analysis: Any) -> Any:
+def nested_types() -> dict[str, Any]:
+    """The connections table's list columns and their Arrow types (``ibwire qp --json``'s
+    lists): latencies as lists of integers, ``longest_stalls`` and ``findings`` as lists of
+    structs. A CSV file holds ``ibwire qp --csv``'s text of them instead."""
+    import pyarrow as pa
+
+    from ibwire.transport.observed import LATENCIES
+
+    def list_of(kind: Any) -> Any:  # items named as Parquet's LIST names them
+        return pa.list_(pa.field("element", kind))
+
+    ints = list_of(pa.int64())
+    stall = pa.struct([("start_ns", pa.int64()), ("duration_ns", pa.int64()),
+                       ("record", pa.int64()), ("cause", pa.string())])
+    finding = pa.struct([("kind", pa.string()), ("records", ints), ("detail", pa.string()),
+                         ("count", pa.int64())])
+    return {**dict.fromkeys((*LATENCIES, "rnr_wait_ns"), ints),
+            "longest_stalls": list_of(stall), "findings": list_of(finding)}
+
+
+def connection_table(name: str, analysis: Any, *, nested: bool = True) -> Any:
     """``ibwire qp``'s rows of one capture as a table: ``capture``, ``connection`` (its row
-    number), then the columns of ``ibwire qp --csv`` (null where it writes nothing)."""
+    number), then the columns of ``ibwire qp --csv`` (null where it writes nothing). The
+    columns of :func:`nested_types` are lists (and structs); without ``nested``, the text
+    ``ibwire qp --csv`` writes of them (for a CSV file)."""
     import pyarrow as pa
 
     from ibwire.cli.qp import _flat
-    from ibwire.transport.observed import LATENCIES, RATES
+    from ibwire.transport.observed import RATES
 
     names = connection_columns()
+    lists = nested_types()
     rows = []
     for i, d in enumerate(analysis.as_dicts()):
         flat = _flat(d)
         for side in ("requester", "responder"):
             flat[f"{side}.address"] = str(flat[f"{side}.address"])
+        if nested:
+            flat.update({k: d[k] for k in lists if k in d})
         rows.append({"capture": name, "connection": i, **{k: flat.get(k) for k in names}})
     empty = not rows
     if empty:  # the schema still: one row of nothing, typed below, then dropped
@@ -596,10 +621,13 @@ def connection_table(name: str, analysis: Any) -> Any:
     table = table.set_column(1, "connection", table["connection"].cast(pa.int32()))
     # a column with no value in this capture gets the type it has where it has values, so
     # that every capture's file has one schema
-    texts = {"cm.state", "cm.reason", "findings", "transport", "requester.address",
-             "responder.address", "rnr_wait_ns", "longest_stalls", *LATENCIES}  # lists: qp --csv's text
+    texts = {"cm.state", "cm.reason", "transport", "requester.address", "responder.address",
+             *lists}
     for i, f in enumerate(table.schema):
-        if pa.types.is_null(f.type):
+        if nested and f.name in lists:
+            table = table.set_column(i, f.name, pa.array(table[f.name].to_pylist(),
+                                                         lists[f.name]))
+        elif pa.types.is_null(f.type):
             kind = pa.string() if f.name in texts else pa.float64() \
                 if f.name in ("ack_rtt_ns.avg", *RATES) else pa.int64()
             table = table.set_column(i, f.name, table[f.name].cast(kind))
@@ -607,10 +635,24 @@ def connection_table(name: str, analysis: Any) -> Any:
 
 
 def _write_connections(opts: Options, name: str, analysis: Any) -> str:
-    table = connection_table(name, analysis)
+    """The connections table of one capture as connections/NAME. Parquet goes through
+    ``pyarrow.parquet``, not :mod:`ibwire.export.parquet`: that writer has no LIST or
+    STRUCT columns (repetition levels), and the table is small (a row per connection)."""
+    table = connection_table(name, analysis, nested=opts.fmt != "csv")
     table = table.replace_schema_metadata({"ibwire.schema_version": sch.SCHEMA_VERSION})
-    f = _File(Path(opts.out) / "connections" / f"{path_part(name)}{FORMATS[opts.fmt]}",
-              opts.fmt, table.schema)
+    path = Path(opts.out) / "connections" / f"{path_part(name)}{FORMATS[opts.fmt]}"
+    if opts.fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        try:
+            pq.write_table(table, str(tmp), compression="zstd")
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return str(path.relative_to(opts.out))
+    f = _File(path, opts.fmt, table.schema)
     f.add(table)
     f.close()
     return str(f.path.relative_to(opts.out))

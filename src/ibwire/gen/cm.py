@@ -111,8 +111,8 @@ class CmExchange:
 
     def setup(self) -> tuple[list[tuple[int, bytes, int]], int]:
         """REQ, REP, RTU of every connection, and the time the data may start (the last RTU
-        is on the wire)."""
-        return self._chain(0, ("REQ", "REP", "RTU"))
+        is on the wire), from the scenario's start time."""
+        return self._chain(self.generation.scenario.start_ns, ("REQ", "REP", "RTU"))
 
     def teardown(self, done: int) -> list[tuple[int, bytes, int]]:
         """DREQ, DREP of every connection, from ``done`` (the requester's data phase over)."""

@@ -8,7 +8,7 @@ offset from that QP's starting PSN, or ask for a seeded fraction of packets (``r
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ibwire.errors import IbwireError
 from ibwire.transport import PSN_MASK, RequesterConfig, WorkRequest, psn_add
@@ -107,6 +107,10 @@ class Scenario:
     #: RC/UC/XRC connections set up and torn down by the CM (REQ, REP, RTU ... DREQ, DREP on
     #: QP1, :mod:`ibwire.gen.cm`); False: out of band (``ibwire gen --no-cm``).
     cm: bool = False
+    #: When the conversation starts (ns since the Unix epoch): the first frame's timestamp.
+    #: 0 (1970-01-01) keeps the library's output the same from run to run; ``ibwire gen``
+    #: starts at the current time unless ``--start-time`` pins it.
+    start_ns: int = 0
 
     def start_psn(self, k: int) -> int:
         spec = self.qps[k]
@@ -153,8 +157,19 @@ class Scenario:
             ack_every=spec.ack_every, timeout=spec.timeout, retry_cnt=spec.retry_cnt,
             rnr_retry=spec.rnr_retry, window=spec.window, xrc_srq=self.xrc_srq(k))
 
+    def _placed(self, fault: Fault) -> Fault:
+        """``fault`` naming its queue pair: a PSN without ``qp`` is the only QP's (QP 0);
+        with several QPs it names none, which is an error."""
+        if fault.rate is not None or fault.qp is not None or fault.psn is None:
+            return fault
+        if len(self.qps) > 1:
+            raise ScenarioError(f"{fault.kind}: psn={fault.psn} names no queue pair of the "
+                                f"{len(self.qps)}: add qp=K (0..{len(self.qps) - 1})")
+        return replace(fault, qp=0)
+
     def check(self) -> Scenario:
-        """This scenario, or ScenarioError/TransportError saying what cannot be generated."""
+        """This scenario, or ScenarioError/TransportError saying what cannot be generated.
+        The scenario returned names the queue pair of every fault (see :meth:`_placed`)."""
         if self.encapsulation not in ENCAPSULATIONS:
             raise ScenarioError(f"encapsulation {self.encapsulation!r} is not one of "
                                 f"{', '.join(ENCAPSULATIONS)}")
@@ -175,8 +190,13 @@ class Scenario:
         for vid, pcp in self.vlans:
             if not 0 <= vid <= 4095 or not 0 <= pcp <= 7:
                 raise ScenarioError(f"VLAN {vid}:{pcp}: the ID must be 0..4095, the priority 0..7")
+        if self.start_ns < 0:
+            raise ScenarioError(f"the start time must not be before 1970, not {self.start_ns} ns")
         if self.link.gbps <= 0 or self.link.delay_ns < 0:
             raise ScenarioError("the link needs a positive speed and a delay of 0 or more")
+        placed = tuple(self._placed(fault) for fault in self.faults)
+        if placed != self.faults:
+            return replace(self, faults=placed).check()
         psn_counts = []
         for k, spec in enumerate(self.qps):
             check_pmtu(spec.mtu)
@@ -204,9 +224,12 @@ class Scenario:
                 if fault.kind == "rnr":
                     raise ScenarioError("rnr faults name a qp and a psn, not a rate")
                 continue
-            if fault.qp is None or fault.psn is None or not 0 <= fault.qp < len(self.qps):
-                raise ScenarioError(f"{fault.kind}: qp must be 0..{len(self.qps) - 1} and a "
-                                    f"psn given, not qp={fault.qp} psn={fault.psn}")
+            if fault.psn is None:
+                raise ScenarioError(f"{fault.kind}: give a rate, or a psn (and qp=K when "
+                                    f"there are several queue pairs)")
+            if fault.qp is None or not 0 <= fault.qp < len(self.qps):
+                raise ScenarioError(f"{fault.kind}: qp must be 0..{len(self.qps) - 1}, "
+                                    f"not {fault.qp}")
             if not 0 <= fault.psn < psn_counts[fault.qp]:
                 raise ScenarioError(f"{fault.kind}: psn offset {fault.psn} is past QP "
                                     f"{fault.qp}'s last PSN (it uses {psn_counts[fault.qp]})")

@@ -16,7 +16,10 @@ NUMBER, ADDRESS, TEXT, VERDICT, BYTES = "number", "address", "text", "verdict", 
 #: What ``Inspection.fields`` adds to a packet's own fields.
 INSPECTION = {"frame": NUMBER, "timestamp_ns": NUMBER, "link": TEXT, "encapsulation": TEXT,
               "bth.opcode.name": TEXT, "payload.length": NUMBER, "icrc_ok": VERDICT,
-              "vcrc_ok": VERDICT, "error": TEXT, "icrc": NUMBER, "vcrc": NUMBER}
+              "vcrc_ok": VERDICT, "error": TEXT, "icrc": NUMBER, "vcrc": NUMBER,
+              # a packet a snap length cut (headers-only captures)
+              "cut": VERDICT, "payload.captured": NUMBER, "frame.len": NUMBER,
+              "frame.orig_len": NUMBER}
 #: Wireshark's names for keys ibwire spells otherwise.
 ALIASES = {"frame.number": "frame"}
 

@@ -335,3 +335,19 @@ def test_export_counts_cut_packets_whole(tmp_path: Path) -> None:
         assert short["payload.length"][r] == full["payload.length"][r]
         assert short["bth.psn"][r] == full["bth.psn"][r]
         assert short["icrc_ok"][r] is None and full["icrc_ok"][r] is True
+
+
+def test_where_picks_the_packets_a_snap_length_cut(tmp_path: Path) -> None:
+    """``--where 'cut == true'`` keeps exactly the packets check counts as cut, and ``-w``
+    writes them (headers only, their original lengths kept)."""
+    cut_path, kept = tmp_path / "cut.pcap", tmp_path / "kept.pcap"
+    snap(SAMPLES / "sample-rocev2.pcap", cut_path, 80)
+    result = cli("show", "--where", "cut == true && frame.len < frame.orig_len", cut_path)
+    assert result.status == 0, result
+    count = check_summary(cli("check", "--json", cut_path))["cut"]
+    assert len(result.lines) == count > 0
+    assert all("ICRC cut (80 of" in x or "header cut by the capture (80 of" in x
+               for x in result.lines), result.out
+    assert cli("show", "--where", "cut == true", "-w", kept, cut_path).status == 0
+    summary = check_summary(cli("check", "--json", kept))
+    assert (summary["records"], summary["cut"], summary["failed"]) == (count, count, 0)

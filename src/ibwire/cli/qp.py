@@ -111,7 +111,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the table with every column and whole addresses, however wide "
                         "(else it fits the terminal, saying what it left out)")
     parser.add_argument("--columns", metavar="A,B,...", default=None,
-                        help="the table's columns, in this order, of: " + ", ".join(NAMES))
+                        help="the table's columns, in this order, of: "
+                        + ", ".join(NAMES).replace("%", "%%"))
 
 
 #: Keys of a connection's ``cm`` object (CSV columns ``cm.<key>``; empty without CM).

@@ -338,9 +338,7 @@ def test_help_is_as_wide_as_shutil_says(columns, monkeypatch):
 def test_a_verb_alone_has_the_help_of_the_whole_parser(capsys):
     """``ibwire check --help`` builds only check's arguments: the same text as the whole
     command line gives."""
-    from ibwire.cli.main import parser
-
-    from ibwire.cli.main import VERBS
+    from ibwire.cli.main import VERBS, parser
 
     for verb in VERBS:  # every verb: a help text that does not render is a crash
         texts = []

@@ -96,7 +96,8 @@ def blocks(page: Path) -> list[Block]:
 
 
 def pages() -> list[Path]:
-    return sorted(DOCS.rglob("*.md"))
+    """The docs site's pages, and README.md (whose examples are run the same way)."""
+    return [*sorted(DOCS.rglob("*.md")), ROOT / "README.md"]
 
 
 @dataclass

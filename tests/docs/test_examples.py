@@ -49,7 +49,7 @@ def _run_python(block: Block, namespace: dict[str, object], expected: Block | No
     out = io.StringIO()
     try:
         with contextlib.redirect_stdout(out):
-            exec(compile(block.text, block.where, "exec"), namespace)  # noqa: S102
+            exec(compile(block.text, block.where, "exec"), namespace)
     except Exception:  # the page's snippet failed: say where
         pytest.fail(f"{block.where}: the snippet raised\n{traceback.format_exc()}")
     if expected is not None:
@@ -59,7 +59,7 @@ def _run_python(block: Block, namespace: dict[str, object], expected: Block | No
                         + _show(want, out.getvalue()))
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT / "docs")) for p in PAGES])
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
 def test_page_examples(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "captures").symlink_to(ROOT / "captures")
     monkeypatch.chdir(tmp_path)

@@ -79,6 +79,14 @@ def test_page_examples(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
                         following if following is not None and following.is_output else None)
 
 
+def test_fences_pair_up():
+    """An odd number of fences means a block never closes: the page would show prose as code
+    and the collector would pair the wrong fences."""
+    for page in pages():
+        fences = [ln for ln in page.read_text().splitlines() if ln.lstrip().startswith("```")]
+        assert len(fences) % 2 == 0, f"{page.relative_to(ROOT)}: a fenced block is not closed"
+
+
 def test_every_skip_says_why():
     for page in pages():
         for block in blocks(page):

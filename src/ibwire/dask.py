@@ -239,7 +239,7 @@ def allocator_note(client: Any) -> str | None:
     workers = f"{len(found)} worker" + ("s" if len(found) != 1 else "")
     return (f"{workers}, {' and '.join(how)}: they fault their memory in afresh for "
             "every capture they read; ibwire.dask.WORKER_CONFIG, set where the cluster "
-            "starts, has them keep it (README, Datasets)")
+            "starts, has them keep it (docs/api/dask.md)")
 
 
 def export_on(scheduler: str | Any, paths: Sequence[str], opts: Options,

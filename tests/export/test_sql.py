@@ -1,4 +1,4 @@
-"""``ibwire sql``: README's example queries give ``ibwire stats``'s and ``ibwire qp``'s
+"""``ibwire sql``: the docs' example queries (docs/verbs/sql.md) give ``ibwire stats``'s and ``ibwire qp``'s
 numbers, on a generated conversation with retransmissions, bad ICRCs and CNPs and on every
 shared capture."""
 
@@ -20,7 +20,7 @@ from tests.export.helpers import qp_json, run, stats_json
 
 pytest.importorskip("duckdb")
 
-#: README's example queries (the test checks README holds each verbatim).
+#: docs/verbs/sql.md's example queries (the test checks the page holds each verbatim).
 PER_ENCAPSULATION = ("SELECT encapsulation, count(*) AS packets FROM packets "
                      "WHERE encapsulation <> 'other' AND error IS NULL GROUP BY 1")
 PER_OPCODE = ('SELECT "bth.opcode.name" AS opcode, count(*) AS packets FROM packets '
@@ -57,10 +57,10 @@ def faulty(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return capture, where / "ds"
 
 
-def test_readme_holds_the_queries() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_docs_hold_the_queries() -> None:
+    page = (ROOT / "docs" / "verbs" / "sql.md").read_text()
     for query in QUERIES:
-        assert query in readme
+        assert query in page
 
 
 def test_retransmissions_are_qps(faulty: tuple[Path, Path]) -> None:

@@ -77,7 +77,7 @@ def compare(scanner: Any, frame: bytes, link: str) -> list[str]:
         return [] if row["error"] == 1 else [f"parse: not IB; scanner error {row['error']}"]
     except IbwireError as exc:
         if row["error"] == 0 and _mad_body_error(frame, link):
-            return []  # the scanner stops at the MAD and RMPP headers (README)
+            return []  # the scanner stops at the MAD and RMPP headers (docs/reference/mads.md)
         if row["error"] in (0, 1):
             return [f"parse raised {exc!r}; scanner error {row['error']}"]
         return []
@@ -89,7 +89,7 @@ def compare(scanner: Any, frame: bytes, link: str) -> list[str]:
         return bad
     if packet.error is not None:  # broken, CRCs placed: the scanner says so, same verdicts
         if row["error"] == 0 and _mad_body_error(frame, link):
-            pass  # the scanner stops at the MAD and RMPP headers (README)
+            pass  # the scanner stops at the MAD and RMPP headers (docs/reference/mads.md)
         elif row["error"] in (0, 1):
             bad.append(f"parse: {packet.error!r}; scanner error {row['error']}")
         return bad + _crc_mismatches(row, packet)

@@ -44,7 +44,7 @@ KEYS = ("requester", "responder", "transport", *COUNTERS, "cm_packets", "cut_pac
 QpReport = make_dataclass(
     "QpReport", [(k, Any) for k in KEYS],
     namespace={"as_dict": lambda self: {f.name: getattr(self, f.name) for f in fields(self)},
-               "__doc__": "One connection's result; attributes are the JSON keys (README)."})
+               "__doc__": "One connection's result; attributes are the JSON keys (docs/reference/qp-findings.md)."})
 
 
 @dataclass

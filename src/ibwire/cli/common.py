@@ -42,7 +42,7 @@ def add_input_arguments(parser: argparse.ArgumentParser, many: bool = False,
                         help="keep the packets EXPR matches, in Wireshark's display-filter "
                         "syntax over show --json's fields, e.g. \"bth.destqp == 0x12 && "
                         "icrc_ok == false\", \"ip.src == 10.0.0.0/24\", \"bth.opcode in {4 "
-                        "5}\" (README: Filters)")
+                        "5}\" (docs: reference/filters.md)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     if live:
         parser.add_argument("-f", "--filter", dest="capture_filter", default=None,

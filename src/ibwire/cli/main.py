@@ -87,6 +87,11 @@ class HelpFormatter(argparse.HelpFormatter):
         super().__init__(prog, width=terminal_columns() - 2)
 
 
+#: Where a verb's page is, named at the end of its ``--help``: the docs site's source in the
+#: checkout (``mkdocs serve`` shows it as ``/verbs/VERB/``).
+DOCS_PAGE = "docs/verbs/{verb}.md"
+
+
 def parser(verb: str | None = None, arguments: bool = True) -> argparse.ArgumentParser:
     """The whole command line, or (``verb``) only that verb's arguments; ``arguments`` False:
     the verbs' names alone (``ibwire --help``, ``--version``: no verb's module imported)."""
@@ -100,6 +105,7 @@ def parser(verb: str | None = None, arguments: bool = True) -> argparse.Argument
     for name, (module, text) in VERBS.items():
         if verb in (None, name):
             sub = verbs.add_parser(name, help=text, description=text,
+                                   epilog="docs: " + DOCS_PAGE.format(verb=name),
                                    formatter_class=HelpFormatter)
             if arguments:
                 import_module(module).add_arguments(sub)

@@ -1,6 +1,6 @@
 """``ibwire qp FILE``: one row per connection (queue pair direction): packets first sent and
 resent, gaps, messages, bytes, NAKs, CNPs, ACK round trip, findings; ``--json`` one object
-per connection (the keys are in README), ``--csv``, ``--plot DIR`` figures
+per connection (the keys are in docs/reference/qp-findings.md), ``--csv``, ``--plot DIR`` figures
 (:mod:`ibwire.analysis.plot`).
 
 Exit status 1 when some connection has findings (a check failed), as ``ibwire check``.

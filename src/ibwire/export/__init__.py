@@ -4,7 +4,7 @@
     export_many(["a.pcap", "b.pcapng"], Options("out", partition_by="capture", qp=True))
 
 The schema (one for every capture, ``ibwire.schema_version`` in the Arrow metadata) is in
-:mod:`ibwire.export.schema` and README; the files and their layout in
+:mod:`ibwire.export.schema` and docs/reference/export-schema.md; the files and their layout in
 :mod:`ibwire.export.write`; ``ibwire sql`` (DuckDB) in :mod:`ibwire.export.sql`; the Dask
 front end in :mod:`ibwire.dask`. Needs the ``export`` extra (pyarrow).
 """

@@ -28,7 +28,7 @@ from ibwire.tables import opcodes
 SCHEMA_VERSION = "3"  # 2: records numbered from 1; 3: connections' lists as list columns
 NOT_IB = program.ERROR_NAMES.index("not_ib")
 
-#: Columns before the header fields: (name, Arrow type name, meaning) for README and tests.
+#: Columns before the header fields: (name, Arrow type name, meaning) for the docs and tests.
 LEADING: tuple[tuple[str, str, str], ...] = (
     ("capture", "string", "the capture file's name"),
     ("record", "int64", "record number in the capture, from 1 (show's, tshark's frame.number)"),

@@ -46,3 +46,19 @@ def generated(tmp_path):
         return path, write_pcap(path, scenario)
 
     return make
+
+
+def analyse_on(twin: str, source: object, **kw: object) -> object:
+    """``ibwire.analysis.analyse`` with the observer on the rules of ``twin`` ("c" or
+    "python"), whichever is loaded; skipped when the compiled one is not built."""
+    from unittest import mock
+
+    from ibwire.analysis import analyse, connections
+    from ibwire.transport.observed import observer_on
+
+    try:
+        observer = observer_on(twin)
+    except ImportError:
+        pytest.skip("ibwire.transport._observer is not built")
+    with mock.patch.object(connections, "Observed", observer):
+        return analyse(source, **kw)

@@ -50,15 +50,16 @@ def generated(tmp_path):
 
 def analyse_on(twin: str, source: object, **kw: object) -> object:
     """``ibwire.analysis.analyse`` with the observer on the rules of ``twin`` ("c" or
-    "python"), whichever is loaded; skipped when the compiled one is not built."""
+    "python"), whichever is loaded (the compiled one skipped when IBWIRE_NO_EXTENSIONS=1
+    left it unbuilt)."""
     from unittest import mock
 
     from ibwire.analysis import analyse, connections
     from ibwire.transport.observed import observer_on
+    from tests.transport.test_observer import compiled
 
-    try:
-        observer = observer_on(twin)
-    except ImportError:
-        pytest.skip("ibwire.transport._observer is not built")
+    if twin == "c":
+        compiled()
+    observer = observer_on(twin)
     with mock.patch.object(connections, "Observed", observer):
         return analyse(source, **kw)

@@ -30,6 +30,7 @@ EXTENSIONS = [
     ("ibwire.scan._text", ["src/ibwire/scan/_text.pyx"]),
     ("ibwire.rewrite._kernel", ["src/ibwire/rewrite/_kernel.pyx", "src/ibwire/crc/kernel.c"]),
     ("ibwire.analysis._streams", ["src/ibwire/analysis/_streams.pyx"]),
+    ("ibwire.transport._observer", ["src/ibwire/transport/_observer.pyx"]),
 ]
 
 

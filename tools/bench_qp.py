@@ -15,8 +15,19 @@ between two hosts, round robin; each message a WRITE FIRST, two MIDDLEs and a LA
 Wall time and CPU time (user + system of the process and its threads) are both printed: on a
 shared machine the wall times of one run swing with the load, the CPU times much less.
 
+With --irregular P,P,...: instead, the observer on captures where P % of the messages are
+sent again at the PSNs of the message before (a go-back-N resend: every packet of it is a
+retransmission, its ACK a duplicate; 100: every QP repeats its PSNs over and over), in CPU
+microseconds a packet against the clean capture (P = 0):
+
+  ibwire qp               the whole process
+  export --fields bth     ``ibwire export F --fields bth`` (connection numbers, observers
+                          read only where an answer stream must be joined by its PSNs)
+  analyse() c / python    the analysis in this process, the observer on each twin
+                          (``ibwire.transport.observed.observer_on``)
+
 Usage: python tools/bench_qp.py [--dir /tmp/ibwire-bench] [--packets 1000000]
-       [--big 4000000] [--qps 8] [--repeat 2]
+       [--big 4000000] [--qps 8] [--repeat 2] [--irregular 0,10,100]
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ import resource
 import shutil
 import struct
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,7 +45,7 @@ from ibwire import build, crc
 from ibwire.pcap.writer import AtomicFile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_scan import peak_rss_of, wall
+from bench_scan import peak_rss_of, timed, wall
 
 PSN_AT = 14 + 20 + 8 + 9          # the PSN's 3 bytes in an untagged IPv4 frame
 OPS = (0x06, 0x07, 0x07, 0x08)    # RC RDMA WRITE FIRST, MIDDLE, MIDDLE, LAST
@@ -58,8 +70,15 @@ def templates(q: int) -> list[bytes]:
     return out
 
 
-def write_capture(path: Path, count: int, qps: int) -> None:
+def resent(message: int, percent: int) -> bool:
+    """Whether message ``message`` of a QP repeats the PSNs of the one before: ``percent``
+    of them, evenly spread."""
+    return (message + 1) * percent // 100 > message * percent // 100
+
+
+def write_capture(path: Path, count: int, qps: int, irregular: int = 0) -> None:
     frames = [templates(q) for q in range(qps)]
+    sent = [0] * qps
     psn = [(0xFFF000 + 0x10000 * q) & 0xFFFFFF for q in range(qps)]
     atomic = AtomicFile(path)
     try:
@@ -80,7 +99,9 @@ def write_capture(path: Path, count: int, qps: int) -> None:
                                      len(frame), len(frame))
                 chunk += frame
                 i += 1
-            psn[q] = (psn[q] + 4) & 0xFFFFFF
+            sent[q] += 1
+            if not resent(sent[q], irregular):
+                psn[q] = (psn[q] + 4) & 0xFFFFFF
             if len(chunk) > 1 << 24:
                 write(chunk)
                 chunk.clear()
@@ -90,10 +111,10 @@ def write_capture(path: Path, count: int, qps: int) -> None:
         atomic.abort()
 
 
-def ensure(path: Path, count: int, qps: int) -> Path:
+def ensure(path: Path, count: int, qps: int, irregular: int = 0) -> Path:
     if not path.exists():
         t = time.perf_counter()
-        write_capture(path, count, qps)
+        write_capture(path, count, qps, irregular)
         print(f"# wrote {path} ({path.stat().st_size / 1e9:.2f} GB, {count} packets) in "
               f"{time.perf_counter() - t:.1f} s", flush=True)
     return path
@@ -111,6 +132,65 @@ def cpu_of(argv: list[str], repeat: int, capture: Path) -> tuple[float, float]:
     return best
 
 
+def analysis_cpu(path: Path, twin: str | None, repeat: int) -> float:
+    """Best CPU seconds of ``ibwire.analysis.analyse`` in this process, the observer on
+    ``twin`` (None: as loaded; the only choice before the observer had twins)."""
+    from unittest import mock
+
+    from ibwire.analysis import analyse, connections
+
+    best = float("inf")
+    for _ in range(repeat):
+        patch = mock.patch.object(connections, "Observed", _observer_on(twin)) if twin \
+            else mock.patch.object(connections, "Connections", connections.Connections)
+        with patch:
+            t = time.process_time()
+            analyse(path)
+            best = min(best, time.process_time() - t)
+    return best
+
+
+def _observer_on(twin: str) -> type:
+    from ibwire.transport.observed import observer_on  # type: ignore[attr-defined]
+
+    return observer_on(twin)
+
+
+def observer_table(args: argparse.Namespace) -> int:
+    """µs a packet, clean against irregular, per command and per twin."""
+    try:
+        _observer_on("python")
+        twins: list[str | None] = ["c", "python"]
+    except ImportError:  # before the observer had twins: the one path there was
+        twins = [None]
+    levels = [int(p) for p in args.irregular.split(",")]
+    n = args.packets
+    results: dict[tuple[str, int], float] = {}
+    out = Path(tempfile.mkdtemp(prefix="ibwire-bench-export-"))
+    try:
+        for p in levels:
+            path = ensure(args.dir / f"qp-{n}-{args.qps}-irregular{p}.pcap", n, args.qps, p)
+            cli = [sys.executable, "-m", "ibwire.cli.main"]
+            results["ibwire qp", p] = timed([*cli, "qp", str(path)], args.repeat, path)[1]
+            results["export --fields bth", p] = timed(
+                [*cli, "export", str(path), "--fields", "bth", "-o", str(out / "x"),
+                 "--force"], args.repeat, path)[1]
+            for twin in twins:
+                name = f"analyse() {twin or 'as loaded'}"
+                results[name, p] = analysis_cpu(path, twin, args.repeat)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    print(f"# {n} packets, {args.qps} QPs; CPU microseconds a packet (x: against "
+          f"{levels[0]} % irregular)")
+    print(f"{'what':<22}" + "".join(f" {f'{p} % irregular':>22}" for p in levels))
+    for name in dict.fromkeys(k for k, _ in results):
+        base = results[name, levels[0]]
+        cells = "".join(f" {results[name, p] * 1e6 / n:>14.3f} ({results[name, p] / base:>4.1f}x)"
+                        for p in levels)
+        print(f"{name:<22}{cells}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dir", default="/tmp/ibwire-bench", type=Path)
@@ -118,8 +198,13 @@ def main() -> int:
     ap.add_argument("--big", type=int, default=4_000_000)
     ap.add_argument("--qps", type=int, default=8)
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--irregular", default=None, metavar="P,P,...",
+                    help="the observer's table instead, on captures with P %% of their "
+                    "messages resent (e.g. 0,10,100)")
     args = ap.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
+    if args.irregular:
+        return observer_table(args)
     small = ensure(args.dir / f"qp-{args.packets}-{args.qps}.pcap", args.packets, args.qps)
     ibwire_qp = [sys.executable, "-m", "ibwire.cli.main", "qp"]
     rows = [("ibwire qp", args.packets, *cpu_of([*ibwire_qp, str(small)], args.repeat, small))]

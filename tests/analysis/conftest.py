@@ -46,3 +46,20 @@ def generated(tmp_path):
         return path, write_pcap(path, scenario)
 
     return make
+
+
+def analyse_on(twin: str, source: object, **kw: object) -> object:
+    """``ibwire.analysis.analyse`` with the observer on the rules of ``twin`` ("c" or
+    "python"), whichever is loaded (the compiled one skipped when IBWIRE_NO_EXTENSIONS=1
+    left it unbuilt)."""
+    from unittest import mock
+
+    from ibwire.analysis import analyse, connections
+    from ibwire.transport.observed import observer_on
+    from tests.transport.test_observer import compiled
+
+    if twin == "c":
+        compiled()
+    observer = observer_on(twin)
+    with mock.patch.object(connections, "Observed", observer):
+        return analyse(source, **kw)

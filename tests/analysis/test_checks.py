@@ -6,7 +6,7 @@ import pytest
 
 from ibwire.analysis import analyse
 from ibwire.gen import Fault, Link, QpSpec, Scenario, generate
-from tests.analysis.conftest import A, B, frame, write_frames
+from tests.analysis.conftest import A, B, analyse_on, frame, write_frames
 
 QP_B, QP_A = 0x11, 0x22   # the responder's QP (requests go to it), the requester's
 ACK, NAK, RNR = 0x1F, 0x60, 0x21
@@ -20,10 +20,11 @@ def answer(psn, syndrome):
     return frame("RC_ACKNOWLEDGE", psn, QP_A, src=B, dst=A, syndrome=syndrome)
 
 
-def run(tmp_path, packets, **kw):
+def run(tmp_path, packets, twin=None, **kw):
     frames = [(1000 * (i + 1) if not isinstance(p, tuple) else p[0],
                p if not isinstance(p, tuple) else p[1]) for i, p in enumerate(packets)]
-    (r,) = analyse(write_frames(tmp_path / "c.pcap", frames), **kw).as_dicts()
+    path = write_frames(tmp_path / "c.pcap", frames)
+    (r,) = (analyse(path, **kw) if twin is None else analyse_on(twin, path, **kw)).as_dicts()
     return r
 
 
@@ -155,7 +156,7 @@ def test_another_request_at_a_psn_a_read_used_is_no_resend(tmp_path):
                 response("LAST", p(2))]
     packets = [*answered, frame("RC_SEND_ONLY", p(2), QP_B, payload=100), answer(p(2), ACK)]
     r = run(tmp_path, packets, pmtu=1024)
-    assert r == run(tmp_path, packets, pmtu=1024, vectorise=False)
+    assert r == run(tmp_path, packets, pmtu=1024, twin="python")
     assert kinds(r) == [("psn_reused", [4])]
     assert r["retransmitted_packets"] == r["timeout_retransmissions"] == 0
     assert r["retransmission_ns"] == []

@@ -11,7 +11,7 @@ import ibwire
 from ibwire.analysis import KEYS, analyse
 from ibwire.gen import Fault, Link, QpSpec, Scenario, generate, write_pcap
 from ibwire.transport.observed import COUNTERS
-from tests.analysis.conftest import write_frames
+from tests.analysis.conftest import analyse_on, write_frames
 from tests.gen.test_gen import ENCAPS, RELIABLE, mixed
 
 RATES = (Fault("drop", rate=0.05), Fault("lose_ack", rate=0.1), Fault("corrupt", rate=0.03))
@@ -92,7 +92,7 @@ def test_marked_read_responses_and_their_cnps_agree(generated, tap, reliable):
 @RELIABLE
 @pytest.mark.parametrize("faults", [RATES, (Fault("ecn", rate=0.3), *RATES)])
 @pytest.mark.parametrize("tap", ["requester", "responder", "switch"])
-def test_numpy_runs_equal_the_per_row_rules(generated, tap, faults, reliable):
+def test_the_compiled_rules_equal_the_python_twin(generated, tap, faults, reliable):
     qps = (QpSpec("write", 5000, iters=30, mtu=1024, start_psn=0xFFFF00, timeout=6,
                   transport=reliable),
            QpSpec("read", 9000, iters=12, mtu=2048, timeout=6, transport=reliable),
@@ -100,11 +100,11 @@ def test_numpy_runs_equal_the_per_row_rules(generated, tap, faults, reliable):
            QpSpec("send", 3000, iters=20, mtu=512, transport="UC"))
     path, _ = generated(Scenario(qps=qps, faults=faults, tap=tap, seed=9))
     fast = analyse(path).as_dicts()
-    slow = analyse(path, vectorise=False).as_dicts()
+    slow = analyse_on("python", path).as_dicts()
     assert fast == slow
     assert sum(r["data_packets"] for r in fast) > 250
     # READ responses sent again and first transmissions against everything sent: counted the
-    # same both ways (the numpy runs take the first sendings, the per-row rules the others)
+    # same by both twins
     assert sum(r["read_responses_resent"] for r in fast) > 0
     assert all(r["payload_bytes"] >= r["data_bytes"] for r in fast)
 
@@ -193,29 +193,21 @@ def test_psn_wrap_reads_and_atomics(generated, reliable):
     assert set(COUNTERS) <= set(read)
 
 
-def test_gaps_the_tap_never_fills_keep_the_numpy_path(tmp_path, monkeypatch):
-    """A tap that misses packets leaves gaps for good: the rows after them still go in bulk
-    (few go row by row), with the same counts as the per-row rules."""
-    from ibwire.transport.observed import Observed
-    from tests.analysis.conftest import write_frames
-
+def test_gaps_the_tap_never_fills(tmp_path):
+    """A tap that misses packets leaves gaps for good: each counted once, the packets around
+    them counted as both twins count them."""
     records, _ = generate(Scenario(qps=(QpSpec("write", 4096, iters=150, mtu=1024),
                                         QpSpec("send", 1024, iters=300, mtu=1024)),
                                    tap="switch"))
     kept = [r for i, r in enumerate(records) if i % 97 != 50]   # a packet in 97 missed
     path = write_frames(tmp_path / "lossy.pcap", kept)
-    calls = []
-    real = Observed.row
-    monkeypatch.setattr(Observed, "row", lambda self, *a: (calls.append(1), real(self, *a)))
     fast = analyse(path).as_dicts()
-    in_bulk = len(kept) - len(calls)
-    slow = analyse(path, vectorise=False).as_dicts()
+    slow = analyse_on("python", path).as_dicts()
     assert fast == slow
     missed = [f for i, (_, f) in enumerate(records) if i % 97 == 50]
     missed_requests = sum(f[14 + 20 + 8] != 0x11 for f in missed)   # not ACKs
     assert sum(r["psn_gaps"] for r in fast) == missed_requests > 5
     assert sum(r["data_packets"] for r in fast) == 150 * 4 + 300 - missed_requests
-    assert in_bulk > 0.8 * len(kept), (in_bulk, len(kept))
 
 
 @RELIABLE
@@ -315,7 +307,7 @@ def test_rounds_by_cause_are_the_requesters(generated, monkeypatch, tap):
     assert {k: q[f"{k}_retransmissions"] for k in truth.counts} == truth.counts
     assert [f["kind"] for f in q["findings"]] == ["bad_icrc"]
     (r,) = check_against_manifest(path, manifest).values()
-    assert r == analyse(path, vectorise=False).as_dicts()[0]
+    assert r == analyse_on("python", path).as_dicts()[0]
 
 
 @pytest.mark.parametrize("tap", ["requester", "responder", "switch"])
@@ -335,7 +327,7 @@ def test_resent_read_responses_are_counted(generated, tap):
     span = r["last_ns"] - r["first_ns"]
     assert r["goodput_bps"] == pytest.approx(r["data_bytes"] * 8e9 / span)
     assert r["throughput_bps"] == pytest.approx(r["payload_bytes"] * 8e9 / span)
-    assert r == analyse(path, vectorise=False).as_dicts()[0]
+    assert r == analyse_on("python", path).as_dicts()[0]
 
 
 @pytest.mark.parametrize("tap", ["requester", "responder", "switch"])
@@ -356,15 +348,15 @@ def test_stalls_and_their_causes(generated, tap):
         assert stall["cause"] == cause
         assert least <= stall["duration_ns"] == r["stall_ns"] < least + 100_000
         assert r["first_ns"] < stall["start_ns"] < r["last_ns"]
-    assert analyse(path).as_dicts() == analyse(path, vectorise=False).as_dicts()
+    assert analyse(path).as_dicts() == analyse_on("python", path).as_dicts()
     longer = by_responder(analyse(path, stall_ms=30).as_dicts())
     assert longer[timeout["responder"]["qpn"]]["stalls"] == 1
     assert longer[rnr["responder"]["qpn"]]["stalls"] == 0
 
 
 def test_stalls_in_clean_runs(tmp_path):
-    """Pauses in lossless traffic (taken in bulk by the numpy runs): every pause longer than
-    the threshold is a stall of unknown cause, counted as the per-row rules count it."""
+    """Pauses in lossless traffic: every pause longer than the threshold is a stall of
+    unknown cause, counted alike by both twins."""
     records, _ = generate(Scenario(qps=(QpSpec("write", 1024, iters=400, mtu=1024),)))
     shifted, pause = [], 0
     for i, (t, f) in enumerate(records):
@@ -373,7 +365,7 @@ def test_stalls_in_clean_runs(tmp_path):
         shifted.append((t + pause, f))
     path = write_frames(tmp_path / "pauses.pcap", shifted)
     fast = analyse(path).as_dicts()
-    assert fast == analyse(path, vectorise=False).as_dicts()
+    assert fast == analyse_on("python", path).as_dicts()
     (r,) = fast
     pauses = [11_000_000 + i for i in range(97, len(records), 97)]
     assert r["stalls"] == len(pauses)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from ibwire.transport.sent import MAX_READS, RING, SentRequests
 
 SEND, WRITE, READ = 0x04, 0x0A, 0x0C
@@ -16,9 +14,8 @@ def test_the_ring_grows_and_keeps_the_latest():
     assert s.size == 128 and s.repeats(0, SEND, False, 0, 0)
     assert not s.repeats(99, WRITE, False, 0, 0)
     n = 3 * RING
-    e = np.arange(100, 100 + n, dtype=np.int64)
-    s.add_many(e, np.full(n, WRITE, np.uint8), np.zeros(n, bool), np.ones(n, np.int64),
-               np.zeros(n, np.int64), np.zeros(n, np.int64))
+    for e in range(100, 100 + n):
+        s.add(e, WRITE, False, 1, 0, 0)
     assert s.size == RING
     assert not s.repeats(99 + n, SEND, False, 0, 0)        # the latest are known
     assert s.repeats(150, SEND, False, 0, 0)                # forgotten: taken for a resend

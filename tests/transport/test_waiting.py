@@ -1,4 +1,4 @@
-"""The answers a READ or atomic waits for (``ibwire.transport.observed.Waiting``) against the
+"""The answers a READ or atomic waits for (``ibwire.transport.waiting.Waiting``) against the
 bit mask they once were (every PSN answered a bit of one integer), and the observer's lookup
 of the answer a response belongs to (bisection while the waiting ranges are in order)
 against a walk of all of them."""
@@ -8,8 +8,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ibwire.transport.observed import Observed, Waiting
+from ibwire.transport.observed import Observed
 from ibwire.transport.opkinds import READ
+from ibwire.transport.waiting import Waiting
 
 
 @given(st.integers(1, 40), st.lists(st.integers(0, 39), max_size=80))

@@ -2,9 +2,9 @@
 
 Runs the transport rules of :mod:`ibwire.transport.observed` backward over the batch
 scanner's columns: rows are grouped into connections batch by batch
-(:mod:`ibwire.analysis.connections`), runs of in-order rows are taken in bulk with numpy
-(:mod:`ibwire.analysis.bulk`) and the rest row by row, so memory grows with connections,
-not packets. The counting definitions are those of the generation manifest
+(:mod:`ibwire.analysis.connections`) and each connection's rows go through its observer's
+one loop (compiled, or its pure-Python twin), so memory grows with connections, not
+packets. The counting definitions are those of the generation manifest
 (:mod:`ibwire.gen`), which counts with the same observer.
 
     from ibwire.analysis import analyse
@@ -93,14 +93,14 @@ def batches(source: Source, count: int | None = None, threads: int = 2) -> Itera
 
 
 def analyse(source: Source, *, pmtu: int | None = None, cnp_scope: str = "qp",
-            cnp_interval_us: float = 4.0, count: int | None = None, vectorise: bool = True,
+            cnp_interval_us: float = 4.0, count: int | None = None,
             trace: bool = False, stall_ms: float = STALL_NS / 1e6) -> Analysis:
     """Analyse a capture (path, '-' or binary file object). ``pmtu`` sizes READ requests'
     PSN ranges (default: learnt per connection from FIRST/MIDDLE payloads);
     ``cnp_scope`` and ``cnp_interval_us`` are the pacing the CNP check expects; ``trace``
     keeps every connection's rows for plots (memory then grows with packets); a connection
     with no packet (CNPs aside) for more than ``stall_ms`` stalls."""
-    conns = Connections(pmtu, vectorise, stall_ns=round(stall_ms * 1e6))
+    conns = Connections(pmtu, stall_ns=round(stall_ms * 1e6))
     check = CnpCheck(cnp_scope, round(cnp_interval_us * 1000))
     traces: dict[int, list[dict[str, np.ndarray]]] = {}
     records = 0

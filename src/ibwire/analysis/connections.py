@@ -32,7 +32,6 @@ from typing import Any
 import numpy as np
 
 from ibwire._twins import load_twin
-from ibwire.analysis import bulk
 from ibwire.analysis.addresses import address_text, row_addresses
 from ibwire.analysis.cm import CmIndex
 from ibwire.crc._common import CUT_HEADER, TRUNCATED
@@ -104,10 +103,10 @@ def _psn_in(psns: np.ndarray, observed: Observed, batch_psns: np.ndarray) -> boo
         at = np.minimum(np.searchsorted(ordered, psns), len(ordered) - 1)
         if (ordered[at] == psns).any():
             return True
-    seen = observed.seen
-    if seen.low is None:
+    seen = observed.seen_range()
+    if seen is None:
         return False
-    low, span = seen.low & 0xFFFFFF, seen.high - seen.low
+    low, span = seen[0] & 0xFFFFFF, seen[1] - seen[0]
     return bool((((psns - low) & 0xFFFFFF) <= span).any())
 
 
@@ -132,11 +131,9 @@ class Connections:
     those of ``observe`` True: an observer fed the same batches in the same order ends in
     the same state whenever it is fed."""
 
-    def __init__(self, pmtu: int | None = None, vectorise: bool = True,
-                 trace: bool = False, observe: bool = True, stall_ns: int = STALL_NS) -> None:
+    def __init__(self, pmtu: int | None = None, trace: bool = False, observe: bool = True, stall_ns: int = STALL_NS) -> None:
         self.pmtu = pmtu
         self.stall_ns = stall_ns
-        self.vectorise = vectorise
         self.trace = trace
         self.observe = observe
         self._pending_rows = 0
@@ -244,11 +241,9 @@ class Connections:
                     self._drop_pending(c)
         return out
 
-    def _observe(self, c: Connection, rows: dict[str, np.ndarray]) -> None:
-        if self.vectorise:
-            bulk.feed(c.observed, rows)
-        else:
-            c.observed.feed(rows)
+    @staticmethod
+    def _observe(c: Connection, rows: dict[str, np.ndarray]) -> None:
+        c.observed.feed(rows)
 
     @staticmethod
     def _may_join(c: Connection) -> bool:
@@ -441,11 +436,7 @@ def _merge_cnps(into: Connection, cnps: Connection, observed: bool = True) -> No
     """Fold a connection that holds only CNPs into the one they belong to (``observed``:
     its observer's counts and findings too)."""
     if observed:
-        a, b = into.observed, cnps.observed
-        a.counts["cnps"] += b.counts["cnps"]
-        a.findings.extend(b.findings)
-        a.first_ns = min(x for x in (a.first_ns, b.first_ns) if x is not None)
-        a.last_ns = max(x for x in (a.last_ns, b.last_ns) if x is not None)
+        into.observed.merge_cnps(cnps.observed)
     into.answered = True
     if into.trace is not None and cnps.trace is not None:
         into.trace.extend(cnps.trace)

@@ -116,7 +116,7 @@ def merged_records(times: Sequence[np.ndarray]) -> list[np.ndarray]:
 
 def analyse_merged(summaries: Sequence[Summary], *, pmtu: int | None = None,
                    cnp_scope: str = "qp", cnp_interval_us: float = 4.0,
-                   vectorise: bool = True, window: int = WINDOW) -> Analysis:
+                   window: int = WINDOW) -> Analysis:
     """:func:`ibwire.analysis.analyse` of the merged capture of the summarised files (their
     order in ``summaries`` breaks timestamp ties, as the order of mergecap's inputs does)."""
     numbers = merged_records([s.times for s in summaries])
@@ -133,7 +133,7 @@ def analyse_merged(summaries: Sequence[Summary], *, pmtu: int | None = None,
         cols = {k: v[order] for k, v in cols.items()}
     cm = sorted(((int(new[r]), *rest) for s, new in zip(summaries, numbers, strict=True)
                  for r, *rest in s.cm), key=lambda m: m[0])
-    conns = Connections(pmtu, vectorise)
+    conns = Connections(pmtu)
     check = CnpCheck(cnp_scope, round(cnp_interval_us * 1000))
     ends = np.cumsum(sizes)
     start, next_cm = 0, 0

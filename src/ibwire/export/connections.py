@@ -64,7 +64,7 @@ class Labeller:
 
     def __init__(self, *, pmtu: int | None = None, cnp_scope: str = "qp",
                  cnp_interval_us: float = 4.0, observe: bool = True) -> None:
-        self.conns = Connections(pmtu, True, observe=observe)
+        self.conns = Connections(pmtu, observe=observe)
         self.check = CnpCheck(cnp_scope, round(cnp_interval_us * 1000)) if observe else None
         self.records = 0
         self.labels: Labels | None = None

@@ -304,10 +304,7 @@ class _Plan:
                 "qps": out}
 
     def _observe(self, when: np.ndarray, meta: np.ndarray) -> None:
-        """Feed a batch of records, in capture order, to each connection's observer (numpy
-        over the in-order runs: ``ibwire.analysis.bulk``, the observer's rules in bulk)."""
-        from ibwire.analysis.bulk import feed
-
+        """Feed a batch of records, in capture order, to each connection's observer."""
         record = self.records + np.arange(len(when), dtype=np.int64)
         self.records += len(when)
         for q, observed in zip(self.qps, self.observed, strict=True):
@@ -319,7 +316,7 @@ class _Plan:
             # (no VA: nothing is sent twice here, and the VA only tells resends apart)
             columns = (record[sel], when[sel], m[:, 1], m[:, 2], m[:, 3], m[:, 4], m[:, 5],
                        zero, m[:, 6], zero, zero)
-            feed(observed, dict(zip(ROW_FIELDS, columns, strict=True)))
+            observed.feed(dict(zip(ROW_FIELDS, columns, strict=True)))
 
     @staticmethod
     def _ackreq(q: _Qp, index: np.ndarray) -> np.ndarray:

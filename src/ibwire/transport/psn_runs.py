@@ -42,10 +42,6 @@ class Runs:
     def hole_count(self) -> int:
         return len(self.starts)
 
-    def last_hole_end(self) -> int | None:
-        """Where the highest hole ends (None: no hole)."""
-        return self.ends[-1] if self.ends else None
-
     def __contains__(self, e: int) -> bool:
         if self.low is None or not self.low <= e < self.high:
             return False

@@ -32,8 +32,9 @@ def _start(read: tuple[int, int, int, int]) -> int:
 
 
 class SentRequests:
-    """The requests of one connection by PSN: :meth:`add` (one) or :meth:`add_many`
-    (first transmissions in bulk), then :meth:`repeats` for a request at a PSN seen before."""
+    """The requests of one connection by PSN: :meth:`add` each first transmission, then
+    :meth:`repeats` for a request at a PSN seen before (the observer's pure-Python twin;
+    ``ibwire.transport._observer`` holds the same in C)."""
 
     __slots__ = ("added", "ext", "opcode", "reads", "size")
 
@@ -69,18 +70,6 @@ class SentRequests:
         self.ext[at], self.opcode[at] = e, opcode
         if is_read:
             self._read(e, count, va, dmalen)
-
-    def add_many(self, e: np.ndarray, opcode: np.ndarray, is_read: np.ndarray,
-                 count: np.ndarray, va: np.ndarray, dmalen: np.ndarray) -> None:
-        """:meth:`add` of each row, in order (new requests in PSN order)."""
-        if not len(e):
-            return
-        self._room(len(e))
-        keep = slice(max(0, len(e) - self.size), None)
-        at = e[keep] & (self.size - 1)
-        self.ext[at], self.opcode[at] = e[keep], opcode[keep]
-        for r in np.flatnonzero(is_read)[-MAX_READS:].tolist():
-            self._read(int(e[r]), int(count[r]), int(va[r]), int(dmalen[r]))
 
     def _read(self, e: int, count: int, va: int, dmalen: int) -> None:
         read = (e, count, va, dmalen)

@@ -205,7 +205,6 @@ def _rounds(rows: dict[str, np.ndarray], s: Series, req: np.ndarray, pmtu: int |
     """Runs of consecutive retransmitted requests, classed by the analysis's observer."""
     if not s.retx.any():
         return []
-    from ibwire.analysis import bulk
     from ibwire.transport.observed import ROW_FIELDS, Observed
 
     again = s.retx[req]
@@ -217,7 +216,7 @@ def _rounds(rows: dict[str, np.ndarray], s: Series, req: np.ndarray, pmtu: int |
     rounds = []
     for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
         row = int(req[a])
-        bulk.feed(observed, {k: v[at:row + 1] for k, v in fields.items()})
+        observed.feed({k: v[at:row + 1] for k, v in fields.items()})
         at = row + 1
         before = s.t[row - 1] if row else s.t[row]
         rounds.append(Event("round", observed.round or "timeout", int(before),

@@ -1,0 +1,454 @@
+"""The forwarder: frames in on one interface, out on the other, the fault plan applied.
+
+One thread, one loop: poll(2) on both ports, read what has arrived on a port as one batch,
+scan the batch with the batch scanner (``ibwire.scan.scan_frames``: numpy columns, no Python
+per frame), teach the live connections (:class:`ibwire.impair.state.LiveState`), then:
+with no fault plan and no hook, send the batch on as it is (one system call with the
+compiled fast path); else go over the IB/RoCE frames the plan may concern, rule by rule.
+Frames that are not IB/RoCE (ARP, IPv6 ND, the TCP of the tools' out-of-band exchange) are
+never touched, but a checksum the sender left to offload is completed first.
+
+Directions: 0 is A->B (in on the first interface, out on the second), 1 is B->A.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import select
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ibwire.impair import forge
+from ibwire.impair.capture import CaptureLog
+from ibwire.impair.manifest import Manifest
+from ibwire.impair.plan import ANSWER_KINDS, NAK_CODES, READ_RESPONSE_KINDS, Plan, Rule
+from ibwire.impair.ports import Batch, ImpairError, Port, check_ports
+from ibwire.impair.state import ANSWERS, FIELDS, LiveState
+from ibwire.transport.opkinds import KIND, READ_RESP, REQUEST
+
+Hook = Callable[[bytes, int, LiveState], "Sequence[bytes] | None"]
+#: Frames read from a port at a time.
+BATCH = 64
+#: The longest a reordered frame waits for the frames it is to follow (ns).
+REORDER_WAIT_NS = 100_000_000
+#: How often progress is reported (s).
+PROGRESS_EVERY = 1.0
+DIRECTION_NAMES = ("a2b", "b2a")
+
+
+class _Held:
+    __slots__ = ("after", "direction", "due", "entry", "frame")
+
+    def __init__(self, frame: bytes, direction: int, due: int, after: int,
+                 entry: dict[str, Any] | None) -> None:
+        self.frame, self.direction, self.due, self.after = frame, direction, due, after
+        self.entry = entry
+
+
+class Forwarder:
+    """A two-port forwarder between interfaces ``iface_a`` and ``iface_b``.
+
+    ``plan``: a :class:`ibwire.impair.plan.Plan` (or (kind, SPEC) pairs); ``hook(frame,
+    direction, state)``: called for every IB/RoCE frame after the plan, returns None (forward
+    as is), ``[]`` (drop) or frames to send instead, in order, the same direction;
+    ``capture``: path of the pcap of what crossed; ``manifest``: path of the JSON manifest.
+    The sockets are opened here (the refusals are raised here); :meth:`run` forwards until
+    ``duration`` seconds, ``count`` frames arrived or :meth:`stop`."""
+
+    def __init__(self, iface_a: str, iface_b: str, plan: Plan | Sequence[tuple[str, str]] | None
+                 = None, hook: Hook | None = None, capture: str | None = None,
+                 manifest: str | None = None, *, force: bool = False,
+                 progress: Callable[[Forwarder], None] | None = None, batch: int = BATCH
+                 ) -> None:
+        check_ports(iface_a, iface_b, force)
+        self.plan = plan if isinstance(plan, Plan) else Plan.of(list(plan or ()))
+        self.hook = hook
+        self.interfaces = (iface_a, iface_b)
+        self.capture_path, self.manifest_path = capture, manifest
+        self.progress = progress
+        self.batch = batch
+        self.state = LiveState()
+        self.state.count_all = any((r.tx or 0) >= 2 for r in self.plan.rules)
+        self.rng = random.Random(self.plan.seed)
+        self.forwarded = [0, 0]
+        self.arrived = [0, 0]
+        self.dropped = 0
+        self.checksums_completed = 0
+        self.faults: list[dict[str, Any]] = []
+        self.notes: list[str] = []
+        self._held: list[_Held] = []
+        self._injected: deque[tuple[bytes, int]] = deque()
+        self._stopping = False
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self.ports = [Port(iface_a)]
+        try:
+            self.ports.append(Port(iface_b))
+        except BaseException:
+            self.ports[0].close()
+            raise
+        self.log: CaptureLog | None = None
+        self.started_ns = 0
+
+    # --- the public controls ---------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ends :meth:`run` soon (from a signal handler or another thread)."""
+        self._stopping = True
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
+
+    def inject(self, frame: bytes, direction: int) -> None:
+        """Sends ``frame`` as if it had arrived going ``direction`` (0: out on B, 1: out on
+        A), untouched by the plan; recorded in the capture and the manifest (kind
+        ``inject``). While :meth:`run` runs, it is sent by the loop."""
+        if direction not in (0, 1):
+            raise ImpairError(f"direction must be 0 (A->B) or 1 (B->A), not {direction}")
+        self._injected.append((bytes(frame), direction))
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
+
+    def run(self, duration: float | None = None, count: int | None = None) -> dict[str, Any]:
+        """Forwards until ``duration`` s have passed, ``count`` frames have arrived (both
+        directions) or :meth:`stop`; then releases held frames, writes the capture and the
+        manifest (also when interrupted) and returns the manifest."""
+        self.log = CaptureLog(self.capture_path)
+        self.started_ns = time.time_ns()
+        end = None if duration is None else time.monotonic() + duration
+        poller = select.poll()
+        for port in self.ports:
+            poller.register(port.fd, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        which = {port.fd: d for d, port in enumerate(self.ports)}
+        next_progress = time.monotonic() + PROGRESS_EVERY
+        finished = False
+        try:
+            while not self._stopping:
+                now = time.monotonic()
+                if end is not None and now >= end:
+                    break
+                left = None if count is None else count - sum(self.arrived)
+                if left is not None and left <= 0:
+                    break
+                wait = 0.2 if end is None else max(0.0, min(0.2, end - now))
+                if self._held:
+                    due = min(h.due for h in self._held)
+                    wait = max(0.0, min(wait, (due - time.time_ns()) / 1e9))
+                for fd, _ in poller.poll(wait * 1000):
+                    if fd == self._wake_r:
+                        try:
+                            os.read(self._wake_r, 4096)
+                        except OSError:
+                            pass
+                        continue
+                    most = self.batch if left is None else min(self.batch, left)
+                    batch = self.ports[which[fd]].receive(most)
+                    if len(batch):
+                        self._batch(which[fd], batch)
+                        if left is not None:
+                            left -= len(batch)
+                self._send_injected()
+                self._release(time.time_ns())
+                if self.progress is not None and time.monotonic() >= next_progress:
+                    next_progress = time.monotonic() + PROGRESS_EVERY
+                    self.progress(self)
+            finished = True
+        finally:
+            self._release(None)
+            self._send_injected()
+            self._finish(finished)
+        return self.manifest
+
+    def close(self) -> None:
+        for port in self.ports:
+            port.close()
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def __enter__(self) -> Forwarder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- one batch ----------------------------------------------------------------------------
+
+    def _batch(self, d: int, batch: Batch) -> None:
+        from ibwire.scan import scan_frames
+
+        assert self.log is not None
+        self.arrived[d] += len(batch)
+        if batch.csum.any():
+            for i in np.flatnonzero(batch.csum).tolist():
+                view = batch.frame(i)
+                if forge.complete_checksum(view):  # type: ignore[arg-type]
+                    self.checksums_completed += 1
+                view.release()
+        n = len(batch)
+        cols = scan_frames(batch.data, batch.offsets, batch.lengths, np.zeros(n, np.uint8),
+                           fields=list(FIELDS))
+        ib = (cols["error"] == 0) & (cols["offset.bth"] >= 0)
+        frames = _Frames(batch)
+        tx = self.state.feed(d, cols, ib, frames, batch.stamps)
+        out = self.ports[1 - d]
+        if (not self.plan and self.hook is None) or not ib.any():
+            self.log.add_batch(batch.data, batch.offsets, batch.lengths, batch.stamps)
+            self._send_batch(out, batch, d)
+            return
+        sends: list[bytes] = []
+        back: list[bytes] = []
+        kinds = KIND[cols["bth.opcode"]]
+        for i in range(n):
+            frame = batch.frame(i)
+            stamp = int(batch.stamps[i])
+            if not ib[i]:
+                self.log.add(frame, stamp)
+                sends.append(bytes(frame))
+                self._after_send(d, sends)
+                continue
+            self._frame(d, i, bytearray(frame), stamp, cols, int(kinds[i]), int(tx[i]),
+                        sends, back)
+        self.forwarded[d] += out.send(sends)
+        if back:
+            self.forwarded[1 - d] += self.ports[d].send(back)
+
+    def _send_batch(self, out: Port, batch: Batch, d: int) -> None:
+        from ibwire.impair import _io
+
+        if _io.fast is not None:
+            self.forwarded[d] += _io.fast.send_batch(out.fd, batch.data, batch.offsets,
+                                                     batch.lengths)
+        else:
+            self.forwarded[d] += out.send_batch(batch)
+        if self._held:
+            sends: list[bytes] = []
+            for _ in range(len(batch)):
+                self._after_send(d, sends)
+            if sends:
+                self.forwarded[d] += out.send(sends)
+
+    def _after_send(self, d: int, sends: list[bytes]) -> None:
+        """One more frame went ``d``: reordered frames held for it follow it."""
+        if not self._held:
+            return
+        for h in list(self._held):
+            if h.direction == d and h.after > 0:
+                h.after -= 1
+                if h.after == 0:
+                    self._held.remove(h)
+                    sends.append(h.frame)
+                    if h.entry is not None:
+                        h.entry["sent_ns"] = time.time_ns()
+
+    def _release(self, now: int | None) -> None:
+        """Sends the held frames that are due (all with ``now`` None)."""
+        if not self._held:
+            return
+        for h in sorted(self._held, key=lambda h: h.due):
+            if now is None or h.due <= now:
+                self._held.remove(h)
+                self.forwarded[h.direction] += self.ports[1 - h.direction].send([h.frame])
+                if h.entry is not None:
+                    h.entry["sent_ns"] = time.time_ns()
+
+    def _send_injected(self) -> None:
+        assert self.log is not None
+        while self._injected:
+            frame, d = self._injected.popleft()
+            stamp = time.time_ns()
+            record = self.log.add(frame, stamp)
+            self.forwarded[d] += self.ports[1 - d].send([frame])
+            self.faults.append({"kind": "inject", "qp": None, "psn": None, "record": record,
+                                "direction": DIRECTION_NAMES[d], "time_ns": stamp})
+
+    # --- one IB/RoCE frame ----------------------------------------------------------------
+
+    def _frame(self, d: int, i: int, frame: bytearray, stamp: int, cols: dict[str, np.ndarray],
+               kind: int, tx: int, sends: list[bytes], back: list[bytes]) -> None:
+        assert self.log is not None
+        opcode = int(cols["bth.opcode"][i])
+        qpn = int(cols["bth.destqp"][i])
+        psn = int(cols["bth.psn"][i])
+        conn = self.state.connection_of(d, kind, qpn)
+        dropped, copies, hold = False, 0, None
+        fired: list[tuple[Rule, dict[str, Any]]] = []
+        forged: list[tuple[bytes, dict[str, Any]]] = []
+        for rule in self.plan.rules:
+            if rule.spent() or not self._selects(rule, d, kind, opcode, qpn, psn, tx, conn):
+                continue
+            rule.matched += 1
+            if rule.nth is not None and rule.matched != rule.nth:
+                continue
+            if rule.rate is not None and self.rng.random() >= rule.rate:
+                continue
+            entry = {"kind": rule.kind, "qp": None if conn is None else conn.index,
+                     "psn": psn, "record": None, "direction": DIRECTION_NAMES[d],
+                     "opcode": _opcode_name(opcode), "qpn": qpn, "tx": tx,
+                     "rule": rule.text, "time_ns": stamp}
+            if not self._act(rule, entry, d, i, frame, cols, conn, psn, forged):
+                continue
+            rule.fired += 1
+            fired.append((rule, entry))
+            if rule.kind in ("drop", "lose_ack", "rnr"):
+                dropped = True
+            elif rule.kind == "dup":
+                copies += rule.copies
+            elif rule.kind in ("delay", "reorder"):
+                hold = rule
+            if dropped:
+                break
+        outgoing: list[bytes] = [bytes(frame)]
+        if not dropped and self.hook is not None:
+            replaced = self.hook(bytes(frame), d, self.state)
+            if replaced is not None:
+                outgoing = [bytes(f) for f in replaced]
+                self.faults.append({"kind": "hook", "qp": None if conn is None else conn.index,
+                                    "psn": psn, "record": None, "direction":
+                                    DIRECTION_NAMES[d], "frames": len(outgoing),
+                                    "time_ns": stamp})
+                fired.append((Rule("hook"), self.faults.pop()))
+        record = self.log.add(outgoing[0] if outgoing and not dropped else frame, stamp)
+        records = [record]
+        if dropped:
+            self.dropped += 1
+        else:
+            for extra in outgoing[1:]:
+                records.append(self.log.add(extra, time.time_ns()))
+            dups = [outgoing[0]] * copies if outgoing else []
+            for copy in dups:
+                records.append(self.log.add(copy, time.time_ns()))
+            everything = outgoing + dups
+            if hold is not None and everything:
+                entry = next(e for r, e in fired if r is hold)
+                due = (time.time_ns() + hold.us * 1000 if hold.kind == "delay"
+                       else time.time_ns() + REORDER_WAIT_NS)
+                for f in everything:
+                    self._held.append(_Held(f, d, due, hold.by if hold.kind == "reorder"
+                                            else 0, entry))
+            else:
+                for f in everything:
+                    sends.append(f)
+                    self._after_send(d, sends)
+        for rule, entry in fired:
+            entry["record"] = record
+            if rule.kind == "dup":
+                entry["records"] = records
+        for f, entry in forged:
+            entry["trigger"] = record
+            entry["record"] = self.log.add(f, time.time_ns())
+            back.append(f)
+        self.faults.extend(entry for _, entry in fired)
+
+    def _selects(self, rule: Rule, d: int, kind: int, opcode: int, qpn: int, psn: int,
+                 tx: int, conn: Any) -> bool:
+        if rule.opcode is not None:
+            if opcode != rule.opcode:
+                return False
+        elif rule.kind in ANSWER_KINDS:
+            if kind not in ANSWERS:
+                return False
+        elif rule.kind in READ_RESPONSE_KINDS:
+            if kind != READ_RESP:
+                return False
+        elif kind != REQUEST:
+            return False
+        if rule.direction is not None and rule.direction != d:
+            return False
+        if rule.qp is not None and (conn is None or conn.index != rule.qp):
+            return False
+        if rule.qpn is not None and (conn.qpn if conn is not None else qpn) != rule.qpn:
+            return False
+        if rule.psn is not None and (conn is None or conn.psn_offset(psn) != rule.psn):
+            return False
+        if rule.psn_abs is not None and psn != rule.psn_abs:
+            return False
+        want = rule.transmission()
+        return not want or tx == want
+
+    def _act(self, rule: Rule, entry: dict[str, Any], d: int, i: int, frame: bytearray,
+             cols: dict[str, np.ndarray], conn: Any, psn: int,
+             forged: list[tuple[bytes, dict[str, Any]]]) -> bool:
+        """Applies the edit of ``rule`` to ``frame`` (or prepares its forged packet); False
+        when it cannot apply to this frame (the reason noted)."""
+        kind = rule.kind
+        if kind == "corrupt":
+            at = int(cols["offset.icrc"][i])
+            if at < 0:
+                return self._note(rule, "the frame has no ICRC")
+            forge.corrupt(frame, at)
+        elif kind in ("ecn", "ecn_resp"):
+            at = int(cols["offset.network"][i])
+            if at < 0 or not forge.mark_ce(frame, at):
+                return self._note(rule, "ECN marks are RoCEv2's (IP): not this frame's")
+        elif kind == "delay":
+            entry["us"] = rule.us
+        elif kind == "reorder":
+            entry["by"] = rule.by
+        elif kind == "dup":
+            entry["copies"] = rule.copies
+        elif kind in ("nak", "rnr", "cnp"):
+            if conn is None or conn.peer_qpn is None:
+                return self._note(rule, "the requester's QPN is not known yet (no answer "
+                                  "nor CM exchange seen)")
+            if kind == "cnp":
+                packet = forge.forged_cnp(conn)
+            elif kind == "rnr":
+                packet = forge.forged_nak(conn, psn, rule.timer, rnr=True)
+                entry["timer"] = rule.timer
+            else:
+                packet = forge.forged_nak(conn, psn, NAK_CODES[rule.code])
+                entry["code"] = rule.code
+            entry["peer_qpn"] = conn.peer_qpn
+            entry["msn"] = conn.msn or 0
+            forged.append((packet, entry))
+        return True
+
+    def _note(self, rule: Rule, why: str) -> bool:
+        note = f"{rule.kind} {rule.text!r}: a matching frame was left alone: {why}"
+        if note not in self.notes:
+            self.notes.append(note)
+        return False
+
+    # --- the end ------------------------------------------------------------------------------
+
+    def _finish(self, finished: bool) -> None:
+        assert self.log is not None
+        manifest = Manifest(self)
+        self.manifest = manifest.build()
+        try:
+            self.log.close()
+        except BaseException:
+            self.log.abort()
+            raise
+        if self.manifest_path:
+            manifest.write(self.manifest_path, self.manifest)
+
+
+class _Frames:
+    """Frame ``i`` of a batch as bytes, on demand (what ``LiveState.feed`` keeps)."""
+
+    def __init__(self, batch: Batch) -> None:
+        self.batch = batch
+
+    def __getitem__(self, i: int) -> bytes:
+        return bytes(self.batch.frame(int(i)))
+
+
+def _opcode_name(opcode: int) -> str:
+    from ibwire.tables import opcodes
+
+    op = opcodes().get(opcode)
+    return op.name if op is not None else f"0x{opcode:02x}"

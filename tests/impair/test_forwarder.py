@@ -1,0 +1,144 @@
+"""``ibwire impair`` as a program and a forwarder of ordinary traffic: the refusals, a clean
+stop on SIGTERM, and the TCP of two real sockets through it (checksums left to offload by
+veth completed). Root, in namespaces the tests make (skipped else)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ibwire.pcap import read_capture
+from tests.impair.lab import ADDRESSES, Lab, Running, need_root
+from tests.impair.test_faults import conversation
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[Lab]:
+    need_root()
+    made = Lab()
+    try:
+        made.make()
+        yield made
+    finally:
+        made.remove()
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["-i", "fa", "-i", "fa"], "-i fa given twice"),
+    (["-i", "fa", "-i", "nosuch0"], "nosuch0: no such interface"),
+    (["-i", "fa"], "give two interfaces"),
+    (["-i", "fa", "-i", "fdown"], "fdown: interface is down"),
+    (["-i", "fa", "-i", "fb", "--drop", "qp=zz"], "drop SPEC 'qp=zz'"),
+    (["-i", "fa", "-i", "fb", "--rnr", "timer=40"], "RNR timer code is 5 bits"),
+])
+def test_refusals_are_one_line(lab: Lab, argv: list[str], says: str) -> None:
+    lab.ip("f", "ip", "link", "add", "fdown", "type", "veth", "peer", "name", "fdown2")
+    try:
+        proc = lab.command("impair", *argv)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        lab.ip("f", "ip", "link", "del", "fdown")
+    assert proc.returncode == 2
+    assert err.count("\n") == 1 and says in err, err
+
+
+def test_refuses_the_default_route_interface_unless_forced(lab: Lab) -> None:
+    lab.ip("f", "ip", "addr", "add", "10.78.0.1/24", "dev", "fb")
+    lab.ip("f", "ip", "route", "add", "default", "via", "10.78.0.2")
+    try:
+        proc = lab.command("impair", "-i", "fa", "-i", "fb", "--duration", "0.2",
+                           "--no-progress")
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 2 and "fb carries this host's default route" in err
+        proc = lab.command("impair", "-i", "fa", "-i", "fb", "--duration", "0.2",
+                           "--no-progress", "--force")
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    finally:
+        lab.ip("f", "ip", "route", "del", "default")
+        lab.ip("f", "ip", "addr", "del", "10.78.0.1/24", "dev", "fb")
+
+
+def test_sigterm_ends_it_with_capture_and_manifest_complete(lab: Lab, tmp_path: Path) -> None:
+    capture, manifest = tmp_path / "c.pcap", tmp_path / "m.json"
+    proc = lab.command("impair", "-i", "fa", "-i", "fb", "-w", str(capture), "--manifest",
+                       str(manifest), "--drop", "qp=0,psn=2")
+    time.sleep(2.5)  # the interpreter and numpy start
+    a = lab.raw("a")
+    frames = [f for side, f in conversation() if side == "a"]
+    for f in frames:
+        a.send(f)
+        time.sleep(0.002)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    a.close()
+    assert proc.returncode == 0, err
+    records = list(read_capture(str(capture)))
+    assert len(records) == len(frames)
+    m = json.loads(manifest.read_text())
+    assert m["records"] == len(frames) and [f["kind"] for f in m["faults"]] == ["drop"]
+    assert f"{capture}: {len(frames)} records written" in out
+    assert "1 faults applied" in err
+
+
+def _in(lab: Lab, side: str, work: object) -> threading.Thread:
+    def run() -> None:
+        with lab.inside(side):
+            work()  # type: ignore[operator]
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_tcp_through_it_with_checksums_left_to_offload(lab: Lab, tmp_path: Path) -> None:
+    """veth leaves a local socket's TCP checksum to offload (CHECKSUM_PARTIAL): the
+    forwarder reads TP_STATUS_CSUMNOTREADY and must fill it in, or B's stack drops every
+    segment and the connection never opens."""
+    echoed: list[bytes] = []
+    ready = threading.Event()
+    payload = bytes(range(256)) * 64
+
+    def server() -> None:
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((ADDRESSES["b"], 7777))
+            s.listen()
+            s.settimeout(10)
+            ready.set()
+            conn, _ = s.accept()
+            with conn:
+                got = b""
+                while len(got) < len(payload):
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    got += chunk
+                conn.sendall(got)
+
+    def client() -> None:
+        ready.wait(5)
+        with socket.create_connection((ADDRESSES["b"], 7777), timeout=5) as c:
+            c.sendall(payload)
+            got = b""
+            while len(got) < len(payload):
+                chunk = c.recv(65536)
+                if not chunk:
+                    break
+                got += chunk
+            echoed.append(got)
+
+    forwarder = lab.forwarder([], capture=str(tmp_path / "tcp.pcap"))
+    with Running(forwarder) as running:
+        threads = [_in(lab, "b", server), _in(lab, "a", client)]
+        for t in threads:
+            t.join(15)
+    assert echoed == [payload]
+    assert running.manifest["checksums_completed"] > 0

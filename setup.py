@@ -30,6 +30,7 @@ EXTENSIONS = [
     ("ibwire.scan._text", ["src/ibwire/scan/_text.pyx"]),
     ("ibwire.rewrite._kernel", ["src/ibwire/rewrite/_kernel.pyx", "src/ibwire/crc/kernel.c"]),
     ("ibwire.analysis._streams", ["src/ibwire/analysis/_streams.pyx"]),
+    ("ibwire.impair._fast", ["src/ibwire/impair/_fast.pyx", "src/ibwire/impair/relay.c"]),
 ]
 
 
@@ -81,7 +82,7 @@ def extensions() -> list[Extension]:
                      "src/ibwire/pcap/pcapng_walk.h", "src/ibwire/pcap/filemap.h", "src/ibwire/pcap/sequential.h",
                      *(f"src/ibwire/rewrite/_kernel_{p}.pxi" for p in ("bytes", "plan", "icrc"))],
             include_dirs=[numpy.get_include(), "src/ibwire/crc", "src/ibwire/scan",
-                          "src/ibwire/pcap"],
+                          "src/ibwire/pcap", "src/ibwire/impair"],
             extra_compile_args=os.environ.get("IBWIRE_CFLAGS", "-O3").split(),
             extra_link_args=os.environ.get("IBWIRE_LDFLAGS", "").split(),
         ))

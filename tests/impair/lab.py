@@ -42,7 +42,8 @@ def _setns(fd: int) -> None:
 
 
 class Lab:
-    def __init__(self) -> None:
+    def __init__(self, fast: bool = True) -> None:
+        self.fast = fast
         tag = os.getpid()
         self.ns = {"a": f"ibwimp-a-{tag}", "b": f"ibwimp-b-{tag}", "f": f"ibwimp-f-{tag}"}
 
@@ -102,7 +103,7 @@ class Lab:
         from ibwire.impair import Forwarder
 
         with self.inside("f"):
-            return Forwarder("fa", "fb", *args, **kw)
+            return Forwarder("fa", "fb", *args, fast=self.fast, **kw)
 
     def command(self, *argv: str, **kw: Any) -> subprocess.Popen[str]:
         env = {**os.environ, "PYTHONPATH": str(SRC)}

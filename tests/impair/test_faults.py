@@ -8,6 +8,7 @@ one every 2 ms, in gen's order.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 
 from ibwire.dissect import parse
 from ibwire.gen import QpSpec, Scenario, generate
+from ibwire.impair import _io
 from ibwire.pcap import read_capture
 from ibwire.rewrite.checksum import ones_sum
 from tests.impair.lab import Lab, Running, drain, need_root
@@ -28,15 +30,26 @@ REQUESTER_MAC = bytes.fromhex("020000000001")
 ACK_SYNDROME_PSN_SEQ_ERR = 0x60
 
 
-@pytest.fixture(scope="module")
-def lab() -> Iterator[Lab]:
+@pytest.fixture(scope="module", params=["c", "python"])
+def lab(request: pytest.FixtureRequest) -> Iterator[Lab]:
+    """The namespaces; the forwarder reads and sends with the compiled fast path ("c",
+    where built) or one frame per system call ("python")."""
     need_root()
-    made = Lab()
+    if request.param == "c" and _io.fast is None:
+        pytest.skip("the compiled fast path is not built")
+    made = Lab(fast=request.param == "c")
     try:
         made.make()
         yield made
     finally:
         made.remove()
+
+
+def test_fast_path_loaded() -> None:
+    if os.environ.get("IBWIRE_NO_EXTENSIONS") == "1":
+        assert _io.implementation == "python"
+    else:
+        assert _io.implementation == "c", "ibwire.impair._fast did not load"
 
 
 def conversation() -> list[tuple[str, bytes]]:

@@ -11,6 +11,7 @@ meets half a capture; without a path the records are only counted.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from ibwire.pcap.writer import PcapWriter
@@ -39,7 +40,7 @@ class CaptureLog:
             return first
         from ibwire.impair import _io
 
-        if _io.pack_records is not None:
+        if _io.pack_records is not None and sys.byteorder == "little":
             block, longest = _io.pack_records(data, offsets, lengths, stamps)
             self.writer.write_prepared(block, len(lengths), longest)
             self.records += len(lengths)

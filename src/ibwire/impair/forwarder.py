@@ -58,13 +58,14 @@ class Forwarder:
     as is), ``[]`` (drop) or frames to send instead, in order, the same direction;
     ``capture``: path of the pcap of what crossed; ``manifest``: path of the JSON manifest.
     The sockets are opened here (the refusals are raised here); :meth:`run` forwards until
-    ``duration`` seconds, ``count`` frames arrived or :meth:`stop`."""
+    ``duration`` seconds, ``count`` frames arrived or :meth:`stop`. ``fast=False`` reads and
+    sends one frame per system call even where the compiled fast path is built."""
 
     def __init__(self, iface_a: str, iface_b: str, plan: Plan | Sequence[tuple[str, str]] | None
                  = None, hook: Hook | None = None, capture: str | None = None,
                  manifest: str | None = None, *, force: bool = False,
-                 progress: Callable[[Forwarder], None] | None = None, batch: int = BATCH
-                 ) -> None:
+                 progress: Callable[[Forwarder], None] | None = None, batch: int = BATCH,
+                 fast: bool = True) -> None:
         check_ports(iface_a, iface_b, force)
         self.plan = plan if isinstance(plan, Plan) else Plan.of(list(plan or ()))
         self.hook = hook
@@ -87,9 +88,9 @@ class Forwarder:
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
-        self.ports = [Port(iface_a)]
+        self.ports = [Port(iface_a, batch, fast)]
         try:
-            self.ports.append(Port(iface_b))
+            self.ports.append(Port(iface_b, batch, fast))
         except BaseException:
             self.ports[0].close()
             raise
@@ -226,13 +227,7 @@ class Forwarder:
             self.forwarded[1 - d] += self.ports[d].send(back)
 
     def _send_batch(self, out: Port, batch: Batch, d: int) -> None:
-        from ibwire.impair import _io
-
-        if _io.fast is not None:
-            self.forwarded[d] += _io.fast.send_batch(out.fd, batch.data, batch.offsets,
-                                                     batch.lengths)
-        else:
-            self.forwarded[d] += out.send_batch(batch)
+        self.forwarded[d] += out.send_batch(batch)
         if self._held:
             sends: list[bytes] = []
             for _ in range(len(batch)):

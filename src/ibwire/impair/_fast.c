@@ -4,11 +4,11 @@
 {
     "distutils": {
         "depends": [
-            "/tmp/pip-build-env-0fnm1boq/overlay/lib/python3.11/site-packages/numpy/_core/include/numpy/arrayobject.h",
-            "/tmp/pip-build-env-0fnm1boq/overlay/lib/python3.11/site-packages/numpy/_core/include/numpy/arrayscalars.h",
-            "/tmp/pip-build-env-0fnm1boq/overlay/lib/python3.11/site-packages/numpy/_core/include/numpy/ndarrayobject.h",
-            "/tmp/pip-build-env-0fnm1boq/overlay/lib/python3.11/site-packages/numpy/_core/include/numpy/ndarraytypes.h",
-            "/tmp/pip-build-env-0fnm1boq/overlay/lib/python3.11/site-packages/numpy/_core/include/numpy/ufuncobject.h",
+            "/tmp/pip-build-env-e7jn0rzh/overlay/lib/python3.11/site-packages/numpy/_core/include/numpy/arrayobject.h",
+            "/tmp/pip-build-env-e7jn0rzh/overlay/lib/python3.11/site-packages/numpy/_core/include/numpy/arrayscalars.h",
+            "/tmp/pip-build-env-e7jn0rzh/overlay/lib/python3.11/site-packages/numpy/_core/include/numpy/ndarrayobject.h",
+            "/tmp/pip-build-env-e7jn0rzh/overlay/lib/python3.11/site-packages/numpy/_core/include/numpy/ndarraytypes.h",
+            "/tmp/pip-build-env-e7jn0rzh/overlay/lib/python3.11/site-packages/numpy/_core/include/numpy/ufuncobject.h",
             "src/ibwire/crc/crc_simd.h",
             "src/ibwire/crc/crc_tables.h",
             "src/ibwire/crc/kernel.h",
@@ -27,7 +27,7 @@
         ],
         "include_dirs": [
             "src/ibwire/impair",
-            "/tmp/pip-build-env-0fnm1boq/overlay/lib/python3.11/site-packages/numpy/_core/include",
+            "/tmp/pip-build-env-e7jn0rzh/overlay/lib/python3.11/site-packages/numpy/_core/include",
             "src/ibwire/crc",
             "src/ibwire/scan",
             "src/ibwire/pcap"
@@ -3376,6 +3376,12 @@ static CYTHON_INLINE __Pyx_memviewslice __Pyx_PyObject_to_MemoryviewSlice_dc_nn_
 static CYTHON_INLINE PyObject *__pyx_memview_get_nn_int64_t(const char *itemp);
 static CYTHON_INLINE int __pyx_memview_set_nn_int64_t(char *itemp, PyObject *obj);
 
+/* ObjectToMemviewSlice.proto */
+static CYTHON_INLINE __Pyx_memviewslice __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int32_t(PyObject *, int writable_flag);
+
+/* ObjectToMemviewSlice.proto */
+static CYTHON_INLINE __Pyx_memviewslice __Pyx_PyObject_to_MemoryviewSlice_dc_nn_uint32_t(PyObject *, int writable_flag);
+
 /* RealImag.proto */
 #if CYTHON_CCOMPLEX
   #ifdef __cplusplus
@@ -3762,6 +3768,8 @@ static PyObject *__pyx_unpickle_Enum__set_state(struct __pyx_MemviewEnum_obj *, 
 static const __Pyx_TypeInfo __Pyx_TypeInfo_nn_uint8_t = { "uint8_t", NULL, sizeof(uint8_t), { 0 }, 0, __PYX_IS_UNSIGNED(uint8_t) ? 'U' : 'I', __PYX_IS_UNSIGNED(uint8_t), 0 };
 static const __Pyx_TypeInfo __Pyx_TypeInfo_nn_int64_t = { "int64_t", NULL, sizeof(int64_t), { 0 }, 0, __PYX_IS_UNSIGNED(int64_t) ? 'U' : 'I', __PYX_IS_UNSIGNED(int64_t), 0 };
 static const __Pyx_TypeInfo __Pyx_TypeInfo_nn_uint8_t__const__ = { "const uint8_t", NULL, sizeof(uint8_t const ), { 0 }, 0, __PYX_IS_UNSIGNED(uint8_t const ) ? 'U' : 'I', __PYX_IS_UNSIGNED(uint8_t const ), 0 };
+static const __Pyx_TypeInfo __Pyx_TypeInfo_nn_int32_t = { "int32_t", NULL, sizeof(int32_t), { 0 }, 0, __PYX_IS_UNSIGNED(int32_t) ? 'U' : 'I', __PYX_IS_UNSIGNED(int32_t), 0 };
+static const __Pyx_TypeInfo __Pyx_TypeInfo_nn_uint32_t = { "uint32_t", NULL, sizeof(uint32_t), { 0 }, 0, __PYX_IS_UNSIGNED(uint32_t) ? 'U' : 'I', __PYX_IS_UNSIGNED(uint32_t), 0 };
 /* #### Code section: before_global_var ### */
 #define __Pyx_MODULE_NAME "ibwire.impair._fast"
 extern int __pyx_module_is_main_ibwire__impair___fast;
@@ -3835,6 +3843,7 @@ static PyObject *__pyx_pf_15View_dot_MemoryView___pyx_unpickle_Enum(CYTHON_UNUSE
 static PyObject *__pyx_pf_6ibwire_6impair_5_fast_receive(CYTHON_UNUSED PyObject *__pyx_self, int __pyx_v_fd, __Pyx_memviewslice __pyx_v_buffer, int64_t __pyx_v_slot, int __pyx_v_most, __Pyx_memviewslice __pyx_v_offsets, __Pyx_memviewslice __pyx_v_lengths, __Pyx_memviewslice __pyx_v_stamps, __Pyx_memviewslice __pyx_v_csum); /* proto */
 static PyObject *__pyx_pf_6ibwire_6impair_5_fast_2send_batch(CYTHON_UNUSED PyObject *__pyx_self, int __pyx_v_fd, PyObject *__pyx_v_data, __Pyx_memviewslice __pyx_v_offsets, __Pyx_memviewslice __pyx_v_lengths); /* proto */
 static PyObject *__pyx_pf_6ibwire_6impair_5_fast_4pack_records(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_data, __Pyx_memviewslice __pyx_v_offsets, __Pyx_memviewslice __pyx_v_lengths, __Pyx_memviewslice __pyx_v_stamps); /* proto */
+static PyObject *__pyx_pf_6ibwire_6impair_5_fast_6classify(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_data, __Pyx_memviewslice __pyx_v_offsets, __Pyx_memviewslice __pyx_v_lengths); /* proto */
 static PyObject *__pyx_tp_new__initialisation_array(PyObject *o, 
 #if CYTHON_VECTORCALL_TPNEW
     PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
@@ -3985,8 +3994,8 @@ namespace {
     __Pyx_CachedCFunction __pyx_umethod_PyDict_Type_values;
     PyObject *__pyx_slice[1];
     PyObject *__pyx_tuple[3];
-    PyObject *__pyx_codeobj_tab[3];
-    PyObject *__pyx_string_tab[130];
+    PyObject *__pyx_codeobj_tab[4];
+    PyObject *__pyx_string_tab[162];
     PyObject *__pyx_number_tab[4];
 /* #### Code section: module_state_contents ### */
 /* PyFrozenDict.module_state_decls */
@@ -4053,119 +4062,151 @@ static __pyx_mstatetype * const __pyx_mstate_global = &__pyx_mstate_global_stati
 #define __pyx_kp_u_Invalid_shape_in_axis __pyx_string_tab[14]
 #define __pyx_kp_u_Note_that_Cython_is_deliberately __pyx_string_tab[15]
 #define __pyx_kp_u_add_note __pyx_string_tab[16]
-#define __pyx_kp_u_buffer_or_arrays_too_small_for_t __pyx_string_tab[17]
-#define __pyx_kp_u_collections_abc __pyx_string_tab[18]
-#define __pyx_kp_u_disable __pyx_string_tab[19]
-#define __pyx_kp_u_enable __pyx_string_tab[20]
-#define __pyx_kp_u_gc __pyx_string_tab[21]
-#define __pyx_kp_u_isenabled __pyx_string_tab[22]
-#define __pyx_kp_u_no_default___reduce___due_to_non __pyx_string_tab[23]
-#define __pyx_kp_u_numpy__core_multiarray_failed_to __pyx_string_tab[24]
-#define __pyx_kp_u_numpy__core_umath_failed_to_impo __pyx_string_tab[25]
-#define __pyx_kp_u_src_ibwire_impair__fast_pyx __pyx_string_tab[26]
-#define __pyx_kp_u_unable_to_allocate_array_data __pyx_string_tab[27]
-#define __pyx_kp_u_unable_to_allocate_shape_and_str __pyx_string_tab[28]
-#define __pyx_n_u_ASCII __pyx_string_tab[29]
-#define __pyx_n_u_Ellipsis __pyx_string_tab[30]
-#define __pyx_n_u_MOST __pyx_string_tab[31]
-#define __pyx_n_u_Sequence __pyx_string_tab[32]
-#define __pyx_n_u_View_MemoryView __pyx_string_tab[33]
-#define __pyx_n_u_Pyx_PyDict_NextRef __pyx_string_tab[34]
-#define __pyx_n_u_annotate __pyx_string_tab[35]
-#define __pyx_n_u_class __pyx_string_tab[36]
-#define __pyx_n_u_class_getitem __pyx_string_tab[37]
-#define __pyx_n_u_dict __pyx_string_tab[38]
-#define __pyx_n_u_func __pyx_string_tab[39]
-#define __pyx_n_u_getstate __pyx_string_tab[40]
-#define __pyx_n_u_import __pyx_string_tab[41]
-#define __pyx_n_u_main __pyx_string_tab[42]
-#define __pyx_n_u_module __pyx_string_tab[43]
-#define __pyx_n_u_name_2 __pyx_string_tab[44]
-#define __pyx_n_u_new __pyx_string_tab[45]
-#define __pyx_n_u_pyx_checksum __pyx_string_tab[46]
-#define __pyx_n_u_pyx_state __pyx_string_tab[47]
-#define __pyx_n_u_pyx_type __pyx_string_tab[48]
-#define __pyx_n_u_pyx_unpickle_Enum __pyx_string_tab[49]
-#define __pyx_n_u_pyx_vtable __pyx_string_tab[50]
-#define __pyx_n_u_qualname __pyx_string_tab[51]
-#define __pyx_n_u_reduce __pyx_string_tab[52]
-#define __pyx_n_u_reduce_cython __pyx_string_tab[53]
-#define __pyx_n_u_reduce_ex __pyx_string_tab[54]
-#define __pyx_n_u_set_name __pyx_string_tab[55]
-#define __pyx_n_u_setstate __pyx_string_tab[56]
-#define __pyx_n_u_setstate_cython __pyx_string_tab[57]
-#define __pyx_n_u_test __pyx_string_tab[58]
-#define __pyx_n_u_is_coroutine __pyx_string_tab[59]
-#define __pyx_n_u_abc __pyx_string_tab[60]
-#define __pyx_n_u_allocate_buffer __pyx_string_tab[61]
-#define __pyx_n_u_asarray __pyx_string_tab[62]
-#define __pyx_n_u_asyncio_coroutines __pyx_string_tab[63]
-#define __pyx_n_u_base __pyx_string_tab[64]
-#define __pyx_n_u_buf __pyx_string_tab[65]
-#define __pyx_n_u_buffer __pyx_string_tab[66]
-#define __pyx_n_u_c __pyx_string_tab[67]
-#define __pyx_n_u_cline_in_traceback __pyx_string_tab[68]
-#define __pyx_n_u_count __pyx_string_tab[69]
-#define __pyx_n_u_csum __pyx_string_tab[70]
-#define __pyx_n_u_data __pyx_string_tab[71]
-#define __pyx_n_u_dtype_is_object __pyx_string_tab[72]
-#define __pyx_n_u_empty __pyx_string_tab[73]
-#define __pyx_n_u_encode __pyx_string_tab[74]
-#define __pyx_n_u_enumerate __pyx_string_tab[75]
-#define __pyx_n_u_error __pyx_string_tab[76]
-#define __pyx_n_u_failed __pyx_string_tab[77]
-#define __pyx_n_u_fd __pyx_string_tab[78]
-#define __pyx_n_u_flags __pyx_string_tab[79]
-#define __pyx_n_u_format __pyx_string_tab[80]
-#define __pyx_n_u_fortran __pyx_string_tab[81]
-#define __pyx_n_u_ibwire_impair__fast __pyx_string_tab[82]
-#define __pyx_n_u_id __pyx_string_tab[83]
-#define __pyx_n_u_index __pyx_string_tab[84]
-#define __pyx_n_u_items __pyx_string_tab[85]
-#define __pyx_n_u_itemsize __pyx_string_tab[86]
-#define __pyx_n_u_lengths __pyx_string_tab[87]
-#define __pyx_n_u_max __pyx_string_tab[88]
-#define __pyx_n_u_memview __pyx_string_tab[89]
-#define __pyx_n_u_mode __pyx_string_tab[90]
-#define __pyx_n_u_most __pyx_string_tab[91]
-#define __pyx_n_u_n __pyx_string_tab[92]
-#define __pyx_n_u_name __pyx_string_tab[93]
-#define __pyx_n_u_ndim __pyx_string_tab[94]
-#define __pyx_n_u_np __pyx_string_tab[95]
-#define __pyx_n_u_numpy __pyx_string_tab[96]
-#define __pyx_n_u_o __pyx_string_tab[97]
-#define __pyx_n_u_obj __pyx_string_tab[98]
-#define __pyx_n_u_offsets __pyx_string_tab[99]
-#define __pyx_n_u_out __pyx_string_tab[100]
-#define __pyx_n_u_pack __pyx_string_tab[101]
-#define __pyx_n_u_pack_records __pyx_string_tab[102]
-#define __pyx_n_u_pop __pyx_string_tab[103]
-#define __pyx_n_u_receive __pyx_string_tab[104]
-#define __pyx_n_u_recvmmsg __pyx_string_tab[105]
-#define __pyx_n_u_register __pyx_string_tab[106]
-#define __pyx_n_u_send_batch __pyx_string_tab[107]
-#define __pyx_n_u_sent __pyx_string_tab[108]
-#define __pyx_n_u_setdefault __pyx_string_tab[109]
-#define __pyx_n_u_shape __pyx_string_tab[110]
-#define __pyx_n_u_size __pyx_string_tab[111]
-#define __pyx_n_u_slot __pyx_string_tab[112]
-#define __pyx_n_u_stamps __pyx_string_tab[113]
-#define __pyx_n_u_start __pyx_string_tab[114]
-#define __pyx_n_u_step __pyx_string_tab[115]
-#define __pyx_n_u_stop __pyx_string_tab[116]
-#define __pyx_n_u_struct __pyx_string_tab[117]
-#define __pyx_n_u_sum __pyx_string_tab[118]
-#define __pyx_n_u_total __pyx_string_tab[119]
-#define __pyx_n_u_uint8 __pyx_string_tab[120]
-#define __pyx_n_u_unpack __pyx_string_tab[121]
-#define __pyx_n_u_update __pyx_string_tab[122]
-#define __pyx_n_u_values __pyx_string_tab[123]
-#define __pyx_n_u_x __pyx_string_tab[124]
-#define __pyx_kp_b__5 __pyx_string_tab[125]
-#define __pyx_n_b_O __pyx_string_tab[126]
-#define __pyx_kp_b_iso88591_WF_1_vS_uA_Cq_84t2S_F_7_A_1Cq_A __pyx_string_tab[127]
-#define __pyx_kp_b_iso88591_j_7_vS_q_z_as_4q_q_AWAT_1 __pyx_string_tab[128]
-#define __pyx_kp_b_iso88591_uBe3fF_3b_RuCwfAS_j_M_avQd_awat __pyx_string_tab[129]
+#define __pyx_kp_u_aeth_msn __pyx_string_tab[17]
+#define __pyx_kp_u_aeth_syndrome __pyx_string_tab[18]
+#define __pyx_kp_u_bth_destqp __pyx_string_tab[19]
+#define __pyx_kp_u_bth_opcode __pyx_string_tab[20]
+#define __pyx_kp_u_bth_psn __pyx_string_tab[21]
+#define __pyx_kp_u_buffer_or_arrays_too_small_for_t __pyx_string_tab[22]
+#define __pyx_kp_u_collections_abc __pyx_string_tab[23]
+#define __pyx_kp_u_disable __pyx_string_tab[24]
+#define __pyx_kp_u_enable __pyx_string_tab[25]
+#define __pyx_kp_u_gc __pyx_string_tab[26]
+#define __pyx_kp_u_isenabled __pyx_string_tab[27]
+#define __pyx_kp_u_no_default___reduce___due_to_non __pyx_string_tab[28]
+#define __pyx_kp_u_numpy__core_multiarray_failed_to __pyx_string_tab[29]
+#define __pyx_kp_u_numpy__core_umath_failed_to_impo __pyx_string_tab[30]
+#define __pyx_kp_u_offset_bth __pyx_string_tab[31]
+#define __pyx_kp_u_offset_icrc __pyx_string_tab[32]
+#define __pyx_kp_u_offset_network __pyx_string_tab[33]
+#define __pyx_kp_u_src_ibwire_impair__fast_pyx __pyx_string_tab[34]
+#define __pyx_kp_u_unable_to_allocate_array_data __pyx_string_tab[35]
+#define __pyx_kp_u_unable_to_allocate_shape_and_str __pyx_string_tab[36]
+#define __pyx_n_u_ASCII __pyx_string_tab[37]
+#define __pyx_n_u_Ellipsis __pyx_string_tab[38]
+#define __pyx_n_u_MOST __pyx_string_tab[39]
+#define __pyx_n_u_Sequence __pyx_string_tab[40]
+#define __pyx_n_u_View_MemoryView __pyx_string_tab[41]
+#define __pyx_n_u_Pyx_PyDict_NextRef __pyx_string_tab[42]
+#define __pyx_n_u_annotate __pyx_string_tab[43]
+#define __pyx_n_u_class __pyx_string_tab[44]
+#define __pyx_n_u_class_getitem __pyx_string_tab[45]
+#define __pyx_n_u_dict __pyx_string_tab[46]
+#define __pyx_n_u_func __pyx_string_tab[47]
+#define __pyx_n_u_getstate __pyx_string_tab[48]
+#define __pyx_n_u_import __pyx_string_tab[49]
+#define __pyx_n_u_main __pyx_string_tab[50]
+#define __pyx_n_u_module __pyx_string_tab[51]
+#define __pyx_n_u_name_2 __pyx_string_tab[52]
+#define __pyx_n_u_new __pyx_string_tab[53]
+#define __pyx_n_u_pyx_checksum __pyx_string_tab[54]
+#define __pyx_n_u_pyx_state __pyx_string_tab[55]
+#define __pyx_n_u_pyx_type __pyx_string_tab[56]
+#define __pyx_n_u_pyx_unpickle_Enum __pyx_string_tab[57]
+#define __pyx_n_u_pyx_vtable __pyx_string_tab[58]
+#define __pyx_n_u_qualname __pyx_string_tab[59]
+#define __pyx_n_u_reduce __pyx_string_tab[60]
+#define __pyx_n_u_reduce_cython __pyx_string_tab[61]
+#define __pyx_n_u_reduce_ex __pyx_string_tab[62]
+#define __pyx_n_u_set_name __pyx_string_tab[63]
+#define __pyx_n_u_setstate __pyx_string_tab[64]
+#define __pyx_n_u_setstate_cython __pyx_string_tab[65]
+#define __pyx_n_u_test __pyx_string_tab[66]
+#define __pyx_n_u_is_coroutine __pyx_string_tab[67]
+#define __pyx_n_u_abc __pyx_string_tab[68]
+#define __pyx_n_u_allocate_buffer __pyx_string_tab[69]
+#define __pyx_n_u_asarray __pyx_string_tab[70]
+#define __pyx_n_u_asyncio_coroutines __pyx_string_tab[71]
+#define __pyx_n_u_base __pyx_string_tab[72]
+#define __pyx_n_u_bth __pyx_string_tab[73]
+#define __pyx_n_u_buf __pyx_string_tab[74]
+#define __pyx_n_u_buffer __pyx_string_tab[75]
+#define __pyx_n_u_c __pyx_string_tab[76]
+#define __pyx_n_u_classify __pyx_string_tab[77]
+#define __pyx_n_u_cline_in_traceback __pyx_string_tab[78]
+#define __pyx_n_u_count __pyx_string_tab[79]
+#define __pyx_n_u_csum __pyx_string_tab[80]
+#define __pyx_n_u_data __pyx_string_tab[81]
+#define __pyx_n_u_destqp __pyx_string_tab[82]
+#define __pyx_n_u_dtype_is_object __pyx_string_tab[83]
+#define __pyx_n_u_empty __pyx_string_tab[84]
+#define __pyx_n_u_encode __pyx_string_tab[85]
+#define __pyx_n_u_enumerate __pyx_string_tab[86]
+#define __pyx_n_u_error __pyx_string_tab[87]
+#define __pyx_n_u_failed __pyx_string_tab[88]
+#define __pyx_n_u_fd __pyx_string_tab[89]
+#define __pyx_n_u_flags __pyx_string_tab[90]
+#define __pyx_n_u_format __pyx_string_tab[91]
+#define __pyx_n_u_fortran __pyx_string_tab[92]
+#define __pyx_n_u_ib __pyx_string_tab[93]
+#define __pyx_n_u_ibwire_impair__fast __pyx_string_tab[94]
+#define __pyx_n_u_icrc __pyx_string_tab[95]
+#define __pyx_n_u_id __pyx_string_tab[96]
+#define __pyx_n_u_index __pyx_string_tab[97]
+#define __pyx_n_u_int32 __pyx_string_tab[98]
+#define __pyx_n_u_items __pyx_string_tab[99]
+#define __pyx_n_u_itemsize __pyx_string_tab[100]
+#define __pyx_n_u_lengths __pyx_string_tab[101]
+#define __pyx_n_u_max __pyx_string_tab[102]
+#define __pyx_n_u_memview __pyx_string_tab[103]
+#define __pyx_n_u_mode __pyx_string_tab[104]
+#define __pyx_n_u_most __pyx_string_tab[105]
+#define __pyx_n_u_msn __pyx_string_tab[106]
+#define __pyx_n_u_n __pyx_string_tab[107]
+#define __pyx_n_u_name __pyx_string_tab[108]
+#define __pyx_n_u_ndim __pyx_string_tab[109]
+#define __pyx_n_u_network __pyx_string_tab[110]
+#define __pyx_n_u_np __pyx_string_tab[111]
+#define __pyx_n_u_numpy __pyx_string_tab[112]
+#define __pyx_n_u_o __pyx_string_tab[113]
+#define __pyx_n_u_obj __pyx_string_tab[114]
+#define __pyx_n_u_offsets __pyx_string_tab[115]
+#define __pyx_n_u_opcode __pyx_string_tab[116]
+#define __pyx_n_u_out __pyx_string_tab[117]
+#define __pyx_n_u_pack __pyx_string_tab[118]
+#define __pyx_n_u_pack_records __pyx_string_tab[119]
+#define __pyx_n_u_pop __pyx_string_tab[120]
+#define __pyx_n_u_psn __pyx_string_tab[121]
+#define __pyx_n_u_receive __pyx_string_tab[122]
+#define __pyx_n_u_recvmmsg __pyx_string_tab[123]
+#define __pyx_n_u_register __pyx_string_tab[124]
+#define __pyx_n_u_send_batch __pyx_string_tab[125]
+#define __pyx_n_u_sent __pyx_string_tab[126]
+#define __pyx_n_u_setdefault __pyx_string_tab[127]
+#define __pyx_n_u_shape __pyx_string_tab[128]
+#define __pyx_n_u_size __pyx_string_tab[129]
+#define __pyx_n_u_slot __pyx_string_tab[130]
+#define __pyx_n_u_stamps __pyx_string_tab[131]
+#define __pyx_n_u_start __pyx_string_tab[132]
+#define __pyx_n_u_step __pyx_string_tab[133]
+#define __pyx_n_u_stop __pyx_string_tab[134]
+#define __pyx_n_u_struct __pyx_string_tab[135]
+#define __pyx_n_u_sum __pyx_string_tab[136]
+#define __pyx_n_u_syndrome __pyx_string_tab[137]
+#define __pyx_n_u_total __pyx_string_tab[138]
+#define __pyx_n_u_uint32 __pyx_string_tab[139]
+#define __pyx_n_u_uint8 __pyx_string_tab[140]
+#define __pyx_n_u_unpack __pyx_string_tab[141]
+#define __pyx_n_u_update __pyx_string_tab[142]
+#define __pyx_n_u_v_bth __pyx_string_tab[143]
+#define __pyx_n_u_v_ib __pyx_string_tab[144]
+#define __pyx_n_u_v_icrc __pyx_string_tab[145]
+#define __pyx_n_u_v_msn __pyx_string_tab[146]
+#define __pyx_n_u_v_net __pyx_string_tab[147]
+#define __pyx_n_u_v_op __pyx_string_tab[148]
+#define __pyx_n_u_v_psn __pyx_string_tab[149]
+#define __pyx_n_u_v_qp __pyx_string_tab[150]
+#define __pyx_n_u_v_syn __pyx_string_tab[151]
+#define __pyx_n_u_values __pyx_string_tab[152]
+#define __pyx_n_u_view __pyx_string_tab[153]
+#define __pyx_n_u_x __pyx_string_tab[154]
+#define __pyx_n_u_zeros __pyx_string_tab[155]
+#define __pyx_kp_b__5 __pyx_string_tab[156]
+#define __pyx_n_b_O __pyx_string_tab[157]
+#define __pyx_kp_b_iso88591_WF_1_vS_uA_Cq_84t2S_F_7_A_1Cq_A __pyx_string_tab[158]
+#define __pyx_kp_b_iso88591_j_7_vS_q_z_as_4q_q_AWAT_1 __pyx_string_tab[159]
+#define __pyx_kp_b_iso88591_uBe3fF_3b_RuCwfAS_j_M_avQd_awat __pyx_string_tab[160]
+#define __pyx_kp_b_iso88591_aq_6_Rq_b_as_A_F_3b_2V1Cr_RvQc __pyx_string_tab[161]
 #define __pyx_int_0 __pyx_number_tab[0]
 #define __pyx_int_neg_1 __pyx_number_tab[1]
 #define __pyx_int_256 __pyx_number_tab[2]
@@ -4213,8 +4254,8 @@ static CYTHON_SMALL_CODE int __pyx_m_clear(PyObject *m) {
   Py_CLEAR(clear_module_state->__pyx_umethod_PyDict_Type_values.method);
   for (int i=0; i<1; ++i) { Py_CLEAR(clear_module_state->__pyx_slice[i]); }
   for (int i=0; i<3; ++i) { Py_CLEAR(clear_module_state->__pyx_tuple[i]); }
-  for (int i=0; i<3; ++i) { Py_CLEAR(clear_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<130; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<4; ++i) { Py_CLEAR(clear_module_state->__pyx_codeobj_tab[i]); }
+  for (int i=0; i<162; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
   for (int i=0; i<4; ++i) { Py_CLEAR(clear_module_state->__pyx_number_tab[i]); }
 /* #### Code section: module_state_clear_contents ### */
 /* CommonTypesMetaclass.module_state_clear */
@@ -4267,8 +4308,8 @@ static CYTHON_SMALL_CODE int __pyx_m_traverse(PyObject *m, visitproc visit, void
   Py_VISIT(traverse_module_state->__pyx_umethod_PyDict_Type_values.method);
   for (int i=0; i<1; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_slice[i]); }
   for (int i=0; i<3; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_tuple[i]); }
-  for (int i=0; i<3; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<130; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<4; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_codeobj_tab[i]); }
+  for (int i=0; i<162; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
   for (int i=0; i<4; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_number_tab[i]); }
 /* #### Code section: module_state_traverse_contents ### */
 /* CommonTypesMetaclass.module_state_traverse */
@@ -20333,7 +20374,7 @@ static CYTHON_INLINE NPY_DATETIMEUNIT __pyx_f_5numpy_get_datetime64_unit(PyObjec
   return __pyx_r;
 }
 
-/* "ibwire/impair/_fast.pyx":21
+/* "ibwire/impair/_fast.pyx":25
  * 
  * 
  * def receive(int fd, uint8_t[::1] buffer, int64_t slot, int most, int64_t[::1] offsets,             # <<<<<<<<<<<<<<
@@ -20388,81 +20429,81 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_fd,&__pyx_mstate_global->__pyx_n_u_buffer,&__pyx_mstate_global->__pyx_n_u_slot,&__pyx_mstate_global->__pyx_n_u_most,&__pyx_mstate_global->__pyx_n_u_offsets,&__pyx_mstate_global->__pyx_n_u_lengths,&__pyx_mstate_global->__pyx_n_u_stamps,&__pyx_mstate_global->__pyx_n_u_csum,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 21, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 25, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  8:
         values[7] = __Pyx_ArgRef_FASTCALL(__pyx_args, 7);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[7])) __PYX_ERR(0, 21, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[7])) __PYX_ERR(0, 25, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  7:
         values[6] = __Pyx_ArgRef_FASTCALL(__pyx_args, 6);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[6])) __PYX_ERR(0, 21, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[6])) __PYX_ERR(0, 25, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  6:
         values[5] = __Pyx_ArgRef_FASTCALL(__pyx_args, 5);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[5])) __PYX_ERR(0, 21, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[5])) __PYX_ERR(0, 25, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  5:
         values[4] = __Pyx_ArgRef_FASTCALL(__pyx_args, 4);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(0, 21, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(0, 25, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  4:
         values[3] = __Pyx_ArgRef_FASTCALL(__pyx_args, 3);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 21, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 25, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 21, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 25, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 21, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 25, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 21, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 25, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "receive", 0) < (0)) __PYX_ERR(0, 21, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "receive", 0) < (0)) __PYX_ERR(0, 25, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 8; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("receive", 1, 8, 8, i); __PYX_ERR(0, 21, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("receive", 1, 8, 8, i); __PYX_ERR(0, 25, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 8)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 21, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 25, __pyx_L3_error)
       values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 21, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 25, __pyx_L3_error)
       values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 21, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 25, __pyx_L3_error)
       values[3] = __Pyx_ArgRef_FASTCALL(__pyx_args, 3);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 21, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 25, __pyx_L3_error)
       values[4] = __Pyx_ArgRef_FASTCALL(__pyx_args, 4);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(0, 21, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[4])) __PYX_ERR(0, 25, __pyx_L3_error)
       values[5] = __Pyx_ArgRef_FASTCALL(__pyx_args, 5);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[5])) __PYX_ERR(0, 21, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[5])) __PYX_ERR(0, 25, __pyx_L3_error)
       values[6] = __Pyx_ArgRef_FASTCALL(__pyx_args, 6);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[6])) __PYX_ERR(0, 21, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[6])) __PYX_ERR(0, 25, __pyx_L3_error)
       values[7] = __Pyx_ArgRef_FASTCALL(__pyx_args, 7);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[7])) __PYX_ERR(0, 21, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[7])) __PYX_ERR(0, 25, __pyx_L3_error)
     }
-    __pyx_v_fd = __Pyx_PyLong_As_int(values[0]); if (unlikely((__pyx_v_fd == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 21, __pyx_L3_error)
-    __pyx_v_buffer = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_uint8_t(values[1], PyBUF_WRITABLE); if (unlikely(!__pyx_v_buffer.memview)) __PYX_ERR(0, 21, __pyx_L3_error)
-    __pyx_v_slot = __Pyx_PyLong_As_int64_t(values[2]); if (unlikely((__pyx_v_slot == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 21, __pyx_L3_error)
-    __pyx_v_most = __Pyx_PyLong_As_int(values[3]); if (unlikely((__pyx_v_most == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 21, __pyx_L3_error)
-    __pyx_v_offsets = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t(values[4], PyBUF_WRITABLE); if (unlikely(!__pyx_v_offsets.memview)) __PYX_ERR(0, 21, __pyx_L3_error)
-    __pyx_v_lengths = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t(values[5], PyBUF_WRITABLE); if (unlikely(!__pyx_v_lengths.memview)) __PYX_ERR(0, 22, __pyx_L3_error)
-    __pyx_v_stamps = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t(values[6], PyBUF_WRITABLE); if (unlikely(!__pyx_v_stamps.memview)) __PYX_ERR(0, 22, __pyx_L3_error)
-    __pyx_v_csum = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_uint8_t(values[7], PyBUF_WRITABLE); if (unlikely(!__pyx_v_csum.memview)) __PYX_ERR(0, 22, __pyx_L3_error)
+    __pyx_v_fd = __Pyx_PyLong_As_int(values[0]); if (unlikely((__pyx_v_fd == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 25, __pyx_L3_error)
+    __pyx_v_buffer = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_uint8_t(values[1], PyBUF_WRITABLE); if (unlikely(!__pyx_v_buffer.memview)) __PYX_ERR(0, 25, __pyx_L3_error)
+    __pyx_v_slot = __Pyx_PyLong_As_int64_t(values[2]); if (unlikely((__pyx_v_slot == ((int64_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 25, __pyx_L3_error)
+    __pyx_v_most = __Pyx_PyLong_As_int(values[3]); if (unlikely((__pyx_v_most == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 25, __pyx_L3_error)
+    __pyx_v_offsets = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t(values[4], PyBUF_WRITABLE); if (unlikely(!__pyx_v_offsets.memview)) __PYX_ERR(0, 25, __pyx_L3_error)
+    __pyx_v_lengths = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t(values[5], PyBUF_WRITABLE); if (unlikely(!__pyx_v_lengths.memview)) __PYX_ERR(0, 26, __pyx_L3_error)
+    __pyx_v_stamps = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t(values[6], PyBUF_WRITABLE); if (unlikely(!__pyx_v_stamps.memview)) __PYX_ERR(0, 26, __pyx_L3_error)
+    __pyx_v_csum = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_uint8_t(values[7], PyBUF_WRITABLE); if (unlikely(!__pyx_v_csum.memview)) __PYX_ERR(0, 26, __pyx_L3_error)
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("receive", 1, 8, 8, __pyx_nargs); __PYX_ERR(0, 21, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("receive", 1, 8, 8, __pyx_nargs); __PYX_ERR(0, 25, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -20516,18 +20557,18 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_receive(CYTHON_UNUSED PyObject 
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("receive", 0);
 
-  /* "ibwire/impair/_fast.pyx":25
+  /* "ibwire/impair/_fast.pyx":29
  *     """Reads up to ``most`` frames into ``buffer`` (slot ``i`` for frame ``i``); returns how
  *     many, filling their offsets, lengths, arrival times and checksum-not-ready flags."""
  *     if most > MOST or buffer.shape[0] < most * slot or offsets.shape[0] < most:             # <<<<<<<<<<<<<<
  *         raise ValueError("buffer or arrays too small for the batch")
  *     cdef int n
 */
-  __pyx_t_2 = __Pyx_PyLong_From_int(__pyx_v_most); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 25, __pyx_L1_error)
+  __pyx_t_2 = __Pyx_PyLong_From_int(__pyx_v_most); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 29, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_2);
-  __Pyx_GetModuleGlobalName(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_MOST); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 25, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_MOST); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 29, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_3);
-  __pyx_t_4 = __Pyx_PyObject_CompareBoolGt_int_object(__pyx_t_2, __pyx_t_3, Py_GT); if (unlikely((__pyx_t_4 < 0))) __PYX_ERR(0, 25, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_PyObject_CompareBoolGt_int_object(__pyx_t_2, __pyx_t_3, Py_GT); if (unlikely((__pyx_t_4 < 0))) __PYX_ERR(0, 29, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
   if (!__pyx_t_4) {
@@ -20557,7 +20598,7 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_receive(CYTHON_UNUSED PyObject 
   if (unlikely(__pyx_t_1)) {
 
 
-    /* "ibwire/impair/_fast.pyx":26
+    /* "ibwire/impair/_fast.pyx":30
  *     many, filling their offsets, lengths, arrival times and checksum-not-ready flags."""
  *     if most > MOST or buffer.shape[0] < most * slot or offsets.shape[0] < most:
  *         raise ValueError("buffer or arrays too small for the batch")             # <<<<<<<<<<<<<<
@@ -20570,14 +20611,14 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_receive(CYTHON_UNUSED PyObject 
       PyObject *__pyx_callargs[2] = {__pyx_t_2, __pyx_mstate_global->__pyx_kp_u_buffer_or_arrays_too_small_for_t};
       __pyx_t_3 = __Pyx_PyObject_FastCall((PyObject*)(((PyTypeObject*)PyExc_ValueError)), __pyx_callargs+__pyx_t_5, (2-__pyx_t_5) | (__pyx_t_5*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_2); __pyx_t_2 = 0;
-      if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 26, __pyx_L1_error)
+      if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 30, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_3);
     }
     __Pyx_Raise(__pyx_t_3, 0, 0, 0);
     __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
-    __PYX_ERR(0, 26, __pyx_L1_error)
+    __PYX_ERR(0, 30, __pyx_L1_error)
 
-    /* "ibwire/impair/_fast.pyx":25
+    /* "ibwire/impair/_fast.pyx":29
  *     """Reads up to ``most`` frames into ``buffer`` (slot ``i`` for frame ``i``); returns how
  *     many, filling their offsets, lengths, arrival times and checksum-not-ready flags."""
  *     if most > MOST or buffer.shape[0] < most * slot or offsets.shape[0] < most:             # <<<<<<<<<<<<<<
@@ -20586,7 +20627,7 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_receive(CYTHON_UNUSED PyObject 
 */
   }
 
-  /* "ibwire/impair/_fast.pyx":28
+  /* "ibwire/impair/_fast.pyx":32
  *         raise ValueError("buffer or arrays too small for the batch")
  *     cdef int n
  *     with nogil:             # <<<<<<<<<<<<<<
@@ -20599,7 +20640,7 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_receive(CYTHON_UNUSED PyObject 
       __Pyx_FastGIL_Remember();
       /*try:*/ {
 
-        /* "ibwire/impair/_fast.pyx":29
+        /* "ibwire/impair/_fast.pyx":33
  *     cdef int n
  *     with nogil:
  *         n = relay_receive(fd, &buffer[0], slot, most, &offsets[0], &lengths[0], &stamps[0],             # <<<<<<<<<<<<<<
@@ -20611,7 +20652,7 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_receive(CYTHON_UNUSED PyObject 
         __pyx_t_8 = 0;
         __pyx_t_9 = 0;
 
-        /* "ibwire/impair/_fast.pyx":30
+        /* "ibwire/impair/_fast.pyx":34
  *     with nogil:
  *         n = relay_receive(fd, &buffer[0], slot, most, &offsets[0], &lengths[0], &stamps[0],
  *                           &csum[0])             # <<<<<<<<<<<<<<
@@ -20620,7 +20661,7 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_receive(CYTHON_UNUSED PyObject 
 */
         __pyx_t_10 = 0;
 
-        /* "ibwire/impair/_fast.pyx":29
+        /* "ibwire/impair/_fast.pyx":33
  *     cdef int n
  *     with nogil:
  *         n = relay_receive(fd, &buffer[0], slot, most, &offsets[0], &lengths[0], &stamps[0],             # <<<<<<<<<<<<<<
@@ -20630,7 +20671,7 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_receive(CYTHON_UNUSED PyObject 
         __pyx_v_n = relay_receive(__pyx_v_fd, (&(*((uint8_t *) ( /* dim=0 */ ((char *) (((uint8_t *) __pyx_v_buffer.data) + __pyx_t_6)) )))), __pyx_v_slot, __pyx_v_most, (&(*((int64_t *) ( /* dim=0 */ ((char *) (((int64_t *) __pyx_v_offsets.data) + __pyx_t_7)) )))), (&(*((int64_t *) ( /* dim=0 */ ((char *) (((int64_t *) __pyx_v_lengths.data) + __pyx_t_8)) )))), (&(*((int64_t *) ( /* dim=0 */ ((char *) (((int64_t *) __pyx_v_stamps.data) + __pyx_t_9)) )))), (&(*((uint8_t *) ( /* dim=0 */ ((char *) (((uint8_t *) __pyx_v_csum.data) + __pyx_t_10)) )))));
       }
 
-      /* "ibwire/impair/_fast.pyx":28
+      /* "ibwire/impair/_fast.pyx":32
  *         raise ValueError("buffer or arrays too small for the batch")
  *     cdef int n
  *     with nogil:             # <<<<<<<<<<<<<<
@@ -20647,7 +20688,7 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_receive(CYTHON_UNUSED PyObject 
       }
   }
 
-  /* "ibwire/impair/_fast.pyx":31
+  /* "ibwire/impair/_fast.pyx":35
  *         n = relay_receive(fd, &buffer[0], slot, most, &offsets[0], &lengths[0], &stamps[0],
  *                           &csum[0])
  *     if n < 0:             # <<<<<<<<<<<<<<
@@ -20659,7 +20700,7 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_receive(CYTHON_UNUSED PyObject 
   if (unlikely(__pyx_t_1)) {
 
 
-    /* "ibwire/impair/_fast.pyx":32
+    /* "ibwire/impair/_fast.pyx":36
  *                           &csum[0])
  *     if n < 0:
  *         raise OSError(-n, "recvmmsg")             # <<<<<<<<<<<<<<
@@ -20667,7 +20708,7 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_receive(CYTHON_UNUSED PyObject 
  * 
 */
     __pyx_t_2 = NULL;
-    __pyx_t_11 = __Pyx_PyLong_From_int((-__pyx_v_n)); if (unlikely(!__pyx_t_11)) __PYX_ERR(0, 32, __pyx_L1_error)
+    __pyx_t_11 = __Pyx_PyLong_From_int((-__pyx_v_n)); if (unlikely(!__pyx_t_11)) __PYX_ERR(0, 36, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_11);
     __pyx_t_5 = 1;
     {
@@ -20675,14 +20716,14 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_receive(CYTHON_UNUSED PyObject 
       __pyx_t_3 = __Pyx_PyObject_FastCall((PyObject*)(((PyTypeObject*)PyExc_OSError)), __pyx_callargs+__pyx_t_5, (3-__pyx_t_5) | (__pyx_t_5*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
       __Pyx_XDECREF(__pyx_t_2); __pyx_t_2 = 0;
       __Pyx_DECREF(__pyx_t_11); __pyx_t_11 = 0;
-      if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 32, __pyx_L1_error)
+      if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 36, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_3);
     }
     __Pyx_Raise(__pyx_t_3, 0, 0, 0);
     __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
-    __PYX_ERR(0, 32, __pyx_L1_error)
+    __PYX_ERR(0, 36, __pyx_L1_error)
 
-    /* "ibwire/impair/_fast.pyx":31
+    /* "ibwire/impair/_fast.pyx":35
  *         n = relay_receive(fd, &buffer[0], slot, most, &offsets[0], &lengths[0], &stamps[0],
  *                           &csum[0])
  *     if n < 0:             # <<<<<<<<<<<<<<
@@ -20691,14 +20732,14 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_receive(CYTHON_UNUSED PyObject 
 */
   }
 
-  /* "ibwire/impair/_fast.pyx":33
+  /* "ibwire/impair/_fast.pyx":37
  *     if n < 0:
  *         raise OSError(-n, "recvmmsg")
  *     return n             # <<<<<<<<<<<<<<
  * 
  * 
 */
-  __pyx_t_3 = __Pyx_PyLong_From_int(__pyx_v_n); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 33, __pyx_L1_error)
+  __pyx_t_3 = __Pyx_PyLong_From_int(__pyx_v_n); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 37, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_3);
   {
     PyObject *__pyx_temp;
@@ -20711,7 +20752,7 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_receive(CYTHON_UNUSED PyObject 
   __pyx_t_3 = 0;
   goto __pyx_L0;
 
-  /* "ibwire/impair/_fast.pyx":21
+  /* "ibwire/impair/_fast.pyx":25
  * 
  * 
  * def receive(int fd, uint8_t[::1] buffer, int64_t slot, int most, int64_t[::1] offsets,             # <<<<<<<<<<<<<<
@@ -20733,7 +20774,7 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_receive(CYTHON_UNUSED PyObject 
   return __pyx_r;
 }
 
-/* "ibwire/impair/_fast.pyx":36
+/* "ibwire/impair/_fast.pyx":40
  * 
  * 
  * def send_batch(int fd, data, int64_t[::1] offsets, int64_t[::1] lengths):             # <<<<<<<<<<<<<<
@@ -20784,53 +20825,53 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_fd,&__pyx_mstate_global->__pyx_n_u_data,&__pyx_mstate_global->__pyx_n_u_offsets,&__pyx_mstate_global->__pyx_n_u_lengths,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 36, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 40, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  4:
         values[3] = __Pyx_ArgRef_FASTCALL(__pyx_args, 3);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 36, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 40, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 36, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 40, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 36, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 40, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 36, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 40, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "send_batch", 0) < (0)) __PYX_ERR(0, 36, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "send_batch", 0) < (0)) __PYX_ERR(0, 40, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 4; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("send_batch", 1, 4, 4, i); __PYX_ERR(0, 36, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("send_batch", 1, 4, 4, i); __PYX_ERR(0, 40, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 4)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 36, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 40, __pyx_L3_error)
       values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 36, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 40, __pyx_L3_error)
       values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 36, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 40, __pyx_L3_error)
       values[3] = __Pyx_ArgRef_FASTCALL(__pyx_args, 3);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 36, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 40, __pyx_L3_error)
     }
-    __pyx_v_fd = __Pyx_PyLong_As_int(values[0]); if (unlikely((__pyx_v_fd == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 36, __pyx_L3_error)
+    __pyx_v_fd = __Pyx_PyLong_As_int(values[0]); if (unlikely((__pyx_v_fd == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 40, __pyx_L3_error)
     __pyx_v_data = values[1];
-    __pyx_v_offsets = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t(values[2], PyBUF_WRITABLE); if (unlikely(!__pyx_v_offsets.memview)) __PYX_ERR(0, 36, __pyx_L3_error)
-    __pyx_v_lengths = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t(values[3], PyBUF_WRITABLE); if (unlikely(!__pyx_v_lengths.memview)) __PYX_ERR(0, 36, __pyx_L3_error)
+    __pyx_v_offsets = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t(values[2], PyBUF_WRITABLE); if (unlikely(!__pyx_v_offsets.memview)) __PYX_ERR(0, 40, __pyx_L3_error)
+    __pyx_v_lengths = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t(values[3], PyBUF_WRITABLE); if (unlikely(!__pyx_v_lengths.memview)) __PYX_ERR(0, 40, __pyx_L3_error)
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("send_batch", 1, 4, 4, __pyx_nargs); __PYX_ERR(0, 36, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("send_batch", 1, 4, 4, __pyx_nargs); __PYX_ERR(0, 40, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -20874,19 +20915,19 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_2send_batch(CYTHON_UNUSED PyObj
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("send_batch", 0);
 
-  /* "ibwire/impair/_fast.pyx":38
+  /* "ibwire/impair/_fast.pyx":42
  * def send_batch(int fd, data, int64_t[::1] offsets, int64_t[::1] lengths):
  *     """Sends the frames of a batch (``data`` a writable buffer); returns how many went."""
  *     cdef const uint8_t[::1] buf = data             # <<<<<<<<<<<<<<
  *     cdef int failed = 0, sent = 0, count = offsets.shape[0]
  *     if count == 0:
 */
-  __pyx_t_1 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_uint8_t__const__(__pyx_v_data, 0); if (unlikely(!__pyx_t_1.memview)) __PYX_ERR(0, 38, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_uint8_t__const__(__pyx_v_data, 0); if (unlikely(!__pyx_t_1.memview)) __PYX_ERR(0, 42, __pyx_L1_error)
   __pyx_v_buf = __pyx_t_1;
   __pyx_t_1.memview = NULL;
   __pyx_t_1.data = NULL;
 
-  /* "ibwire/impair/_fast.pyx":39
+  /* "ibwire/impair/_fast.pyx":43
  *     """Sends the frames of a batch (``data`` a writable buffer); returns how many went."""
  *     cdef const uint8_t[::1] buf = data
  *     cdef int failed = 0, sent = 0, count = offsets.shape[0]             # <<<<<<<<<<<<<<
@@ -20897,7 +20938,7 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_2send_batch(CYTHON_UNUSED PyObj
   __pyx_v_sent = 0;
   __pyx_v_count = (__pyx_v_offsets.shape[0]);
 
-  /* "ibwire/impair/_fast.pyx":40
+  /* "ibwire/impair/_fast.pyx":44
  *     cdef const uint8_t[::1] buf = data
  *     cdef int failed = 0, sent = 0, count = offsets.shape[0]
  *     if count == 0:             # <<<<<<<<<<<<<<
@@ -20909,7 +20950,7 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_2send_batch(CYTHON_UNUSED PyObj
   if (__pyx_t_2) {
 
 
-    /* "ibwire/impair/_fast.pyx":41
+    /* "ibwire/impair/_fast.pyx":45
  *     cdef int failed = 0, sent = 0, count = offsets.shape[0]
  *     if count == 0:
  *         return 0             # <<<<<<<<<<<<<<
@@ -20927,7 +20968,7 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_2send_batch(CYTHON_UNUSED PyObj
     }
     goto __pyx_L0;
 
-    /* "ibwire/impair/_fast.pyx":40
+    /* "ibwire/impair/_fast.pyx":44
  *     cdef const uint8_t[::1] buf = data
  *     cdef int failed = 0, sent = 0, count = offsets.shape[0]
  *     if count == 0:             # <<<<<<<<<<<<<<
@@ -20936,7 +20977,7 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_2send_batch(CYTHON_UNUSED PyObj
 */
   }
 
-  /* "ibwire/impair/_fast.pyx":42
+  /* "ibwire/impair/_fast.pyx":46
  *     if count == 0:
  *         return 0
  *     with nogil:             # <<<<<<<<<<<<<<
@@ -20949,7 +20990,7 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_2send_batch(CYTHON_UNUSED PyObj
       __Pyx_FastGIL_Remember();
       /*try:*/ {
 
-        /* "ibwire/impair/_fast.pyx":43
+        /* "ibwire/impair/_fast.pyx":47
  *         return 0
  *     with nogil:
  *         sent = relay_send(fd, &buf[0], &offsets[0], &lengths[0], count, &failed)             # <<<<<<<<<<<<<<
@@ -20962,7 +21003,7 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_2send_batch(CYTHON_UNUSED PyObj
         __pyx_v_sent = relay_send(__pyx_v_fd, (&(*((uint8_t const  *) ( /* dim=0 */ ((char *) (((uint8_t const  *) __pyx_v_buf.data) + __pyx_t_3)) )))), (&(*((int64_t *) ( /* dim=0 */ ((char *) (((int64_t *) __pyx_v_offsets.data) + __pyx_t_4)) )))), (&(*((int64_t *) ( /* dim=0 */ ((char *) (((int64_t *) __pyx_v_lengths.data) + __pyx_t_5)) )))), __pyx_v_count, (&__pyx_v_failed));
       }
 
-      /* "ibwire/impair/_fast.pyx":42
+      /* "ibwire/impair/_fast.pyx":46
  *     if count == 0:
  *         return 0
  *     with nogil:             # <<<<<<<<<<<<<<
@@ -20979,14 +21020,14 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_2send_batch(CYTHON_UNUSED PyObj
       }
   }
 
-  /* "ibwire/impair/_fast.pyx":44
+  /* "ibwire/impair/_fast.pyx":48
  *     with nogil:
  *         sent = relay_send(fd, &buf[0], &offsets[0], &lengths[0], count, &failed)
  *     return sent             # <<<<<<<<<<<<<<
  * 
  * 
 */
-  __pyx_t_6 = __Pyx_PyLong_From_int(__pyx_v_sent); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 44, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_PyLong_From_int(__pyx_v_sent); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 48, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   {
     PyObject *__pyx_temp;
@@ -20999,7 +21040,7 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_2send_batch(CYTHON_UNUSED PyObj
   __pyx_t_6 = 0;
   goto __pyx_L0;
 
-  /* "ibwire/impair/_fast.pyx":36
+  /* "ibwire/impair/_fast.pyx":40
  * 
  * 
  * def send_batch(int fd, data, int64_t[::1] offsets, int64_t[::1] lengths):             # <<<<<<<<<<<<<<
@@ -21023,7 +21064,7 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_2send_batch(CYTHON_UNUSED PyObj
   return __pyx_r;
 }
 
-/* "ibwire/impair/_fast.pyx":47
+/* "ibwire/impair/_fast.pyx":51
  * 
  * 
  * def pack_records(data, int64_t[::1] offsets, int64_t[::1] lengths, int64_t[::1] stamps):             # <<<<<<<<<<<<<<
@@ -21074,53 +21115,53 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_data,&__pyx_mstate_global->__pyx_n_u_offsets,&__pyx_mstate_global->__pyx_n_u_lengths,&__pyx_mstate_global->__pyx_n_u_stamps,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 47, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 51, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  4:
         values[3] = __Pyx_ArgRef_FASTCALL(__pyx_args, 3);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 47, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 51, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 47, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 51, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 47, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 51, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 47, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 51, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "pack_records", 0) < (0)) __PYX_ERR(0, 47, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "pack_records", 0) < (0)) __PYX_ERR(0, 51, __pyx_L3_error)
       for (Py_ssize_t i = __pyx_nargs; i < 4; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("pack_records", 1, 4, 4, i); __PYX_ERR(0, 47, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("pack_records", 1, 4, 4, i); __PYX_ERR(0, 51, __pyx_L3_error) }
       }
     } else if (unlikely(__pyx_nargs != 4)) {
       goto __pyx_L5_argtuple_error;
     } else {
       values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 47, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 51, __pyx_L3_error)
       values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 47, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 51, __pyx_L3_error)
       values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 47, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 51, __pyx_L3_error)
       values[3] = __Pyx_ArgRef_FASTCALL(__pyx_args, 3);
-      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 47, __pyx_L3_error)
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[3])) __PYX_ERR(0, 51, __pyx_L3_error)
     }
     __pyx_v_data = values[0];
-    __pyx_v_offsets = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t(values[1], PyBUF_WRITABLE); if (unlikely(!__pyx_v_offsets.memview)) __PYX_ERR(0, 47, __pyx_L3_error)
-    __pyx_v_lengths = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t(values[2], PyBUF_WRITABLE); if (unlikely(!__pyx_v_lengths.memview)) __PYX_ERR(0, 47, __pyx_L3_error)
-    __pyx_v_stamps = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t(values[3], PyBUF_WRITABLE); if (unlikely(!__pyx_v_stamps.memview)) __PYX_ERR(0, 47, __pyx_L3_error)
+    __pyx_v_offsets = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t(values[1], PyBUF_WRITABLE); if (unlikely(!__pyx_v_offsets.memview)) __PYX_ERR(0, 51, __pyx_L3_error)
+    __pyx_v_lengths = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t(values[2], PyBUF_WRITABLE); if (unlikely(!__pyx_v_lengths.memview)) __PYX_ERR(0, 51, __pyx_L3_error)
+    __pyx_v_stamps = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t(values[3], PyBUF_WRITABLE); if (unlikely(!__pyx_v_stamps.memview)) __PYX_ERR(0, 51, __pyx_L3_error)
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("pack_records", 1, 4, 4, __pyx_nargs); __PYX_ERR(0, 47, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("pack_records", 1, 4, 4, __pyx_nargs); __PYX_ERR(0, 51, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -21175,19 +21216,19 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_4pack_records(CYTHON_UNUSED PyO
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("pack_records", 0);
 
-  /* "ibwire/impair/_fast.pyx":49
+  /* "ibwire/impair/_fast.pyx":53
  * def pack_records(data, int64_t[::1] offsets, int64_t[::1] lengths, int64_t[::1] stamps):
  *     """(pcap records with ns stamps, this host's byte order, longest frame) of a batch."""
  *     cdef const uint8_t[::1] buf = data             # <<<<<<<<<<<<<<
  *     cdef int count = offsets.shape[0]
  *     if count == 0:
 */
-  __pyx_t_1 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_uint8_t__const__(__pyx_v_data, 0); if (unlikely(!__pyx_t_1.memview)) __PYX_ERR(0, 49, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_uint8_t__const__(__pyx_v_data, 0); if (unlikely(!__pyx_t_1.memview)) __PYX_ERR(0, 53, __pyx_L1_error)
   __pyx_v_buf = __pyx_t_1;
   __pyx_t_1.memview = NULL;
   __pyx_t_1.data = NULL;
 
-  /* "ibwire/impair/_fast.pyx":50
+  /* "ibwire/impair/_fast.pyx":54
  *     """(pcap records with ns stamps, this host's byte order, longest frame) of a batch."""
  *     cdef const uint8_t[::1] buf = data
  *     cdef int count = offsets.shape[0]             # <<<<<<<<<<<<<<
@@ -21196,7 +21237,7 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_4pack_records(CYTHON_UNUSED PyO
 */
   __pyx_v_count = (__pyx_v_offsets.shape[0]);
 
-  /* "ibwire/impair/_fast.pyx":51
+  /* "ibwire/impair/_fast.pyx":55
  *     cdef const uint8_t[::1] buf = data
  *     cdef int count = offsets.shape[0]
  *     if count == 0:             # <<<<<<<<<<<<<<
@@ -21208,7 +21249,7 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_4pack_records(CYTHON_UNUSED PyO
   if (__pyx_t_2) {
 
 
-    /* "ibwire/impair/_fast.pyx":52
+    /* "ibwire/impair/_fast.pyx":56
  *     cdef int count = offsets.shape[0]
  *     if count == 0:
  *         return b"", 0             # <<<<<<<<<<<<<<
@@ -21226,7 +21267,7 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_4pack_records(CYTHON_UNUSED PyO
     }
     goto __pyx_L0;
 
-    /* "ibwire/impair/_fast.pyx":51
+    /* "ibwire/impair/_fast.pyx":55
  *     cdef const uint8_t[::1] buf = data
  *     cdef int count = offsets.shape[0]
  *     if count == 0:             # <<<<<<<<<<<<<<
@@ -21235,7 +21276,7 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_4pack_records(CYTHON_UNUSED PyO
 */
   }
 
-  /* "ibwire/impair/_fast.pyx":53
+  /* "ibwire/impair/_fast.pyx":57
  *     if count == 0:
  *         return b"", 0
  *     total = int(np.asarray(lengths).sum()) + 16 * count             # <<<<<<<<<<<<<<
@@ -21243,12 +21284,12 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_4pack_records(CYTHON_UNUSED PyO
  *     cdef uint8_t[::1] o = out
 */
   __pyx_t_6 = NULL;
-  __Pyx_GetModuleGlobalName(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 53, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 57, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_7);
-  __pyx_t_8 = __Pyx_PyObject_GetAttrStr(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_asarray); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 53, __pyx_L1_error)
+  __pyx_t_8 = __Pyx_PyObject_GetAttrStr(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_asarray); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 57, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_8);
   __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
-  __pyx_t_7 = __pyx_memoryview_fromslice(__pyx_v_lengths, 1, (PyObject *(*)(char *)) __pyx_memview_get_nn_int64_t, (int (*)(char *, PyObject *)) __pyx_memview_set_nn_int64_t, 0);; if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 53, __pyx_L1_error)
+  __pyx_t_7 = __pyx_memoryview_fromslice(__pyx_v_lengths, 1, (PyObject *(*)(char *)) __pyx_memview_get_nn_int64_t, (int (*)(char *, PyObject *)) __pyx_memview_set_nn_int64_t, 0);; if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 57, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_7);
   __pyx_t_9 = 1;
   #if CYTHON_UNPACK_METHODS
@@ -21268,7 +21309,7 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_4pack_records(CYTHON_UNUSED PyO
     __Pyx_XDECREF(__pyx_t_6); __pyx_t_6 = 0;
     __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
     __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
-    if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 53, __pyx_L1_error)
+    if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 57, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
   }
   __pyx_t_4 = __pyx_t_5;
@@ -21279,22 +21320,22 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_4pack_records(CYTHON_UNUSED PyO
     __pyx_t_3 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_sum, __pyx_callargs+__pyx_t_9, (1-__pyx_t_9) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_4); __pyx_t_4 = 0;
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-    if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 53, __pyx_L1_error)
+    if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 57, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_3);
   }
-  __pyx_t_5 = __Pyx_PyNumber_Int(__pyx_t_3); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 53, __pyx_L1_error)
+  __pyx_t_5 = __Pyx_PyNumber_Int(__pyx_t_3); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 57, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
-  __pyx_t_3 = __Pyx_PyLong_From_long((16 * __pyx_v_count)); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 53, __pyx_L1_error)
+  __pyx_t_3 = __Pyx_PyLong_From_long((16 * __pyx_v_count)); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 57, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_3);
-  __pyx_t_4 = __Pyx_PyNumber_Add_int_int(__pyx_t_5, __pyx_t_3); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 53, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_PyNumber_Add_int_int(__pyx_t_5, __pyx_t_3); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 57, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
   __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
   __pyx_v_total = ((PyObject*)__pyx_t_4);
   __pyx_t_4 = 0;
 
-  /* "ibwire/impair/_fast.pyx":54
+  /* "ibwire/impair/_fast.pyx":58
  *         return b"", 0
  *     total = int(np.asarray(lengths).sum()) + 16 * count
  *     out = np.empty(total, np.uint8)             # <<<<<<<<<<<<<<
@@ -21302,14 +21343,14 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_4pack_records(CYTHON_UNUSED PyO
  *     with nogil:
 */
   __pyx_t_3 = NULL;
-  __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 54, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 58, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
-  __pyx_t_8 = __Pyx_PyObject_GetAttrStr(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_empty); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 54, __pyx_L1_error)
+  __pyx_t_8 = __Pyx_PyObject_GetAttrStr(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_empty); if (unlikely(!__pyx_t_8)) __PYX_ERR(0, 58, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_8);
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-  __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 54, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 58, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
-  __pyx_t_7 = __Pyx_PyObject_GetAttrStr(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_uint8); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 54, __pyx_L1_error)
+  __pyx_t_7 = __Pyx_PyObject_GetAttrStr(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_uint8); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 58, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_7);
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
   __pyx_t_9 = 1;
@@ -21330,25 +21371,25 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_4pack_records(CYTHON_UNUSED PyO
     __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
     __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
     __Pyx_DECREF(__pyx_t_8); __pyx_t_8 = 0;
-    if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 54, __pyx_L1_error)
+    if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 58, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
   }
   __pyx_v_out = __pyx_t_4;
   __pyx_t_4 = 0;
 
-  /* "ibwire/impair/_fast.pyx":55
+  /* "ibwire/impair/_fast.pyx":59
  *     total = int(np.asarray(lengths).sum()) + 16 * count
  *     out = np.empty(total, np.uint8)
  *     cdef uint8_t[::1] o = out             # <<<<<<<<<<<<<<
  *     with nogil:
  *         relay_pack_records(&buf[0], &offsets[0], &lengths[0], &stamps[0], count, &o[0])
 */
-  __pyx_t_10 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_uint8_t(__pyx_v_out, PyBUF_WRITABLE); if (unlikely(!__pyx_t_10.memview)) __PYX_ERR(0, 55, __pyx_L1_error)
+  __pyx_t_10 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_uint8_t(__pyx_v_out, PyBUF_WRITABLE); if (unlikely(!__pyx_t_10.memview)) __PYX_ERR(0, 59, __pyx_L1_error)
   __pyx_v_o = __pyx_t_10;
   __pyx_t_10.memview = NULL;
   __pyx_t_10.data = NULL;
 
-  /* "ibwire/impair/_fast.pyx":56
+  /* "ibwire/impair/_fast.pyx":60
  *     out = np.empty(total, np.uint8)
  *     cdef uint8_t[::1] o = out
  *     with nogil:             # <<<<<<<<<<<<<<
@@ -21361,11 +21402,12 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_4pack_records(CYTHON_UNUSED PyO
       __Pyx_FastGIL_Remember();
       /*try:*/ {
 
-        /* "ibwire/impair/_fast.pyx":57
+        /* "ibwire/impair/_fast.pyx":61
  *     cdef uint8_t[::1] o = out
  *     with nogil:
  *         relay_pack_records(&buf[0], &offsets[0], &lengths[0], &stamps[0], count, &o[0])             # <<<<<<<<<<<<<<
  *     return out, int(np.asarray(lengths).max())
+ * 
 */
         __pyx_t_11 = 0;
         __pyx_t_12 = 0;
@@ -21375,7 +21417,7 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_4pack_records(CYTHON_UNUSED PyO
         (void)(relay_pack_records((&(*((uint8_t const  *) ( /* dim=0 */ ((char *) (((uint8_t const  *) __pyx_v_buf.data) + __pyx_t_11)) )))), (&(*((int64_t *) ( /* dim=0 */ ((char *) (((int64_t *) __pyx_v_offsets.data) + __pyx_t_12)) )))), (&(*((int64_t *) ( /* dim=0 */ ((char *) (((int64_t *) __pyx_v_lengths.data) + __pyx_t_13)) )))), (&(*((int64_t *) ( /* dim=0 */ ((char *) (((int64_t *) __pyx_v_stamps.data) + __pyx_t_14)) )))), __pyx_v_count, (&(*((uint8_t *) ( /* dim=0 */ ((char *) (((uint8_t *) __pyx_v_o.data) + __pyx_t_15)) ))))));
       }
 
-      /* "ibwire/impair/_fast.pyx":56
+      /* "ibwire/impair/_fast.pyx":60
  *     out = np.empty(total, np.uint8)
  *     cdef uint8_t[::1] o = out
  *     with nogil:             # <<<<<<<<<<<<<<
@@ -21392,18 +21434,20 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_4pack_records(CYTHON_UNUSED PyO
       }
   }
 
-  /* "ibwire/impair/_fast.pyx":58
+  /* "ibwire/impair/_fast.pyx":62
  *     with nogil:
  *         relay_pack_records(&buf[0], &offsets[0], &lengths[0], &stamps[0], count, &o[0])
  *     return out, int(np.asarray(lengths).max())             # <<<<<<<<<<<<<<
+ * 
+ * 
 */
   __pyx_t_3 = NULL;
-  __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 58, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 62, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
-  __pyx_t_6 = __Pyx_PyObject_GetAttrStr(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_asarray); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 58, __pyx_L1_error)
+  __pyx_t_6 = __Pyx_PyObject_GetAttrStr(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_asarray); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 62, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-  __pyx_t_5 = __pyx_memoryview_fromslice(__pyx_v_lengths, 1, (PyObject *(*)(char *)) __pyx_memview_get_nn_int64_t, (int (*)(char *, PyObject *)) __pyx_memview_set_nn_int64_t, 0);; if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 58, __pyx_L1_error)
+  __pyx_t_5 = __pyx_memoryview_fromslice(__pyx_v_lengths, 1, (PyObject *(*)(char *)) __pyx_memview_get_nn_int64_t, (int (*)(char *, PyObject *)) __pyx_memview_set_nn_int64_t, 0);; if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 62, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
   __pyx_t_9 = 1;
   #if CYTHON_UNPACK_METHODS
@@ -21423,7 +21467,7 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_4pack_records(CYTHON_UNUSED PyO
     __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
     __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-    if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 58, __pyx_L1_error)
+    if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 62, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_7);
   }
   __pyx_t_8 = __pyx_t_7;
@@ -21434,19 +21478,19 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_4pack_records(CYTHON_UNUSED PyO
     __pyx_t_4 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_max, __pyx_callargs+__pyx_t_9, (1-__pyx_t_9) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_8); __pyx_t_8 = 0;
     __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
-    if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 58, __pyx_L1_error)
+    if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 62, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
   }
-  __pyx_t_7 = __Pyx_PyNumber_Int(__pyx_t_4); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 58, __pyx_L1_error)
+  __pyx_t_7 = __Pyx_PyNumber_Int(__pyx_t_4); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 62, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_7);
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-  __pyx_t_4 = PyTuple_New(2); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 58, __pyx_L1_error)
+  __pyx_t_4 = PyTuple_New(2); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 62, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   __Pyx_INCREF(__pyx_v_out);
   __Pyx_GIVEREF(__pyx_v_out);
-  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_4, 0, __pyx_v_out) != (0)) __PYX_ERR(0, 58, __pyx_L1_error);
+  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_4, 0, __pyx_v_out) != (0)) __PYX_ERR(0, 62, __pyx_L1_error);
   __Pyx_GIVEREF(__pyx_t_7);
-  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_4, 1, __pyx_t_7) != (0)) __PYX_ERR(0, 58, __pyx_L1_error);
+  if (__Pyx_PyTuple_SET_ITEM(__pyx_t_4, 1, __pyx_t_7) != (0)) __PYX_ERR(0, 62, __pyx_L1_error);
   __pyx_t_7 = 0;
   {
     PyObject *__pyx_temp;
@@ -21459,7 +21503,7 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_4pack_records(CYTHON_UNUSED PyO
   __pyx_t_4 = 0;
   goto __pyx_L0;
 
-  /* "ibwire/impair/_fast.pyx":47
+  /* "ibwire/impair/_fast.pyx":51
  * 
  * 
  * def pack_records(data, int64_t[::1] offsets, int64_t[::1] lengths, int64_t[::1] stamps):             # <<<<<<<<<<<<<<
@@ -21485,6 +21529,856 @@ static PyObject *__pyx_pf_6ibwire_6impair_5_fast_4pack_records(CYTHON_UNUSED PyO
   __Pyx_XDECREF(__pyx_v_total);
   __Pyx_XDECREF(__pyx_v_out);
   __PYX_XCLEAR_MEMVIEW(&__pyx_v_o, 1);
+  __Pyx_XGIVEREF(__pyx_r);
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+/* "ibwire/impair/_fast.pyx":65
+ * 
+ * 
+ * def classify(data, int64_t[::1] offsets, int64_t[::1] lengths):             # <<<<<<<<<<<<<<
+ *     """The columns :mod:`ibwire.impair.state` reads, for the frames of a batch: ``ib`` (a
+ *     RoCEv2/RoCEv1 transport packet), ``offset.network``, ``offset.bth``, ``offset.icrc``,
+*/
+
+/* Python wrapper */
+static PyObject *__pyx_pw_6ibwire_6impair_5_fast_7classify(PyObject *__pyx_self, 
+#if CYTHON_VECTORCALL
+PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
+#else
+PyObject *__pyx_args, PyObject *__pyx_kwds
+#endif
+); /*proto*/
+PyDoc_STRVAR(__pyx_doc_6ibwire_6impair_5_fast_6classify, "The columns :mod:`ibwire.impair.state` reads, for the frames of a batch: ``ib`` (a\n    RoCEv2/RoCEv1 transport packet), ``offset.network``, ``offset.bth``, ``offset.icrc``,\n    ``bth.opcode``, ``bth.destqp``, ``bth.psn``, ``aeth.syndrome``, ``aeth.msn`` (the AETH\n    words, read for every opcode).");
+static PyMethodDef __pyx_mdef_6ibwire_6impair_5_fast_7classify = {"classify", (PyCFunction)(void(*)(void))(__Pyx_PyCFunction_FastCallWithKeywords)__pyx_pw_6ibwire_6impair_5_fast_7classify, __Pyx_METH_FASTCALL|METH_KEYWORDS, __pyx_doc_6ibwire_6impair_5_fast_6classify};
+static PyObject *__pyx_pw_6ibwire_6impair_5_fast_7classify(PyObject *__pyx_self, 
+#if CYTHON_VECTORCALL
+PyObject *const *__pyx_args, Py_ssize_t __pyx_nargs, PyObject *__pyx_kwds
+#else
+PyObject *__pyx_args, PyObject *__pyx_kwds
+#endif
+) {
+  PyObject *__pyx_v_data = 0;
+  __Pyx_memviewslice __pyx_v_offsets = { 0, 0, { 0 }, { 0 }, { 0 } };
+  __Pyx_memviewslice __pyx_v_lengths = { 0, 0, { 0 }, { 0 }, { 0 } };
+  #if !CYTHON_VECTORCALL
+  CYTHON_UNUSED Py_ssize_t __pyx_nargs;
+  #endif
+  CYTHON_UNUSED PyObject *const *__pyx_kwvalues;
+  PyObject* values[3] = {0,0,0};
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  PyObject *__pyx_r = 0;
+  __Pyx_RefNannyDeclarations
+  __Pyx_RefNannySetupContext("classify (wrapper)", 0);
+  #if !CYTHON_VECTORCALL
+  #if CYTHON_ASSUME_SAFE_SIZE
+  __pyx_nargs = PyTuple_GET_SIZE(__pyx_args);
+  #else
+  __pyx_nargs = PyTuple_Size(__pyx_args); if (unlikely(__pyx_nargs < 0)) return NULL;
+  #endif
+  #endif
+  __pyx_kwvalues = __Pyx_KwValues_FASTCALL(__pyx_args, __pyx_nargs);
+  {
+    PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_data,&__pyx_mstate_global->__pyx_n_u_offsets,&__pyx_mstate_global->__pyx_n_u_lengths,0};
+    const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 65, __pyx_L3_error)
+    if (__pyx_kwds_len > 0) {
+      switch (__pyx_nargs) {
+        case  3:
+        values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 65, __pyx_L3_error)
+        CYTHON_FALLTHROUGH;
+        case  2:
+        values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 65, __pyx_L3_error)
+        CYTHON_FALLTHROUGH;
+        case  1:
+        values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 65, __pyx_L3_error)
+        CYTHON_FALLTHROUGH;
+        case  0: break;
+        default: goto __pyx_L5_argtuple_error;
+      }
+      const Py_ssize_t kwd_pos_args = __pyx_nargs;
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "classify", 0) < (0)) __PYX_ERR(0, 65, __pyx_L3_error)
+      for (Py_ssize_t i = __pyx_nargs; i < 3; i++) {
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("classify", 1, 3, 3, i); __PYX_ERR(0, 65, __pyx_L3_error) }
+      }
+    } else if (unlikely(__pyx_nargs != 3)) {
+      goto __pyx_L5_argtuple_error;
+    } else {
+      values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 65, __pyx_L3_error)
+      values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 65, __pyx_L3_error)
+      values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
+      if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 65, __pyx_L3_error)
+    }
+    __pyx_v_data = values[0];
+    __pyx_v_offsets = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t(values[1], PyBUF_WRITABLE); if (unlikely(!__pyx_v_offsets.memview)) __PYX_ERR(0, 65, __pyx_L3_error)
+    __pyx_v_lengths = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int64_t(values[2], PyBUF_WRITABLE); if (unlikely(!__pyx_v_lengths.memview)) __PYX_ERR(0, 65, __pyx_L3_error)
+  }
+  goto __pyx_L6_skip;
+  __pyx_L5_argtuple_error:;
+  __Pyx_RaiseArgtupleInvalid("classify", 1, 3, 3, __pyx_nargs); __PYX_ERR(0, 65, __pyx_L3_error)
+  __pyx_L6_skip:;
+  goto __pyx_L4_argument_unpacking_done;
+  __pyx_L3_error:;
+  for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
+    Py_XDECREF(values[__pyx_temp]);
+  }
+  __PYX_XCLEAR_MEMVIEW(&__pyx_v_offsets, 1);
+  __PYX_XCLEAR_MEMVIEW(&__pyx_v_lengths, 1);
+  __Pyx_AddTraceback("ibwire.impair._fast.classify", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __Pyx_RefNannyFinishContext();
+  return NULL;
+  __pyx_L4_argument_unpacking_done:;
+  __pyx_r = __pyx_pf_6ibwire_6impair_5_fast_6classify(__pyx_self, __pyx_v_data, __pyx_v_offsets, __pyx_v_lengths);
+
+  /* function exit code */
+  for (Py_ssize_t __pyx_temp=0; __pyx_temp < (Py_ssize_t)(sizeof(values)/sizeof(values[0])); ++__pyx_temp) {
+    Py_XDECREF(values[__pyx_temp]);
+  }
+  __PYX_XCLEAR_MEMVIEW(&__pyx_v_offsets, 1);
+  __PYX_XCLEAR_MEMVIEW(&__pyx_v_lengths, 1);
+  __Pyx_RefNannyFinishContext();
+  return __pyx_r;
+}
+
+static PyObject *__pyx_pf_6ibwire_6impair_5_fast_6classify(CYTHON_UNUSED PyObject *__pyx_self, PyObject *__pyx_v_data, __Pyx_memviewslice __pyx_v_offsets, __Pyx_memviewslice __pyx_v_lengths) {
+  __Pyx_memviewslice __pyx_v_buf = { 0, 0, { 0 }, { 0 }, { 0 } };
+  int __pyx_v_n;
+  PyObject *__pyx_v_ib = NULL;
+  PyObject *__pyx_v_network = NULL;
+  PyObject *__pyx_v_bth = NULL;
+  PyObject *__pyx_v_icrc = NULL;
+  PyObject *__pyx_v_opcode = NULL;
+  PyObject *__pyx_v_destqp = NULL;
+  PyObject *__pyx_v_psn = NULL;
+  PyObject *__pyx_v_syndrome = NULL;
+  PyObject *__pyx_v_msn = NULL;
+  __Pyx_memviewslice __pyx_v_v_ib = { 0, 0, { 0 }, { 0 }, { 0 } };
+  __Pyx_memviewslice __pyx_v_v_op = { 0, 0, { 0 }, { 0 }, { 0 } };
+  __Pyx_memviewslice __pyx_v_v_syn = { 0, 0, { 0 }, { 0 }, { 0 } };
+  __Pyx_memviewslice __pyx_v_v_net = { 0, 0, { 0 }, { 0 }, { 0 } };
+  __Pyx_memviewslice __pyx_v_v_bth = { 0, 0, { 0 }, { 0 }, { 0 } };
+  __Pyx_memviewslice __pyx_v_v_icrc = { 0, 0, { 0 }, { 0 }, { 0 } };
+  __Pyx_memviewslice __pyx_v_v_qp = { 0, 0, { 0 }, { 0 }, { 0 } };
+  __Pyx_memviewslice __pyx_v_v_psn = { 0, 0, { 0 }, { 0 }, { 0 } };
+  __Pyx_memviewslice __pyx_v_v_msn = { 0, 0, { 0 }, { 0 }, { 0 } };
+  PyObject *__pyx_r = NULL;
+  __Pyx_RefNannyDeclarations
+  __Pyx_memviewslice __pyx_t_1 = { 0, 0, { 0 }, { 0 }, { 0 } };
+  PyObject *__pyx_t_2 = NULL;
+  PyObject *__pyx_t_3 = NULL;
+  PyObject *__pyx_t_4 = NULL;
+  PyObject *__pyx_t_5 = NULL;
+  PyObject *__pyx_t_6 = NULL;
+  PyObject *__pyx_t_7 = NULL;
+  size_t __pyx_t_8;
+  __Pyx_memviewslice __pyx_t_9 = { 0, 0, { 0 }, { 0 }, { 0 } };
+  __Pyx_memviewslice __pyx_t_10 = { 0, 0, { 0 }, { 0 }, { 0 } };
+  __Pyx_memviewslice __pyx_t_11 = { 0, 0, { 0 }, { 0 }, { 0 } };
+  int __pyx_t_12;
+  Py_ssize_t __pyx_t_13;
+  Py_ssize_t __pyx_t_14;
+  Py_ssize_t __pyx_t_15;
+  Py_ssize_t __pyx_t_16;
+  Py_ssize_t __pyx_t_17;
+  Py_ssize_t __pyx_t_18;
+  Py_ssize_t __pyx_t_19;
+  Py_ssize_t __pyx_t_20;
+  Py_ssize_t __pyx_t_21;
+  Py_ssize_t __pyx_t_22;
+  Py_ssize_t __pyx_t_23;
+  Py_ssize_t __pyx_t_24;
+  int __pyx_lineno = 0;
+  const char *__pyx_filename = NULL;
+  int __pyx_clineno = 0;
+  __Pyx_RefNannySetupContext("classify", 0);
+
+  /* "ibwire/impair/_fast.pyx":70
+ *     ``bth.opcode``, ``bth.destqp``, ``bth.psn``, ``aeth.syndrome``, ``aeth.msn`` (the AETH
+ *     words, read for every opcode)."""
+ *     cdef const uint8_t[::1] buf = data             # <<<<<<<<<<<<<<
+ *     cdef int n = offsets.shape[0]
+ *     ib = np.zeros(n, np.uint8)
+*/
+  __pyx_t_1 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_uint8_t__const__(__pyx_v_data, 0); if (unlikely(!__pyx_t_1.memview)) __PYX_ERR(0, 70, __pyx_L1_error)
+  __pyx_v_buf = __pyx_t_1;
+  __pyx_t_1.memview = NULL;
+  __pyx_t_1.data = NULL;
+
+  /* "ibwire/impair/_fast.pyx":71
+ *     words, read for every opcode)."""
+ *     cdef const uint8_t[::1] buf = data
+ *     cdef int n = offsets.shape[0]             # <<<<<<<<<<<<<<
+ *     ib = np.zeros(n, np.uint8)
+ *     network = np.empty(n, np.int32)
+*/
+  __pyx_v_n = (__pyx_v_offsets.shape[0]);
+
+  /* "ibwire/impair/_fast.pyx":72
+ *     cdef const uint8_t[::1] buf = data
+ *     cdef int n = offsets.shape[0]
+ *     ib = np.zeros(n, np.uint8)             # <<<<<<<<<<<<<<
+ *     network = np.empty(n, np.int32)
+ *     bth = np.empty(n, np.int32)
+*/
+  __pyx_t_3 = NULL;
+  __Pyx_GetModuleGlobalName(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 72, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  __pyx_t_5 = __Pyx_PyObject_GetAttrStr(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_zeros); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 72, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
+  __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+  __pyx_t_4 = __Pyx_PyLong_From_int(__pyx_v_n); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 72, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 72, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_6);
+  __pyx_t_7 = __Pyx_PyObject_GetAttrStr(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_uint8); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 72, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_7);
+  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+  __pyx_t_8 = 1;
+  #if CYTHON_UNPACK_METHODS
+  if (unlikely(PyMethod_Check(__pyx_t_5))) {
+    __pyx_t_3 = PyMethod_GET_SELF(__pyx_t_5);
+    assert(__pyx_t_3);
+    PyObject* __pyx__function = PyMethod_GET_FUNCTION(__pyx_t_5);
+    __Pyx_INCREF(__pyx_t_3);
+    __Pyx_INCREF(__pyx__function);
+    __Pyx_DECREF_SET(__pyx_t_5, __pyx__function);
+    __pyx_t_8 = 0;
+  }
+  #endif
+  {
+    PyObject *__pyx_callargs[3] = {__pyx_t_3, __pyx_t_4, __pyx_t_7};
+    __pyx_t_2 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_5, __pyx_callargs+__pyx_t_8, (3-__pyx_t_8) | (__pyx_t_8*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
+    __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+    __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+    __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+    if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 72, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_2);
+  }
+  __pyx_v_ib = __pyx_t_2;
+  __pyx_t_2 = 0;
+
+  /* "ibwire/impair/_fast.pyx":73
+ *     cdef int n = offsets.shape[0]
+ *     ib = np.zeros(n, np.uint8)
+ *     network = np.empty(n, np.int32)             # <<<<<<<<<<<<<<
+ *     bth = np.empty(n, np.int32)
+ *     icrc = np.empty(n, np.int32)
+*/
+  __pyx_t_5 = NULL;
+  __Pyx_GetModuleGlobalName(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 73, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_7);
+  __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_empty); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 73, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+  __pyx_t_7 = __Pyx_PyLong_From_int(__pyx_v_n); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 73, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_7);
+  __Pyx_GetModuleGlobalName(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 73, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_3);
+  __pyx_t_6 = __Pyx_PyObject_GetAttrStr(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_int32); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 73, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_6);
+  __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
+  __pyx_t_8 = 1;
+  #if CYTHON_UNPACK_METHODS
+  if (unlikely(PyMethod_Check(__pyx_t_4))) {
+    __pyx_t_5 = PyMethod_GET_SELF(__pyx_t_4);
+    assert(__pyx_t_5);
+    PyObject* __pyx__function = PyMethod_GET_FUNCTION(__pyx_t_4);
+    __Pyx_INCREF(__pyx_t_5);
+    __Pyx_INCREF(__pyx__function);
+    __Pyx_DECREF_SET(__pyx_t_4, __pyx__function);
+    __pyx_t_8 = 0;
+  }
+  #endif
+  {
+    PyObject *__pyx_callargs[3] = {__pyx_t_5, __pyx_t_7, __pyx_t_6};
+    __pyx_t_2 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_4, __pyx_callargs+__pyx_t_8, (3-__pyx_t_8) | (__pyx_t_8*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
+    __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+    __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+    __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+    if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 73, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_2);
+  }
+  __pyx_v_network = __pyx_t_2;
+  __pyx_t_2 = 0;
+
+  /* "ibwire/impair/_fast.pyx":74
+ *     ib = np.zeros(n, np.uint8)
+ *     network = np.empty(n, np.int32)
+ *     bth = np.empty(n, np.int32)             # <<<<<<<<<<<<<<
+ *     icrc = np.empty(n, np.int32)
+ *     opcode = np.empty(n, np.uint8)
+*/
+  __pyx_t_4 = NULL;
+  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 74, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_6);
+  __pyx_t_7 = __Pyx_PyObject_GetAttrStr(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_empty); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 74, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_7);
+  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+  __pyx_t_6 = __Pyx_PyLong_From_int(__pyx_v_n); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 74, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_6);
+  __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 74, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
+  __pyx_t_3 = __Pyx_PyObject_GetAttrStr(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_int32); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 74, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_3);
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+  __pyx_t_8 = 1;
+  #if CYTHON_UNPACK_METHODS
+  if (unlikely(PyMethod_Check(__pyx_t_7))) {
+    __pyx_t_4 = PyMethod_GET_SELF(__pyx_t_7);
+    assert(__pyx_t_4);
+    PyObject* __pyx__function = PyMethod_GET_FUNCTION(__pyx_t_7);
+    __Pyx_INCREF(__pyx_t_4);
+    __Pyx_INCREF(__pyx__function);
+    __Pyx_DECREF_SET(__pyx_t_7, __pyx__function);
+    __pyx_t_8 = 0;
+  }
+  #endif
+  {
+    PyObject *__pyx_callargs[3] = {__pyx_t_4, __pyx_t_6, __pyx_t_3};
+    __pyx_t_2 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_7, __pyx_callargs+__pyx_t_8, (3-__pyx_t_8) | (__pyx_t_8*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_4); __pyx_t_4 = 0;
+    __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+    __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
+    __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+    if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 74, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_2);
+  }
+  __pyx_v_bth = __pyx_t_2;
+  __pyx_t_2 = 0;
+
+  /* "ibwire/impair/_fast.pyx":75
+ *     network = np.empty(n, np.int32)
+ *     bth = np.empty(n, np.int32)
+ *     icrc = np.empty(n, np.int32)             # <<<<<<<<<<<<<<
+ *     opcode = np.empty(n, np.uint8)
+ *     destqp = np.empty(n, np.uint32)
+*/
+  __pyx_t_7 = NULL;
+  __Pyx_GetModuleGlobalName(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 75, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_3);
+  __pyx_t_6 = __Pyx_PyObject_GetAttrStr(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_empty); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 75, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_6);
+  __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
+  __pyx_t_3 = __Pyx_PyLong_From_int(__pyx_v_n); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 75, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_3);
+  __Pyx_GetModuleGlobalName(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 75, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  __pyx_t_5 = __Pyx_PyObject_GetAttrStr(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_int32); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 75, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
+  __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+  __pyx_t_8 = 1;
+  #if CYTHON_UNPACK_METHODS
+  if (unlikely(PyMethod_Check(__pyx_t_6))) {
+    __pyx_t_7 = PyMethod_GET_SELF(__pyx_t_6);
+    assert(__pyx_t_7);
+    PyObject* __pyx__function = PyMethod_GET_FUNCTION(__pyx_t_6);
+    __Pyx_INCREF(__pyx_t_7);
+    __Pyx_INCREF(__pyx__function);
+    __Pyx_DECREF_SET(__pyx_t_6, __pyx__function);
+    __pyx_t_8 = 0;
+  }
+  #endif
+  {
+    PyObject *__pyx_callargs[3] = {__pyx_t_7, __pyx_t_3, __pyx_t_5};
+    __pyx_t_2 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_6, __pyx_callargs+__pyx_t_8, (3-__pyx_t_8) | (__pyx_t_8*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_7); __pyx_t_7 = 0;
+    __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
+    __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+    __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+    if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 75, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_2);
+  }
+  __pyx_v_icrc = __pyx_t_2;
+  __pyx_t_2 = 0;
+
+  /* "ibwire/impair/_fast.pyx":76
+ *     bth = np.empty(n, np.int32)
+ *     icrc = np.empty(n, np.int32)
+ *     opcode = np.empty(n, np.uint8)             # <<<<<<<<<<<<<<
+ *     destqp = np.empty(n, np.uint32)
+ *     psn = np.empty(n, np.uint32)
+*/
+  __pyx_t_6 = NULL;
+  __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 76, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
+  __pyx_t_3 = __Pyx_PyObject_GetAttrStr(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_empty); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 76, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_3);
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+  __pyx_t_5 = __Pyx_PyLong_From_int(__pyx_v_n); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 76, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
+  __Pyx_GetModuleGlobalName(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 76, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_7);
+  __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_uint8); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 76, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+  __pyx_t_8 = 1;
+  #if CYTHON_UNPACK_METHODS
+  if (unlikely(PyMethod_Check(__pyx_t_3))) {
+    __pyx_t_6 = PyMethod_GET_SELF(__pyx_t_3);
+    assert(__pyx_t_6);
+    PyObject* __pyx__function = PyMethod_GET_FUNCTION(__pyx_t_3);
+    __Pyx_INCREF(__pyx_t_6);
+    __Pyx_INCREF(__pyx__function);
+    __Pyx_DECREF_SET(__pyx_t_3, __pyx__function);
+    __pyx_t_8 = 0;
+  }
+  #endif
+  {
+    PyObject *__pyx_callargs[3] = {__pyx_t_6, __pyx_t_5, __pyx_t_4};
+    __pyx_t_2 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_3, __pyx_callargs+__pyx_t_8, (3-__pyx_t_8) | (__pyx_t_8*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_6); __pyx_t_6 = 0;
+    __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+    __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+    __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
+    if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 76, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_2);
+  }
+  __pyx_v_opcode = __pyx_t_2;
+  __pyx_t_2 = 0;
+
+  /* "ibwire/impair/_fast.pyx":77
+ *     icrc = np.empty(n, np.int32)
+ *     opcode = np.empty(n, np.uint8)
+ *     destqp = np.empty(n, np.uint32)             # <<<<<<<<<<<<<<
+ *     psn = np.empty(n, np.uint32)
+ *     syndrome = np.empty(n, np.uint8)
+*/
+  __pyx_t_3 = NULL;
+  __Pyx_GetModuleGlobalName(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 77, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  __pyx_t_5 = __Pyx_PyObject_GetAttrStr(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_empty); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 77, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
+  __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+  __pyx_t_4 = __Pyx_PyLong_From_int(__pyx_v_n); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 77, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 77, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_6);
+  __pyx_t_7 = __Pyx_PyObject_GetAttrStr(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_uint32); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 77, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_7);
+  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+  __pyx_t_8 = 1;
+  #if CYTHON_UNPACK_METHODS
+  if (unlikely(PyMethod_Check(__pyx_t_5))) {
+    __pyx_t_3 = PyMethod_GET_SELF(__pyx_t_5);
+    assert(__pyx_t_3);
+    PyObject* __pyx__function = PyMethod_GET_FUNCTION(__pyx_t_5);
+    __Pyx_INCREF(__pyx_t_3);
+    __Pyx_INCREF(__pyx__function);
+    __Pyx_DECREF_SET(__pyx_t_5, __pyx__function);
+    __pyx_t_8 = 0;
+  }
+  #endif
+  {
+    PyObject *__pyx_callargs[3] = {__pyx_t_3, __pyx_t_4, __pyx_t_7};
+    __pyx_t_2 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_5, __pyx_callargs+__pyx_t_8, (3-__pyx_t_8) | (__pyx_t_8*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_3); __pyx_t_3 = 0;
+    __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+    __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+    __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+    if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 77, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_2);
+  }
+  __pyx_v_destqp = __pyx_t_2;
+  __pyx_t_2 = 0;
+
+  /* "ibwire/impair/_fast.pyx":78
+ *     opcode = np.empty(n, np.uint8)
+ *     destqp = np.empty(n, np.uint32)
+ *     psn = np.empty(n, np.uint32)             # <<<<<<<<<<<<<<
+ *     syndrome = np.empty(n, np.uint8)
+ *     msn = np.empty(n, np.uint32)
+*/
+  __pyx_t_5 = NULL;
+  __Pyx_GetModuleGlobalName(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 78, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_7);
+  __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_t_7, __pyx_mstate_global->__pyx_n_u_empty); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 78, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+  __pyx_t_7 = __Pyx_PyLong_From_int(__pyx_v_n); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 78, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_7);
+  __Pyx_GetModuleGlobalName(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 78, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_3);
+  __pyx_t_6 = __Pyx_PyObject_GetAttrStr(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_uint32); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 78, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_6);
+  __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
+  __pyx_t_8 = 1;
+  #if CYTHON_UNPACK_METHODS
+  if (unlikely(PyMethod_Check(__pyx_t_4))) {
+    __pyx_t_5 = PyMethod_GET_SELF(__pyx_t_4);
+    assert(__pyx_t_5);
+    PyObject* __pyx__function = PyMethod_GET_FUNCTION(__pyx_t_4);
+    __Pyx_INCREF(__pyx_t_5);
+    __Pyx_INCREF(__pyx__function);
+    __Pyx_DECREF_SET(__pyx_t_4, __pyx__function);
+    __pyx_t_8 = 0;
+  }
+  #endif
+  {
+    PyObject *__pyx_callargs[3] = {__pyx_t_5, __pyx_t_7, __pyx_t_6};
+    __pyx_t_2 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_4, __pyx_callargs+__pyx_t_8, (3-__pyx_t_8) | (__pyx_t_8*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
+    __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+    __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+    __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+    if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 78, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_2);
+  }
+  __pyx_v_psn = __pyx_t_2;
+  __pyx_t_2 = 0;
+
+  /* "ibwire/impair/_fast.pyx":79
+ *     destqp = np.empty(n, np.uint32)
+ *     psn = np.empty(n, np.uint32)
+ *     syndrome = np.empty(n, np.uint8)             # <<<<<<<<<<<<<<
+ *     msn = np.empty(n, np.uint32)
+ *     cdef uint8_t[::1] v_ib = ib, v_op = opcode, v_syn = syndrome
+*/
+  __pyx_t_4 = NULL;
+  __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 79, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_6);
+  __pyx_t_7 = __Pyx_PyObject_GetAttrStr(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_empty); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 79, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_7);
+  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+  __pyx_t_6 = __Pyx_PyLong_From_int(__pyx_v_n); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 79, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_6);
+  __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 79, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
+  __pyx_t_3 = __Pyx_PyObject_GetAttrStr(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_uint8); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 79, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_3);
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+  __pyx_t_8 = 1;
+  #if CYTHON_UNPACK_METHODS
+  if (unlikely(PyMethod_Check(__pyx_t_7))) {
+    __pyx_t_4 = PyMethod_GET_SELF(__pyx_t_7);
+    assert(__pyx_t_4);
+    PyObject* __pyx__function = PyMethod_GET_FUNCTION(__pyx_t_7);
+    __Pyx_INCREF(__pyx_t_4);
+    __Pyx_INCREF(__pyx__function);
+    __Pyx_DECREF_SET(__pyx_t_7, __pyx__function);
+    __pyx_t_8 = 0;
+  }
+  #endif
+  {
+    PyObject *__pyx_callargs[3] = {__pyx_t_4, __pyx_t_6, __pyx_t_3};
+    __pyx_t_2 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_7, __pyx_callargs+__pyx_t_8, (3-__pyx_t_8) | (__pyx_t_8*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_4); __pyx_t_4 = 0;
+    __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+    __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
+    __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
+    if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 79, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_2);
+  }
+  __pyx_v_syndrome = __pyx_t_2;
+  __pyx_t_2 = 0;
+
+  /* "ibwire/impair/_fast.pyx":80
+ *     psn = np.empty(n, np.uint32)
+ *     syndrome = np.empty(n, np.uint8)
+ *     msn = np.empty(n, np.uint32)             # <<<<<<<<<<<<<<
+ *     cdef uint8_t[::1] v_ib = ib, v_op = opcode, v_syn = syndrome
+ *     cdef int32_t[::1] v_net = network, v_bth = bth, v_icrc = icrc
+*/
+  __pyx_t_7 = NULL;
+  __Pyx_GetModuleGlobalName(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 80, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_3);
+  __pyx_t_6 = __Pyx_PyObject_GetAttrStr(__pyx_t_3, __pyx_mstate_global->__pyx_n_u_empty); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 80, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_6);
+  __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
+  __pyx_t_3 = __Pyx_PyLong_From_int(__pyx_v_n); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 80, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_3);
+  __Pyx_GetModuleGlobalName(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_np); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 80, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  __pyx_t_5 = __Pyx_PyObject_GetAttrStr(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_uint32); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 80, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
+  __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+  __pyx_t_8 = 1;
+  #if CYTHON_UNPACK_METHODS
+  if (unlikely(PyMethod_Check(__pyx_t_6))) {
+    __pyx_t_7 = PyMethod_GET_SELF(__pyx_t_6);
+    assert(__pyx_t_7);
+    PyObject* __pyx__function = PyMethod_GET_FUNCTION(__pyx_t_6);
+    __Pyx_INCREF(__pyx_t_7);
+    __Pyx_INCREF(__pyx__function);
+    __Pyx_DECREF_SET(__pyx_t_6, __pyx__function);
+    __pyx_t_8 = 0;
+  }
+  #endif
+  {
+    PyObject *__pyx_callargs[3] = {__pyx_t_7, __pyx_t_3, __pyx_t_5};
+    __pyx_t_2 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_6, __pyx_callargs+__pyx_t_8, (3-__pyx_t_8) | (__pyx_t_8*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_7); __pyx_t_7 = 0;
+    __Pyx_DECREF(__pyx_t_3); __pyx_t_3 = 0;
+    __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+    __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+    if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 80, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_2);
+  }
+  __pyx_v_msn = __pyx_t_2;
+  __pyx_t_2 = 0;
+
+  /* "ibwire/impair/_fast.pyx":81
+ *     syndrome = np.empty(n, np.uint8)
+ *     msn = np.empty(n, np.uint32)
+ *     cdef uint8_t[::1] v_ib = ib, v_op = opcode, v_syn = syndrome             # <<<<<<<<<<<<<<
+ *     cdef int32_t[::1] v_net = network, v_bth = bth, v_icrc = icrc
+ *     cdef uint32_t[::1] v_qp = destqp, v_psn = psn, v_msn = msn
+*/
+  __pyx_t_9 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_uint8_t(__pyx_v_ib, PyBUF_WRITABLE); if (unlikely(!__pyx_t_9.memview)) __PYX_ERR(0, 81, __pyx_L1_error)
+  __pyx_v_v_ib = __pyx_t_9;
+  __pyx_t_9.memview = NULL;
+  __pyx_t_9.data = NULL;
+  __pyx_t_9 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_uint8_t(__pyx_v_opcode, PyBUF_WRITABLE); if (unlikely(!__pyx_t_9.memview)) __PYX_ERR(0, 81, __pyx_L1_error)
+  __pyx_v_v_op = __pyx_t_9;
+  __pyx_t_9.memview = NULL;
+  __pyx_t_9.data = NULL;
+  __pyx_t_9 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_uint8_t(__pyx_v_syndrome, PyBUF_WRITABLE); if (unlikely(!__pyx_t_9.memview)) __PYX_ERR(0, 81, __pyx_L1_error)
+  __pyx_v_v_syn = __pyx_t_9;
+  __pyx_t_9.memview = NULL;
+  __pyx_t_9.data = NULL;
+
+  /* "ibwire/impair/_fast.pyx":82
+ *     msn = np.empty(n, np.uint32)
+ *     cdef uint8_t[::1] v_ib = ib, v_op = opcode, v_syn = syndrome
+ *     cdef int32_t[::1] v_net = network, v_bth = bth, v_icrc = icrc             # <<<<<<<<<<<<<<
+ *     cdef uint32_t[::1] v_qp = destqp, v_psn = psn, v_msn = msn
+ *     if n:
+*/
+  __pyx_t_10 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int32_t(__pyx_v_network, PyBUF_WRITABLE); if (unlikely(!__pyx_t_10.memview)) __PYX_ERR(0, 82, __pyx_L1_error)
+  __pyx_v_v_net = __pyx_t_10;
+  __pyx_t_10.memview = NULL;
+  __pyx_t_10.data = NULL;
+  __pyx_t_10 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int32_t(__pyx_v_bth, PyBUF_WRITABLE); if (unlikely(!__pyx_t_10.memview)) __PYX_ERR(0, 82, __pyx_L1_error)
+  __pyx_v_v_bth = __pyx_t_10;
+  __pyx_t_10.memview = NULL;
+  __pyx_t_10.data = NULL;
+  __pyx_t_10 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int32_t(__pyx_v_icrc, PyBUF_WRITABLE); if (unlikely(!__pyx_t_10.memview)) __PYX_ERR(0, 82, __pyx_L1_error)
+  __pyx_v_v_icrc = __pyx_t_10;
+  __pyx_t_10.memview = NULL;
+  __pyx_t_10.data = NULL;
+
+  /* "ibwire/impair/_fast.pyx":83
+ *     cdef uint8_t[::1] v_ib = ib, v_op = opcode, v_syn = syndrome
+ *     cdef int32_t[::1] v_net = network, v_bth = bth, v_icrc = icrc
+ *     cdef uint32_t[::1] v_qp = destqp, v_psn = psn, v_msn = msn             # <<<<<<<<<<<<<<
+ *     if n:
+ *         with nogil:
+*/
+  __pyx_t_11 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_uint32_t(__pyx_v_destqp, PyBUF_WRITABLE); if (unlikely(!__pyx_t_11.memview)) __PYX_ERR(0, 83, __pyx_L1_error)
+  __pyx_v_v_qp = __pyx_t_11;
+  __pyx_t_11.memview = NULL;
+  __pyx_t_11.data = NULL;
+  __pyx_t_11 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_uint32_t(__pyx_v_psn, PyBUF_WRITABLE); if (unlikely(!__pyx_t_11.memview)) __PYX_ERR(0, 83, __pyx_L1_error)
+  __pyx_v_v_psn = __pyx_t_11;
+  __pyx_t_11.memview = NULL;
+  __pyx_t_11.data = NULL;
+  __pyx_t_11 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_uint32_t(__pyx_v_msn, PyBUF_WRITABLE); if (unlikely(!__pyx_t_11.memview)) __PYX_ERR(0, 83, __pyx_L1_error)
+  __pyx_v_v_msn = __pyx_t_11;
+  __pyx_t_11.memview = NULL;
+  __pyx_t_11.data = NULL;
+
+  /* "ibwire/impair/_fast.pyx":84
+ *     cdef int32_t[::1] v_net = network, v_bth = bth, v_icrc = icrc
+ *     cdef uint32_t[::1] v_qp = destqp, v_psn = psn, v_msn = msn
+ *     if n:             # <<<<<<<<<<<<<<
+ *         with nogil:
+ *             relay_classify(&buf[0], &offsets[0], &lengths[0], n, &v_ib[0], &v_net[0],
+*/
+  __pyx_t_12 = (__pyx_v_n != 0);
+
+  if (__pyx_t_12) {
+
+
+    /* "ibwire/impair/_fast.pyx":85
+ *     cdef uint32_t[::1] v_qp = destqp, v_psn = psn, v_msn = msn
+ *     if n:
+ *         with nogil:             # <<<<<<<<<<<<<<
+ *             relay_classify(&buf[0], &offsets[0], &lengths[0], n, &v_ib[0], &v_net[0],
+ *                            &v_bth[0], &v_icrc[0], &v_op[0], &v_qp[0], &v_psn[0], &v_syn[0],
+*/
+    {
+        PyThreadState * _save;
+        _save = PyEval_SaveThread();
+        __Pyx_FastGIL_Remember();
+        /*try:*/ {
+
+          /* "ibwire/impair/_fast.pyx":86
+ *     if n:
+ *         with nogil:
+ *             relay_classify(&buf[0], &offsets[0], &lengths[0], n, &v_ib[0], &v_net[0],             # <<<<<<<<<<<<<<
+ *                            &v_bth[0], &v_icrc[0], &v_op[0], &v_qp[0], &v_psn[0], &v_syn[0],
+ *                            &v_msn[0])
+*/
+          __pyx_t_13 = 0;
+          __pyx_t_14 = 0;
+          __pyx_t_15 = 0;
+          __pyx_t_16 = 0;
+          __pyx_t_17 = 0;
+
+          /* "ibwire/impair/_fast.pyx":87
+ *         with nogil:
+ *             relay_classify(&buf[0], &offsets[0], &lengths[0], n, &v_ib[0], &v_net[0],
+ *                            &v_bth[0], &v_icrc[0], &v_op[0], &v_qp[0], &v_psn[0], &v_syn[0],             # <<<<<<<<<<<<<<
+ *                            &v_msn[0])
+ *     return {"ib": ib.view(bool), "offset.network": network, "offset.bth": bth,
+*/
+          __pyx_t_18 = 0;
+          __pyx_t_19 = 0;
+          __pyx_t_20 = 0;
+          __pyx_t_21 = 0;
+          __pyx_t_22 = 0;
+          __pyx_t_23 = 0;
+
+          /* "ibwire/impair/_fast.pyx":88
+ *             relay_classify(&buf[0], &offsets[0], &lengths[0], n, &v_ib[0], &v_net[0],
+ *                            &v_bth[0], &v_icrc[0], &v_op[0], &v_qp[0], &v_psn[0], &v_syn[0],
+ *                            &v_msn[0])             # <<<<<<<<<<<<<<
+ *     return {"ib": ib.view(bool), "offset.network": network, "offset.bth": bth,
+ *             "offset.icrc": icrc, "bth.opcode": opcode, "bth.destqp": destqp, "bth.psn": psn,
+*/
+          __pyx_t_24 = 0;
+
+          /* "ibwire/impair/_fast.pyx":86
+ *     if n:
+ *         with nogil:
+ *             relay_classify(&buf[0], &offsets[0], &lengths[0], n, &v_ib[0], &v_net[0],             # <<<<<<<<<<<<<<
+ *                            &v_bth[0], &v_icrc[0], &v_op[0], &v_qp[0], &v_psn[0], &v_syn[0],
+ *                            &v_msn[0])
+*/
+          relay_classify((&(*((uint8_t const  *) ( /* dim=0 */ ((char *) (((uint8_t const  *) __pyx_v_buf.data) + __pyx_t_13)) )))), (&(*((int64_t *) ( /* dim=0 */ ((char *) (((int64_t *) __pyx_v_offsets.data) + __pyx_t_14)) )))), (&(*((int64_t *) ( /* dim=0 */ ((char *) (((int64_t *) __pyx_v_lengths.data) + __pyx_t_15)) )))), __pyx_v_n, (&(*((uint8_t *) ( /* dim=0 */ ((char *) (((uint8_t *) __pyx_v_v_ib.data) + __pyx_t_16)) )))), (&(*((int32_t *) ( /* dim=0 */ ((char *) (((int32_t *) __pyx_v_v_net.data) + __pyx_t_17)) )))), (&(*((int32_t *) ( /* dim=0 */ ((char *) (((int32_t *) __pyx_v_v_bth.data) + __pyx_t_18)) )))), (&(*((int32_t *) ( /* dim=0 */ ((char *) (((int32_t *) __pyx_v_v_icrc.data) + __pyx_t_19)) )))), (&(*((uint8_t *) ( /* dim=0 */ ((char *) (((uint8_t *) __pyx_v_v_op.data) + __pyx_t_20)) )))), (&(*((uint32_t *) ( /* dim=0 */ ((char *) (((uint32_t *) __pyx_v_v_qp.data) + __pyx_t_21)) )))), (&(*((uint32_t *) ( /* dim=0 */ ((char *) (((uint32_t *) __pyx_v_v_psn.data) + __pyx_t_22)) )))), (&(*((uint8_t *) ( /* dim=0 */ ((char *) (((uint8_t *) __pyx_v_v_syn.data) + __pyx_t_23)) )))), (&(*((uint32_t *) ( /* dim=0 */ ((char *) (((uint32_t *) __pyx_v_v_msn.data) + __pyx_t_24)) )))));
+        }
+
+        /* "ibwire/impair/_fast.pyx":85
+ *     cdef uint32_t[::1] v_qp = destqp, v_psn = psn, v_msn = msn
+ *     if n:
+ *         with nogil:             # <<<<<<<<<<<<<<
+ *             relay_classify(&buf[0], &offsets[0], &lengths[0], n, &v_ib[0], &v_net[0],
+ *                            &v_bth[0], &v_icrc[0], &v_op[0], &v_qp[0], &v_psn[0], &v_syn[0],
+*/
+        /*finally:*/ {
+          /*normal exit:*/{
+            __Pyx_FastGIL_Forget();
+            PyEval_RestoreThread(_save);
+            goto __pyx_L6;
+          }
+          __pyx_L6:;
+        }
+    }
+
+    /* "ibwire/impair/_fast.pyx":84
+ *     cdef int32_t[::1] v_net = network, v_bth = bth, v_icrc = icrc
+ *     cdef uint32_t[::1] v_qp = destqp, v_psn = psn, v_msn = msn
+ *     if n:             # <<<<<<<<<<<<<<
+ *         with nogil:
+ *             relay_classify(&buf[0], &offsets[0], &lengths[0], n, &v_ib[0], &v_net[0],
+*/
+  }
+
+  /* "ibwire/impair/_fast.pyx":89
+ *                            &v_bth[0], &v_icrc[0], &v_op[0], &v_qp[0], &v_psn[0], &v_syn[0],
+ *                            &v_msn[0])
+ *     return {"ib": ib.view(bool), "offset.network": network, "offset.bth": bth,             # <<<<<<<<<<<<<<
+ *             "offset.icrc": icrc, "bth.opcode": opcode, "bth.destqp": destqp, "bth.psn": psn,
+ *             "aeth.syndrome": syndrome, "aeth.msn": msn}
+*/
+  __pyx_t_2 = __Pyx_PyDict_NewPresized(9); if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 89, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_2);
+  __pyx_t_5 = __pyx_v_ib;
+  __Pyx_INCREF(__pyx_t_5);
+  __pyx_t_8 = 0;
+  {
+    PyObject *__pyx_callargs[2] = {__pyx_t_5, ((PyObject *)(&PyBool_Type))};
+    __pyx_t_6 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_view, __pyx_callargs+__pyx_t_8, (2-__pyx_t_8) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
+    __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
+    if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 89, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_6);
+  }
+  if (PyDict_SetItem(__pyx_t_2, __pyx_mstate_global->__pyx_n_u_ib, __pyx_t_6) < (0)) __PYX_ERR(0, 89, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
+  if (PyDict_SetItem(__pyx_t_2, __pyx_mstate_global->__pyx_kp_u_offset_network, __pyx_v_network) < (0)) __PYX_ERR(0, 89, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_2, __pyx_mstate_global->__pyx_kp_u_offset_bth, __pyx_v_bth) < (0)) __PYX_ERR(0, 89, __pyx_L1_error)
+
+  /* "ibwire/impair/_fast.pyx":90
+ *                            &v_msn[0])
+ *     return {"ib": ib.view(bool), "offset.network": network, "offset.bth": bth,
+ *             "offset.icrc": icrc, "bth.opcode": opcode, "bth.destqp": destqp, "bth.psn": psn,             # <<<<<<<<<<<<<<
+ *             "aeth.syndrome": syndrome, "aeth.msn": msn}
+*/
+  if (PyDict_SetItem(__pyx_t_2, __pyx_mstate_global->__pyx_kp_u_offset_icrc, __pyx_v_icrc) < (0)) __PYX_ERR(0, 89, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_2, __pyx_mstate_global->__pyx_kp_u_bth_opcode, __pyx_v_opcode) < (0)) __PYX_ERR(0, 89, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_2, __pyx_mstate_global->__pyx_kp_u_bth_destqp, __pyx_v_destqp) < (0)) __PYX_ERR(0, 89, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_2, __pyx_mstate_global->__pyx_kp_u_bth_psn, __pyx_v_psn) < (0)) __PYX_ERR(0, 89, __pyx_L1_error)
+
+  /* "ibwire/impair/_fast.pyx":91
+ *     return {"ib": ib.view(bool), "offset.network": network, "offset.bth": bth,
+ *             "offset.icrc": icrc, "bth.opcode": opcode, "bth.destqp": destqp, "bth.psn": psn,
+ *             "aeth.syndrome": syndrome, "aeth.msn": msn}             # <<<<<<<<<<<<<<
+*/
+  if (PyDict_SetItem(__pyx_t_2, __pyx_mstate_global->__pyx_kp_u_aeth_syndrome, __pyx_v_syndrome) < (0)) __PYX_ERR(0, 89, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_t_2, __pyx_mstate_global->__pyx_kp_u_aeth_msn, __pyx_v_msn) < (0)) __PYX_ERR(0, 89, __pyx_L1_error)
+  {
+    PyObject *__pyx_temp;
+    {
+      __pyx_temp = __pyx_r;
+      __pyx_r = __pyx_t_2;
+    }
+    __Pyx_XDECREF(__pyx_temp);
+  }
+  __pyx_t_2 = 0;
+  goto __pyx_L0;
+
+  /* "ibwire/impair/_fast.pyx":65
+ * 
+ * 
+ * def classify(data, int64_t[::1] offsets, int64_t[::1] lengths):             # <<<<<<<<<<<<<<
+ *     """The columns :mod:`ibwire.impair.state` reads, for the frames of a batch: ``ib`` (a
+ *     RoCEv2/RoCEv1 transport packet), ``offset.network``, ``offset.bth``, ``offset.icrc``,
+*/
+
+  /* function exit code */
+  __pyx_L1_error:;
+  __PYX_XCLEAR_MEMVIEW(&__pyx_t_1, 1);
+  __Pyx_XDECREF(__pyx_t_2);
+  __Pyx_XDECREF(__pyx_t_3);
+  __Pyx_XDECREF(__pyx_t_4);
+  __Pyx_XDECREF(__pyx_t_5);
+  __Pyx_XDECREF(__pyx_t_6);
+  __Pyx_XDECREF(__pyx_t_7);
+  __PYX_XCLEAR_MEMVIEW(&__pyx_t_9, 1);
+  __PYX_XCLEAR_MEMVIEW(&__pyx_t_10, 1);
+  __PYX_XCLEAR_MEMVIEW(&__pyx_t_11, 1);
+  __Pyx_AddTraceback("ibwire.impair._fast.classify", __pyx_clineno, __pyx_lineno, __pyx_filename);
+  __pyx_r = NULL;
+  __pyx_L0:;
+  __PYX_XCLEAR_MEMVIEW(&__pyx_v_buf, 1);
+
+  __Pyx_XDECREF(__pyx_v_ib);
+  __Pyx_XDECREF(__pyx_v_network);
+  __Pyx_XDECREF(__pyx_v_bth);
+  __Pyx_XDECREF(__pyx_v_icrc);
+  __Pyx_XDECREF(__pyx_v_opcode);
+  __Pyx_XDECREF(__pyx_v_destqp);
+  __Pyx_XDECREF(__pyx_v_psn);
+  __Pyx_XDECREF(__pyx_v_syndrome);
+  __Pyx_XDECREF(__pyx_v_msn);
+  __PYX_XCLEAR_MEMVIEW(&__pyx_v_v_ib, 1);
+  __PYX_XCLEAR_MEMVIEW(&__pyx_v_v_op, 1);
+  __PYX_XCLEAR_MEMVIEW(&__pyx_v_v_syn, 1);
+  __PYX_XCLEAR_MEMVIEW(&__pyx_v_v_net, 1);
+  __PYX_XCLEAR_MEMVIEW(&__pyx_v_v_bth, 1);
+  __PYX_XCLEAR_MEMVIEW(&__pyx_v_v_icrc, 1);
+  __PYX_XCLEAR_MEMVIEW(&__pyx_v_v_qp, 1);
+  __PYX_XCLEAR_MEMVIEW(&__pyx_v_v_psn, 1);
+  __PYX_XCLEAR_MEMVIEW(&__pyx_v_v_msn, 1);
   __Pyx_XGIVEREF(__pyx_r);
   __Pyx_RefNannyFinishContext();
   return __pyx_r;
@@ -23808,58 +24702,73 @@ __Pyx_RefNannySetupContext("PyInit__fast", 0);
   if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_np, __pyx_t_4) < (0)) __PYX_ERR(0, 4, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
 
-  /* "ibwire/impair/_fast.pyx":18
- *                                uint8_t *out) nogil
+  /* "ibwire/impair/_fast.pyx":22
+ *                         uint32_t *msn) nogil
  * 
  * MOST = 256             # <<<<<<<<<<<<<<
  * 
  * 
 */
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_MOST, __pyx_mstate_global->__pyx_int_256) < (0)) __PYX_ERR(0, 18, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_MOST, __pyx_mstate_global->__pyx_int_256) < (0)) __PYX_ERR(0, 22, __pyx_L1_error)
 
-  /* "ibwire/impair/_fast.pyx":21
+  /* "ibwire/impair/_fast.pyx":25
  * 
  * 
  * def receive(int fd, uint8_t[::1] buffer, int64_t slot, int most, int64_t[::1] offsets,             # <<<<<<<<<<<<<<
  *             int64_t[::1] lengths, int64_t[::1] stamps, uint8_t[::1] csum):
  *     """Reads up to ``most`` frames into ``buffer`` (slot ``i`` for frame ``i``); returns how
 */
-  __pyx_t_4 = __Pyx_CyFunction_New(&__pyx_mdef_6ibwire_6impair_5_fast_1receive, 0, __pyx_mstate_global->__pyx_n_u_receive, NULL, __pyx_mstate_global->__pyx_n_u_ibwire_impair__fast, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[0])); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 21, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_CyFunction_New(&__pyx_mdef_6ibwire_6impair_5_fast_1receive, 0, __pyx_mstate_global->__pyx_n_u_receive, NULL, __pyx_mstate_global->__pyx_n_u_ibwire_impair__fast, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[0])); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 25, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_4);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_receive, __pyx_t_4) < (0)) __PYX_ERR(0, 21, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_receive, __pyx_t_4) < (0)) __PYX_ERR(0, 25, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
 
-  /* "ibwire/impair/_fast.pyx":36
+  /* "ibwire/impair/_fast.pyx":40
  * 
  * 
  * def send_batch(int fd, data, int64_t[::1] offsets, int64_t[::1] lengths):             # <<<<<<<<<<<<<<
  *     """Sends the frames of a batch (``data`` a writable buffer); returns how many went."""
  *     cdef const uint8_t[::1] buf = data
 */
-  __pyx_t_4 = __Pyx_CyFunction_New(&__pyx_mdef_6ibwire_6impair_5_fast_3send_batch, 0, __pyx_mstate_global->__pyx_n_u_send_batch, NULL, __pyx_mstate_global->__pyx_n_u_ibwire_impair__fast, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[1])); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 36, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_CyFunction_New(&__pyx_mdef_6ibwire_6impair_5_fast_3send_batch, 0, __pyx_mstate_global->__pyx_n_u_send_batch, NULL, __pyx_mstate_global->__pyx_n_u_ibwire_impair__fast, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[1])); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 40, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_4);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_send_batch, __pyx_t_4) < (0)) __PYX_ERR(0, 36, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_send_batch, __pyx_t_4) < (0)) __PYX_ERR(0, 40, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
 
-  /* "ibwire/impair/_fast.pyx":47
+  /* "ibwire/impair/_fast.pyx":51
  * 
  * 
  * def pack_records(data, int64_t[::1] offsets, int64_t[::1] lengths, int64_t[::1] stamps):             # <<<<<<<<<<<<<<
  *     """(pcap records with ns stamps, this host's byte order, longest frame) of a batch."""
  *     cdef const uint8_t[::1] buf = data
 */
-  __pyx_t_4 = __Pyx_CyFunction_New(&__pyx_mdef_6ibwire_6impair_5_fast_5pack_records, 0, __pyx_mstate_global->__pyx_n_u_pack_records, NULL, __pyx_mstate_global->__pyx_n_u_ibwire_impair__fast, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[2])); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 47, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_CyFunction_New(&__pyx_mdef_6ibwire_6impair_5_fast_5pack_records, 0, __pyx_mstate_global->__pyx_n_u_pack_records, NULL, __pyx_mstate_global->__pyx_n_u_ibwire_impair__fast, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[2])); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 51, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
   PyUnstable_Object_EnableDeferredRefcount(__pyx_t_4);
   #endif
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_pack_records, __pyx_t_4) < (0)) __PYX_ERR(0, 47, __pyx_L1_error)
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_pack_records, __pyx_t_4) < (0)) __PYX_ERR(0, 51, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+
+  /* "ibwire/impair/_fast.pyx":65
+ * 
+ * 
+ * def classify(data, int64_t[::1] offsets, int64_t[::1] lengths):             # <<<<<<<<<<<<<<
+ *     """The columns :mod:`ibwire.impair.state` reads, for the frames of a batch: ``ib`` (a
+ *     RoCEv2/RoCEv1 transport packet), ``offset.network``, ``offset.bth``, ``offset.icrc``,
+*/
+  __pyx_t_4 = __Pyx_CyFunction_New(&__pyx_mdef_6ibwire_6impair_5_fast_7classify, 0, __pyx_mstate_global->__pyx_n_u_classify, NULL, __pyx_mstate_global->__pyx_n_u_ibwire_impair__fast, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[3])); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 65, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
+  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_4);
+  #endif
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_classify, __pyx_t_4) < (0)) __PYX_ERR(0, 65, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
 
   /* "ibwire/impair/_fast.pyx":1
@@ -23977,7 +24886,7 @@ static int __Pyx_InitCachedConstants(__pyx_mstatetype *__pyx_mstate) {
   if (__Pyx_PyTuple_SET_ITEM(__pyx_mstate_global->__pyx_tuple[1], 0, __pyx_mstate_global->__pyx_slice[0]) != (0)) __PYX_ERR(1, 763, __pyx_L1_error);
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_tuple[1]);
 
-  /* "ibwire/impair/_fast.pyx":52
+  /* "ibwire/impair/_fast.pyx":56
  *     cdef int count = offsets.shape[0]
  *     if count == 0:
  *         return b"", 0             # <<<<<<<<<<<<<<
@@ -23986,7 +24895,7 @@ static int __Pyx_InitCachedConstants(__pyx_mstatetype *__pyx_mstate) {
 */
   {
     PyObject* __pyx_temp[2] = {__pyx_mstate_global->__pyx_kp_b__5, __pyx_mstate_global->__pyx_int_0};
-    __pyx_mstate_global->__pyx_tuple[2] = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_mstate_global->__pyx_tuple[2])) __PYX_ERR(0, 52, __pyx_L1_error)
+    __pyx_mstate_global->__pyx_tuple[2] = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_mstate_global->__pyx_tuple[2])) __PYX_ERR(0, 56, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_mstate_global->__pyx_tuple[2]);
   }
   __Pyx_GIVEREF(__pyx_mstate_global->__pyx_tuple[2]);
@@ -24050,41 +24959,41 @@ static int __Pyx_InitConstants(__pyx_mstatetype *__pyx_mstate) {
   int __pyx_clineno = 0;
   CYTHON_UNUSED_VAR(__pyx_mstate);
   {
-    const struct { const unsigned int length: 8; } str_length_index[] = {{6},{8},{1},{2},{15},{23},{25},{32},{20},{22},{1},{1},{37},{45},{22},{179},{8},{40},{15},{7},{6},{2},{9},{50},{39},{34},{27},{30},{37},{5},{8},{4},{8},{15},{20},{12},{9},{17},{8},{8},{12},{10},{8},{10},{8},{7},{14},{11},{10},{19},{14},{12},{10},{17},{13},{12},{12},{19},{8},{13},{3},{15},{7},{18},{4},{3},{6},{1},{18},{5},{4},{4},{15},{5},{6},{9},{5},{6},{2},{5},{6},{7},{19},{2},{5},{5},{8},{7},{3},{7},{4},{4},{1},{4},{4},{2},{5},{1},{3},{7},{3},{4},{12},{3},{7},{8},{8},{10},{4},{10},{5},{4},{4},{6},{5},{4},{4},{6},{3},{5},{5},{6},{6},{6},{1}};
-    const struct { const unsigned int length: 8; } bytes_length_index[] = {{0},{1},{156},{83},{142}};
+    const struct { const unsigned int length: 8; } str_length_index[] = {{6},{8},{1},{2},{15},{23},{25},{32},{20},{22},{1},{1},{37},{45},{22},{179},{8},{8},{13},{10},{10},{7},{40},{15},{7},{6},{2},{9},{50},{39},{34},{10},{11},{14},{27},{30},{37},{5},{8},{4},{8},{15},{20},{12},{9},{17},{8},{8},{12},{10},{8},{10},{8},{7},{14},{11},{10},{19},{14},{12},{10},{17},{13},{12},{12},{19},{8},{13},{3},{15},{7},{18},{4},{3},{3},{6},{1},{8},{18},{5},{4},{4},{6},{15},{5},{6},{9},{5},{6},{2},{5},{6},{7},{2},{19},{4},{2},{5},{5},{5},{8},{7},{3},{7},{4},{4},{3},{1},{4},{4},{7},{2},{5},{1},{3},{7},{6},{3},{4},{12},{3},{3},{7},{8},{8},{10},{4},{10},{5},{4},{4},{6},{5},{4},{4},{6},{3},{8},{5},{6},{5},{6},{6},{5},{4},{6},{5},{5},{4},{5},{4},{5},{6},{4},{1},{5}};
+    const struct { const unsigned int length: 9; } bytes_length_index[] = {{0},{1},{156},{83},{142},{353}};
     #ifndef CYTHON_COMPRESS_STRINGS
       #define CYTHON_COMPRESS_STRINGS 90
     #endif
-    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (1151 bytes) */
-static const char cstring[] = "x\332}T\277o\333F\024\256\\\245q\223\240\201\n\264\005\322\345l\004Q\207\204\256\032\0271\212 \205\242\330\205\007\047\266\345\326\351D\234\216\217\322\331\344\035\305\273\223\245L\0369r\344\310Q\243F\215\0325j\324\230?\241\177B\337\221\226\355\264E\005\220|\272{\277\276\367\276\367\010\325\344\307!\221\2353`\372\225\363\013yy\000\241\214G\177p\270 \322\047/\231\024\232w\2154\212P\341\021\217\307V\361\237\307\\\254.\224\216\271\007\336-e\"\343\377\275\377\364\354Z\363\325\257-*\204\324\204*\305\273\202hIb\240\3363)\202\021\t\213$\007\230\344\276\030\320\200{$\224\036<%0\214\320\026]\325Y\335\306\255\3732\3261\025\365\247\244\213\256V\312\252G#\300P\204\016\271\"o\245\006\242{X\211\326H\367\244 x\346A\300;\020S\r\030\315\346\207^c\253$\310\341\356\341\263\355\235\355\"\333\030l\335\024Q\246\303\002L\024\224-Z\307\360@\243w=\212@9d\337\047#i\210\000\314\013QD\250w\333@\367@\020\005\332\n\244^`\246\232K\341\2429\027\335\372U\231\370\000\254\365\036\r\0248\324\363\\\324\203\216\361}\314\013\221\3228\246#t&%Q!\r\002\202\310\013\217\035\252Y\217\311 \260>\244P\016\3550\217+\332\t\000\204}w\031W\245\344\t\211\300}j\002M\\7\006\3170p]\342\231\"\262\220\342\031\026b\300i\200\267\214\013\256]W\2300\0329.\22318!\332\361\"\017\342S\036\224hy\030a\013n\253\231\220\352\336\2774T\314\266x\347\002\241n\341\001\345\361\226\353S\245\235h44ErV\025qI\206=)\321\022\217j\352\374\307m\331^\333\237\222Y\312i\266[\373\373\273A\300#\305\325\301\273\366I\033\372\006\004\003\313s\347\206\362\256{8\032\342\363\006\373\355\276\205\241>\006\337u\257z\202\265@\334\266k7B\0274\327\020\332\003\317\332\340\3177\202\331/^\251\225U\211\321J!\345\242\370J\317\004\305\235\240a\371\265\341]\027\001\273\254\007\354\\\231\260\374w\345\305\212\226Q\245dD\304\3319z\330\025+\275\201\266\225\260>\372\206\006+\267\2536^K\254 \371\255\003\030\332?\310\300\353T\324\255\324\257\345\033;\r\312b\341\3126T\032\244: \251V\345wKRRU4\211\252\221`\\:\327\232\252C\225\345m\251\305X\200g.\326\004\307\224A\207\262s&\215\320""\014\321\333\366z\005b\214Tn(\010#=\302\276\341\260\003\342.\006\024\342X\306%\235|\317\017hW!\365\221cW\243_\222\312)I\345\024\244\342\036n\031\030\332\306\251\362\365\001\002\020]\335\303\321\031\342n\261\213\305.\224P*-lQp)\205\"*X,1\023\351\373\266,\010(\302\204\355\203\265D\204\236\212d\204\022\340\260\342g\020\206\252\033C\227+\\\0368c\236[\014#J\032\315\257&\255 \253\315@\005\322V:\214\024\276q 4DJK|b\203+\306\204\0329\030\030.\364\016\366\036C\232\010\013\004\270\320\014\250\341\273\313\312\307\352f\276\261\254~\223\236f{\371F\336XV\357^\016\222vZY\256?LL\332\\V\037$\255\244\237\256\245?d\033\331N\276\235\353\361O\343\366dm\202V\367\222\315d/\335H_d\233\031j>\3126\226_\336[\256\3437kd\255\254\237W\363f~:n\216O&\265I}Z\233>\236\322\351`v4\363\346\365\305\321\361\342\270\275h\237,N~_V\357\047?\247\237\247\215\364u\332\313h6\304 \215\353\334\276M\317\362\373\343\027\223\047\323\312\264\366I~\375\"\334\303\344CV\313\036\243\235B\004\333y\177|w\334\237T\047\315\311\351\2649=\231}7\257\314k6\004\272\374k\375\263;\353\227&y\235@\372<\365\013\314\317\363\316\370\316\370xl&\255\311\305\324\2375g\355\371\332|c\271\376Ur\226U\262\332G\033\344Arp\025d\220\037\345\336\370\311\344\213\tEu:\325\263\306\354\267yc\376fqx\2648:]\234\276_\274\377s\371\350\373l\033\013P\261\371\306\311\327I\303\272\353\246G)M\025\226\311f\3637H\200\334\324";
-    PyObject *data = __Pyx_DecompressString(cstring, 1151, 1);
+    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (1465 bytes) */
+static const char cstring[] = "x\332}T\317o\323H\024\246\020\240@\001\005iA\202\005M\n\"\034\300\335\264]\350\256\020\253P\332U\017\260M\323\245\354r\260\306\3668\031j\3178\236\261\233\240\025\342\350\243\217>\372\350\243\2179\346\230c\2169\362\047\354\237\260o\354\244\024X\021\311\231g\317\373\371\275\357=\204%\372\251\217\270\361\216\230\362\231\366+z\372\222\270\334\037\274\246\344\010q\033=59\223\264\023\360@ \314,dQ_)~\375\231\262\371\205\220>\265\210uB\031q\377\273\367_~;\326|\366\333&f\214K\204\205\240\035\206$G>\301\326#\316\234\001r\213$CHr\207\205\330\241\026r\271E\036\"\322\367\300\026\\\325\315\272\212[\267\271/}\314\352\017Q\007\\\315\225E\027{\004B!\334\247\002\275\342\222 \331\005$6\007\262\313\031\202o\026q\250A|,\tDS\371\201W_)1\264\273\265\373h}c\275\310\326\047\n7\201D`\230\016$J\204\002\315\010\250#\301\273\034xDhh\307F\003\036 F /\250\302\003\275\223\006\262K\030\022D*\001\325\213\232\261\244\234\351`NY\247>\203\211\206DYocG\020\r[\226\016z\004\023\331\325\\\301\212S\014\230\345s\227\030 [D\310\236\247$\356\231\000\215\222<\301\214\300\266\241\016@\006\373>\036@p\316\221p\261\343 @\252\310\300\300\322\354\232\334qTL\316\204\206\r\323\242\002\033\016!L\375wL*J\311b\034\200\262q\340H\244\353>\261\002\223\350:\262\202\"S\306\331#\000.\244\330\201[\2232*u\235\005\2567\320t\223\373Ds\301\216\026y \033S\247D\207\272\036\264\354\244Z\340b\331\375F\203\3336`\246A]3\211\232\2769\023\031\221G\334?\024\276\271B\215#@o\005l0\365Wt\033\013\251y\203~P\344\257\274A\351\334\2046\227\200 \013K\254\375\317m\311\030\325\362\222\254Bk\2667wv\266\034\207z\202\212\227\177\264\367\333\244\027\020f\0225:\332\347)\322\365\335A\037\236\027@!\375\025\351\313=b\353\372\254\315\000\027@\243\210\360Y\350\020I%q\325\007K\331\300\317\016\230\251N\270\022s\253\022\006%\271\230\262\342\344V\340\024w\014\273\345\251\302\353:\024\254\233]b\036\212\300-\337f^\224\250HZJ\001\363\250y\010\036\266\330\\/\224\n\t\345\243\027`g\356v\336\351c\311,\346\346\304\007\322W/\320\213\343T\304\211\324\217\345\317v\022\370""\252\212\022\252\347<\200\351!\300\2739\374z\311[,\212&a \272I\271v\254)\014,\024\303A\253T4\013$\251=0\035\270\326\001\036X\002&1\260yh\362\200I\023\200P\235.\247\304* \200\320\345\026$\256\047\007\320H\230\032\002@\024K\200\370>\367K\n\332\226\355\340\216\200q\001^\316\326\0135J\236i%\317\264\202g\212\220\324\202}F\372\224\311\265U\325TQ\376\275\047\016a\035\331\205\311\353\303*S{L\355/\227\013\t\303\314\024f\260\006\335\031\217\231W\214\003\207\364J\202\213r\246\241x\017*R\017\340\016hX\302\343\036L9\274\020X\027p\204\256+:>\351P\001\353\013\246\326\322\213\361\006I\202\237\331\354\026\334VI\t\207\253\306\270\236\200\177\037D\342\t\311\341\361\003Xr\201;_0\022\250\353\004EQ\352\177\003\210\0039\004\036@JB\035\032\021\352\324\200\007\000\010u((\004\"\312P\347^\250{\352\255\007\002\370\202]\034\020\241\212\357\277\047>\027\177|\\\370TYNk\323\312\017\361A\262\235\326\322\306\264r\376c\030\265\343\205\351\342\325(\210\233\323\312R\264\031\365\342\323\361\203\244\226l\244\353\251\314V\263v~:\007\253\213\321r\264\035\327\342\047\311r\002\2327\223\332\364\302\305\351\"\234I#\331Lzi%m\246\007Y3\333\317\253y}X\035\336\033\342a8j\215\254q}\322\332\233\354\265\047\355\375\311\376\237\323\312\245\350\347\370L\334\210\237\307\335\004\047}\010\3228\316\355z\374.\275\224=\311\357\017\027\206\325/\362\353\025\341\256F\357\223jr\017\354\004T\260\236\366\262\363Y/\257\344\315\374`\330\034\356\217n\214\027\306U\025\002\\\376\273x\352\354\342\307 z\036\221x-\266\213\232\327R#;\233\355eA\276\231\037\r\355Qs\324\036\237\036\327\246\213W\242w\311BR\375\244\202,E/gA\302\264\225Z\331\375\374\\\216A\035\017\345\2501\372}\334\030\277\230\354\266&\255\203\311\301\233\311\233\277\2467o%\353\000\300\202\312\327\217\256E\r\345\256\023\267b\034\013\200i\226\315\305Sg\357\252\022\253\361\215\344\034\370\356M+\027@\371q\\\215\357\306{1\274^\211\214\370\\aT@<G|-6\222\005\345e5z\r\260m\306~\002%^\216\366\242\020b\230\311\265\244\361\315\353W\266W#?\276\036\367\2223\311j\322\372\346\366v\362v\362`c""\010\322\235\311\235\225\354\303\260UHZ\346\016\013\216\364\246\227\257L\227\276\327isT\035\335\033\341\221\004l\266\312nOo\375\230l\245\325\364^\212\3230keV^\313\327\363\336\260R\364\251T\017\306\315\361~\241>\207rfTST\334\216\227\343-hD}R[\313\177\031\276\2026-\335J\036\247w\262~\376a\364f\374V\031,\335N\376N\377\311\033\377\001\336\034\275|";
+    PyObject *data = __Pyx_DecompressString(cstring, 1465, 1);
     #define __Pyx_DecompressString_LZSS_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (1506 bytes) */
-static const char cstring[] = "\377 at 0x o\377bject>.:\377 <Memory\377View of \377<contigu\377ous and gdir%\001\007\rin\021\005\177strided\"\010o or \004\031><(\t\376A\006>?Canno\377t assign\377 to read\177-only m\240\002\375v\242\000Invali\377d mode, \347exp\305\000|\000\047c\047\376t\001\047fortra\237n\047, gH\000%\005s\357hape\222\000 ax\377is Note \373th\207 Cytho\373n \021\000delib\237eratek\000\320\001c\367ter!\001n PE\337P-484\212\"re\376\264!s subcl\366\246\000es\261!buil\373ti\260\000ypes.\377 If you \223ne\224 \303\000p\316\000%\tt\177hen set\200\000\367e \047\357\002atio\377n_typing\355\047\355$iv\242\000o F\377alse.add}_\231 ebuff\225\000~\337 arrays\243 \377o small \374\367\000M\002batchc\347oll\336@S\000s.a\377bcdisabl\367een\002\001gcis\376\004\003dno def\377ault __r\377educe__ {duu\002non-\332@\357vial\033\000cin\377it__nump\377y._core.\365m5\000i\203\002 fai\235l\350\003imp\200@\033\tu\357math\021\016src\257/ibw\334`/0\000a\377ir/_fast\037.pyxu\242\002\375A\325\000\353oc\221@ `\003dat\303a.\013\020\331C\253\204\001\210\204\003s.\377ASCIIEll\377ipsisMOS\377TSequenc\365e\344\204\001.\351\204\007__Py\375x\001\000Dict_N\377extRef__l\215D\211 __\342B__\001\005\177getitem\r\001yd0\001\027\000func\035\001\206\030\000st\276`)\001\200#3\001m\367ain\003\002odulnM\002nam\002\003ewT\001\376\356\000_checks\001uT\000\n\001?\004\025\001\220`\217@\037\001\277unpick?\000E\315n \005vt\321A\230\001qu#alO\005\277E\310Fc\340\204\002\277\001\246\333Dex\314\001\377`_\203\005s\343et\262\006\003\006.\007tes\356\370@_is\364Aout\247ine\322`\225E_\217\204\003a\375s\216\204\002asynci\363o.\237`$\003sbas\\\264\204\001\265\204\003ccl;\000_\221 \377tracebac\177kcountc\373\000\342\333Ad\355\002g\000\234\210\003emp{ty\265@odee\370`\276\234\206\002error\353cf\377dflagsfoQr\341`\364\206\004\317c.\317c.\320b\177idindex\265A\375s\000\002izelen\377gthsmaxm\363em\325\207\001\315\207\001most\375n\234Andimnp\376\350\204\002oobjoff\344\237!\370\000p\256\000\000\001_re\377cordspop\377receiver\377ecvmmsgr\377egisters\357en""d_\210\206\002senOtset\343\205\004\207\210\002s\177\000wslo\362!mps\264`}r\376 epsto\001\000\357ruct\212`tot\177aluint8\371@\376\245 updatev\376\021\000esxO\200\001\340\377\004\"\240!\330\004\025\220\377W\230F\240!\2401\330\377\004\007\200v\210S\220\001\377\330\010\017\210u\220A\330\377\004\014\210C\210q\220\002\377\220(\230!\2308\2404\377\240t\2502\250S\260\002\375\2603\000\n\210\"\210F\220\277!\2207\230\"\230\047\000\032\177\230!\330\t\n\330\010\005\000\377\2301\230C\230q\240\004\377\240A\240W\250A\250T\377\260\021\260\047\270\021\270$\377\270a\270v\300Q\300d\377\310\047\320QR\320RS\377\320ST\320TU\330\004\377\013\2105\220\003\2201\220\177B\220h\230a\230xb\000\3751\223\006\026\220j\240\013\250\1777\260&\270\001\270\021\223\n\375qj\002\017\210z\230\021\230\365$5\000s\277\0004\240q\250\377\007\250q\260\004\260A\260\377W\270A\270T\300\027\310\333\001\3105\000\013\210P\000\360\010\377\000\005\010\200u\210B\210\337e\2203\220f\357\0023\240\377b\250\005\250R\250u\260\377C\260w\270f\300A\300\377S\310\002\310!\330\010\016\177\210j\230\001\230\021\340\320\001\367\014\210M^\004v\240Q\240\177d\250&\260\006\260a,\000\377a\270t\3001\300G\310\3771\310D\320PQ\320Q\377W\320WX\320XY\330\257\032\033\2304\376\000\001\314!r\357\210\022\2101K\001g\220QO\220a\220s\244 \356\0001";
-    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 1506, 1862);
+    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (1923 bytes) */
+static const char cstring[] = "\377 at 0x o\377bject>.:\377 <Memory\377View of \377<contigu\377ous and gdir%\001\007\rin\021\005\177strided\"\010o or \004\031><(\t\376A\006>?Canno\377t assign\377 to read\177-only m\240\002\375v\242\000Invali\377d mode, \347exp\305\000|\000\047c\047\376t\001\047fortra\237n\047, gH\000%\005s\357hape\222\000 ax\377is Note \373th\207 Cytho\373n \021\000delib\237eratek\000\320\001c\367ter!\001n PE\337P-484\212\"re\376\264!s subcl\366\246\000es\261!buil\373ti\260\000ypes.\377 If you \223ne\224 \303\000p\316\000%\tt\177hen set\200\000\367e \047\357\002atio\377n_typing\355\047\355$iv\242\000o F\377alse.add\375_\231 eaeth.\367msn\003\002synd\337romeb\021\000de\357stqp\006\001opc\374\230 \020\001psnbuf\371f\305\000\217@array\375s\323 o smal\363l \247 }\002batc\237hcoll\216`\203\000s\377.abcdisa\337bleen\002\001gc\373is\004\003dno d\377efault _\377_reduce_\357_ du\245\002non\275-\212`vial\033\000c\377init__nu\377mpy._cor\327e.m5\000i\203\002 fwail\230#imp\260@\276\033\tumath\021\016o\313ff\261 .\351\000\003\004ic\373rc\016\004netwo\377rksrc/ib\337wire/S\000ai\377r/_fast.\217pyxu\305\002\320a\370\000o\365c\344@ \203\003data\341.\013\020\254c\376\204\001\333\204\003s.A\377SCIIElli\377psisMOST\377Sequence\372\267\205\001.\274\205\007__Pyx\376\001\000Dict_Ne\177xtRef__\340D\266\254 __\265b__\001\005g\277etitem\r\001d<0\001\027\000func\035\001\030\000\217stat1\002\243#3\001m\367ain\003\002odulnM\002nam\002\003ewT\001\376\356\000_checks\001uT\000\n\001?\004\025\001\343`\262@\037\001\277unpick?\000E\315n \005vt\364A\230\001qu#alO\005\342E\353Fc\263\205\002\277\001\366\376Dex\314\001set_\216\203\005set\262\006\003\006.\007t\273es\233`_is\227ao\237utine\365`\225E_\366\262\204\003as\261\204\002asyn\317cio.\302`$\003sb\273as\362\204\001buf\333\204\003c\276\210\206\002ifyclF\000_\376\234 traceba\377ckcountc\210\206 \346A\240\205\003d\376\002x\000\200\211\003e\357mpty\306@ode\357enum\200\207\002err\373or\237\204\003fdfla\377gsformatV\330\207\004ib\342c.\342c.\343b\376\215\204\001idindex""_int32\321As\000\002\377izelengt\377hsmaxmem\374\304\210\001\274\210\001mostms{nn\273Andim\301\204\004{np\261\205\002oobj\360\204\003\311s\316\206\003\244 p\317\000\000\001_r\377ecordspo\377ppsnrece\377iverecvm\377msgregis\377tersend_\376\332\206\002sentsett\265\206\004\211\211\002s\222\000slo\241A\327mps\343`r\255@ep\367sto\001\000ruct\374\271`\331\207\005totalu\344\320\002\002\0018\266`\327 upd\377atev_bth\357v_ib\001\000crc\377v_msnv_n\377etv_opv_\265p\n\001q\006\000sy\265\212\001u\373es\301\212\001xzero\377sO\200\001\340\004\"\240\377!\330\004\025\220W\230F\377\240!\2401\330\004\007\200\377v\210S\220\001\330\010\017\377\210u\220A\330\004\014\210\377C\210q\220\002\220(\230\377!\2308\2404\240t\250\2772\250S\260\002\2603\000\n\377\210\"\210F\220!\2207\367\230\"\230\047\000\032\230!\330\357\t\n\330\010\005\000\2301\230\377C\230q\240\004\240A\240\377W\250A\250T\260\021\260\377\047\270\021\270$\270a\270\377v\300Q\300d\310\047\320\377QR\320RS\320ST\377\320TU\330\004\013\2105\377\220\003\2201\220B\220h\257\230a\230xb\0001\223\006\026\377\220j\240\013\2507\260&\257\270\001\270\021\223\nqj\002\017\277\210z\230\021\230$5\000s\376\277\0004\240q\250\007\250q\377\260\004\260A\260W\270A\177\270T\300\027\310\001\3105\000\373\013\210P\000\360\010\000\005\010\377\200u\210B\210e\2203\373\220f\357\0023\240b\250\005\377\250R\250u\260C\260w\377\270f\300A\300S\310\002\377\310!\330\010\016\210j\230\357\001\230\021\340\320\001\014\210M\376^\004v\240Q\240d\250&\357\260\006\260a,\000a\270t\377\3001\300G\3101\310D\377\320PQ\320QW\320W\377X\320XY\330\032\033\230\3654\376\000\001\314!r\210\022\210\3751K\001g\220Q\220a\220\365s\244 \004\210\003\n\000\005#\276\373!\021\220\027\230\006\366\000q\367\330\004\t*\0006\220\021\220\357#\220R\220\014\000\016\210b\343\220\0060\002\336\"\352%3\220b}\230Y\000\013\2102\210V\264 \357C\220r\230\230 \r\210R{\210va\000c\230\022\230\307@\374\000\014-\014\017\210r\220\026\220\377q\230\003\2302\230Q\330\375\004K\014\035\230[\320(8\375\270\275\000\036\320\036/""\250~y\270 \000\007\000.\250m\270\237b\277q\330\r\016\330\014\316Yc\377\300\021\300$\300a\300t\372\231 E\350C\330\033\034\230E\377\240\021\240$\240a\240v\377\250Q\250d\260!\2604\317\260q\270\004\243B)\003u\310GA\310T\230b\303%.\004!\207\204\001\337F\220\"\220E\353@\047\320\277!3\2609\270N\244@\014\377\033\2306\240\036\250x\260\337~\300X\310[\370!\014\035?\230Z\240|\2601";
+    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 1923, 2411);
     #define __Pyx_DecompressString_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #else /* compression: none (1862 bytes) */
-static const char bytes[] = " at 0x object>.: <MemoryView of <contiguous and direct><contiguous and indirect><strided and direct or indirect><strided and direct><strided and indirect>>?Cannot assign to read-only memoryviewInvalid mode, expected \047c\047 or \047fortran\047, got Invalid shape in axis Note that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.add_notebuffer or arrays too small for the batchcollections.abcdisableenablegcisenabledno default __reduce__ due to non-trivial __cinit__numpy._core.multiarray failed to importnumpy._core.umath failed to importsrc/ibwire/impair/_fast.pyxunable to allocate array data.unable to allocate shape and strides.ASCIIEllipsisMOSTSequenceView.MemoryView__Pyx_PyDict_NextRef__annotate____class____class_getitem____dict____func____getstate____import____main____module____name____new____pyx_checksum__pyx_state__pyx_type__pyx_unpickle_Enum__pyx_vtable____qualname____reduce____reduce_cython____reduce_ex____set_name____setstate____setstate_cython____test___is_coroutineabcallocate_bufferasarrayasyncio.coroutinesbasebufbufferccline_in_tracebackcountcsumdatadtype_is_objectemptyencodeenumerateerrorfailedfdflagsformatfortranibwire.impair._fastidindexitemsitemsizelengthsmaxmemviewmodemostnnamendimnpnumpyoobjoffsetsoutpackpack_recordspopreceiverecvmmsgregistersend_batchsentsetdefaultshapesizeslotstampsstartstepstopstructsumtotaluint8unpackupdatevaluesxO\200\001\340\004\"\240!\330\004\025\220W\230F\240!\2401\330\004\007\200v\210S\220\001\330\010\017\210u\220A\330\004\014\210C\210q\220\002\220(\230!\2308\2404\240t\2502\250S\260\002\260!\330\004\n\210\"\210F\220!\2207\230\"\230A\330\004\032\230!\330\t\n\330\010\032\230!\2301\230C\230q\240\004\240A\240W\250A\250T\260\021\260\047\270\021\270$\270a\270v\300Q\300d\310\047\320QR\320RS\320ST\320TU\330\004\013\2105\220\003\2201\220B\220h\230a\230x\240t\2501\200\001\340\004\"\240!\330\004\026\220j\240""\013\2507\260&\270\001\270\021\330\004\007\200v\210S\220\001\330\010\017\210q\330\t\n\330\010\017\210z\230\021\230$\230a\230s\240!\2404\240q\250\007\250q\260\004\260A\260W\270A\270T\300\027\310\001\310\021\330\004\013\2101\200\001\360\010\000\005\010\200u\210B\210e\2203\220f\230F\240!\2403\240b\250\005\250R\250u\260C\260w\270f\300A\300S\310\002\310!\330\010\016\210j\230\001\230\021\340\t\n\330\010\014\210M\230\021\230$\230a\230v\240Q\240d\250&\260\006\260a\260w\270a\270t\3001\300G\3101\310D\320PQ\320QW\320WX\320XY\330\032\033\2304\230q\240\001\330\004\007\200r\210\022\2101\330\010\016\210g\220Q\220a\220s\230!\330\004\013\2101";
+    #else /* compression: none (2411 bytes) */
+static const char bytes[] = " at 0x object>.: <MemoryView of <contiguous and direct><contiguous and indirect><strided and direct or indirect><strided and direct><strided and indirect>>?Cannot assign to read-only memoryviewInvalid mode, expected \047c\047 or \047fortran\047, got Invalid shape in axis Note that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.add_noteaeth.msnaeth.syndromebth.destqpbth.opcodebth.psnbuffer or arrays too small for the batchcollections.abcdisableenablegcisenabledno default __reduce__ due to non-trivial __cinit__numpy._core.multiarray failed to importnumpy._core.umath failed to importoffset.bthoffset.icrcoffset.networksrc/ibwire/impair/_fast.pyxunable to allocate array data.unable to allocate shape and strides.ASCIIEllipsisMOSTSequenceView.MemoryView__Pyx_PyDict_NextRef__annotate____class____class_getitem____dict____func____getstate____import____main____module____name____new____pyx_checksum__pyx_state__pyx_type__pyx_unpickle_Enum__pyx_vtable____qualname____reduce____reduce_cython____reduce_ex____set_name____setstate____setstate_cython____test___is_coroutineabcallocate_bufferasarrayasyncio.coroutinesbasebthbufbuffercclassifycline_in_tracebackcountcsumdatadestqpdtype_is_objectemptyencodeenumerateerrorfailedfdflagsformatfortranibibwire.impair._fasticrcidindexint32itemsitemsizelengthsmaxmemviewmodemostmsnnnamendimnetworknpnumpyoobjoffsetsopcodeoutpackpack_recordspoppsnreceiverecvmmsgregistersend_batchsentsetdefaultshapesizeslotstampsstartstepstopstructsumsyndrometotaluint32uint8unpackupdatev_bthv_ibv_icrcv_msnv_netv_opv_psnv_qpv_synvaluesviewxzerosO\200\001\340\004\"\240!\330\004\025\220W\230F\240!\2401\330\004\007\200v\210S\220\001\330\010\017\210u\220A\330\004\014\210C\210q\220\002\220(\230!\2308\2404\240t\2502\250S\260\002\260!\330\004\n\210\"\210F\220!\2207\230\"\230A\330\004\032\230!\330\t\n\330\010\032\230!\2301\230C\230q\240\004\240A\240W""\250A\250T\260\021\260\047\270\021\270$\270a\270v\300Q\300d\310\047\320QR\320RS\320ST\320TU\330\004\013\2105\220\003\2201\220B\220h\230a\230x\240t\2501\200\001\340\004\"\240!\330\004\026\220j\240\013\2507\260&\270\001\270\021\330\004\007\200v\210S\220\001\330\010\017\210q\330\t\n\330\010\017\210z\230\021\230$\230a\230s\240!\2404\240q\250\007\250q\260\004\260A\260W\270A\270T\300\027\310\001\310\021\330\004\013\2101\200\001\360\010\000\005\010\200u\210B\210e\2203\220f\230F\240!\2403\240b\250\005\250R\250u\260C\260w\270f\300A\300S\310\002\310!\330\010\016\210j\230\001\230\021\340\t\n\330\010\014\210M\230\021\230$\230a\230v\240Q\240d\250&\260\006\260a\260w\270a\270t\3001\300G\3101\310D\320PQ\320QW\320WX\320XY\330\032\033\2304\230q\240\001\330\004\007\200r\210\022\2101\330\010\016\210g\220Q\220a\220s\230!\330\004\013\2101\200\001\360\n\000\005#\240!\330\004\021\220\027\230\006\230a\230q\330\004\t\210\022\2106\220\021\220#\220R\220q\330\004\016\210b\220\006\220a\220s\230\"\230A\330\004\n\210\"\210F\220!\2203\220b\230\001\330\004\013\2102\210V\2201\220C\220r\230\021\330\004\r\210R\210v\220Q\220c\230\022\2301\330\004\r\210R\210v\220Q\220c\230\022\2301\330\004\n\210\"\210F\220!\2203\220b\230\001\330\004\017\210r\220\026\220q\230\003\2302\230Q\330\004\n\210\"\210F\220!\2203\220b\230\001\330\004\035\230[\320(8\270\001\330\004\036\320\036/\250~\270Q\330\004\036\320\036.\250m\2701\330\004\007\200q\330\r\016\330\014\032\230!\2301\230C\230q\240\004\240A\240W\250A\250T\260\021\260\047\270\021\270$\270c\300\021\300$\300a\300t\3101\310E\320QR\320RS\330\033\034\230E\240\021\240$\240a\240v\250Q\250d\260!\2604\260q\270\004\270A\270T\300\021\300$\300a\300u\310A\310T\320QR\320RW\320WX\320XY\330\033\034\230E\240\021\240!\330\004\014\210F\220\"\220E\230\021\230\047\320!3\2609\270N\310!\330\014\033\2306\240\036\250x\260~\300X\310[\320XY\330\014\035\230Z\240|\2601";
     PyObject *data = NULL;
     #define __Pyx_DecompressString_UNUSED
     #define __Pyx_DecompressString_LZSS_UNUSED
     #endif
     PyObject **stringtab = __pyx_mstate->__pyx_string_tab;
     Py_ssize_t pos = 0;
-    for (int i = 0; i < 125; i++) {
+    for (int i = 0; i < 156; i++) {
       Py_ssize_t bytes_length = str_length_index[i].length;
       PyObject *string = PyUnicode_DecodeUTF8(bytes + pos, bytes_length, NULL);
-      if (likely(string) && i >= 29) PyUnicode_InternInPlace(&string);
+      if (likely(string) && i >= 37) PyUnicode_InternInPlace(&string);
       if (unlikely(!string)) {
         Py_XDECREF(data);
         __PYX_ERR(0, 1, __pyx_L1_error)
@@ -24092,8 +25001,8 @@ static const char bytes[] = " at 0x object>.: <MemoryView of <contiguous and dir
       stringtab[i] = string;
       pos += bytes_length;
     }
-    for (int i = 125; i < 130; i++) {
-      Py_ssize_t bytes_length = bytes_length_index[i-125].length;
+    for (int i = 156; i < 162; i++) {
+      Py_ssize_t bytes_length = bytes_length_index[i-156].length;
       PyObject *string = PyBytes_FromStringAndSize(bytes + pos, bytes_length);
       stringtab[i] = string;
       pos += bytes_length;
@@ -24103,15 +25012,15 @@ static const char bytes[] = " at 0x object>.: <MemoryView of <contiguous and dir
       }
     }
     Py_XDECREF(data);
-    for (Py_ssize_t i = 0; i < 130; i++) {
+    for (Py_ssize_t i = 0; i < 162; i++) {
       if (unlikely(PyObject_Hash(stringtab[i]) == -1)) {
         __PYX_ERR(0, 1, __pyx_L1_error)
       }
     }
     #if CYTHON_IMMORTAL_CONSTANTS
     {
-      PyObject **table = stringtab + 125;
-      for (Py_ssize_t i=0; i<5; ++i) {
+      PyObject **table = stringtab + 156;
+      for (Py_ssize_t i=0; i<6; ++i) {
         #if PY_VERSION_HEX >= 0x030F0000
         PyUnstable_SetImmortal(table[i]);
         #elif CYTHON_COMPILING_IN_CPYTHON_FREETHREADING
@@ -24177,9 +25086,9 @@ typedef struct {
     unsigned int argcount : 4;
     unsigned int num_posonly_args : 1;
     unsigned int num_kwonly_args : 1;
-    unsigned int nlocals : 4;
+    unsigned int nlocals : 5;
     unsigned int flags : 10;
-    unsigned int first_line : 6;
+    unsigned int first_line : 7;
 } __Pyx_PyCode_New_function_description;
 #ifdef __cplusplus
 } /* anonymous namespace */
@@ -24199,19 +25108,24 @@ static int __Pyx_CreateCodeObjects(__pyx_mstatetype *__pyx_mstate) {
   PyObject* tuple_dedup_map = PyDict_New();
   if (unlikely(!tuple_dedup_map)) return -1;
   {
-    const __Pyx_PyCode_New_function_description descr = {8, 0, 0, 9, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 21};
+    const __Pyx_PyCode_New_function_description descr = {8, 0, 0, 9, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 25};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_fd, __pyx_mstate->__pyx_n_u_buffer, __pyx_mstate->__pyx_n_u_slot, __pyx_mstate->__pyx_n_u_most, __pyx_mstate->__pyx_n_u_offsets, __pyx_mstate->__pyx_n_u_lengths, __pyx_mstate->__pyx_n_u_stamps, __pyx_mstate->__pyx_n_u_csum, __pyx_mstate->__pyx_n_u_n};
     __pyx_mstate_global->__pyx_codeobj_tab[0] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_src_ibwire_impair__fast_pyx, __pyx_mstate->__pyx_n_u_receive, __pyx_mstate->__pyx_kp_b_iso88591_uBe3fF_3b_RuCwfAS_j_M_avQd_awat, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[0])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {4, 0, 0, 8, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 36};
+    const __Pyx_PyCode_New_function_description descr = {4, 0, 0, 8, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 40};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_fd, __pyx_mstate->__pyx_n_u_data, __pyx_mstate->__pyx_n_u_offsets, __pyx_mstate->__pyx_n_u_lengths, __pyx_mstate->__pyx_n_u_buf, __pyx_mstate->__pyx_n_u_failed, __pyx_mstate->__pyx_n_u_sent, __pyx_mstate->__pyx_n_u_count};
     __pyx_mstate_global->__pyx_codeobj_tab[1] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_src_ibwire_impair__fast_pyx, __pyx_mstate->__pyx_n_u_send_batch, __pyx_mstate->__pyx_kp_b_iso88591_j_7_vS_q_z_as_4q_q_AWAT_1, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[1])) goto bad;
   }
   {
-    const __Pyx_PyCode_New_function_description descr = {4, 0, 0, 9, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 47};
+    const __Pyx_PyCode_New_function_description descr = {4, 0, 0, 9, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 51};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_data, __pyx_mstate->__pyx_n_u_offsets, __pyx_mstate->__pyx_n_u_lengths, __pyx_mstate->__pyx_n_u_stamps, __pyx_mstate->__pyx_n_u_buf, __pyx_mstate->__pyx_n_u_count, __pyx_mstate->__pyx_n_u_total, __pyx_mstate->__pyx_n_u_out, __pyx_mstate->__pyx_n_u_o};
     __pyx_mstate_global->__pyx_codeobj_tab[2] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_src_ibwire_impair__fast_pyx, __pyx_mstate->__pyx_n_u_pack_records, __pyx_mstate->__pyx_kp_b_iso88591_WF_1_vS_uA_Cq_84t2S_F_7_A_1Cq_A, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[2])) goto bad;
+  }
+  {
+    const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 23, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 65};
+    PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_data, __pyx_mstate->__pyx_n_u_offsets, __pyx_mstate->__pyx_n_u_lengths, __pyx_mstate->__pyx_n_u_buf, __pyx_mstate->__pyx_n_u_n, __pyx_mstate->__pyx_n_u_ib, __pyx_mstate->__pyx_n_u_network, __pyx_mstate->__pyx_n_u_bth, __pyx_mstate->__pyx_n_u_icrc, __pyx_mstate->__pyx_n_u_opcode, __pyx_mstate->__pyx_n_u_destqp, __pyx_mstate->__pyx_n_u_psn, __pyx_mstate->__pyx_n_u_syndrome, __pyx_mstate->__pyx_n_u_msn, __pyx_mstate->__pyx_n_u_v_ib, __pyx_mstate->__pyx_n_u_v_op, __pyx_mstate->__pyx_n_u_v_syn, __pyx_mstate->__pyx_n_u_v_net, __pyx_mstate->__pyx_n_u_v_bth, __pyx_mstate->__pyx_n_u_v_icrc, __pyx_mstate->__pyx_n_u_v_qp, __pyx_mstate->__pyx_n_u_v_psn, __pyx_mstate->__pyx_n_u_v_msn};
+    __pyx_mstate_global->__pyx_codeobj_tab[3] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_src_ibwire_impair__fast_pyx, __pyx_mstate->__pyx_n_u_classify, __pyx_mstate->__pyx_kp_b_iso88591_aq_6_Rq_b_as_A_F_3b_2V1Cr_RvQc, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[3])) goto bad;
   }
   Py_DECREF(tuple_dedup_map);
   return 0;
@@ -31523,6 +32437,52 @@ static CYTHON_INLINE int __pyx_memview_set_nn_int64_t(char *itemp, PyObject *obj
         return 0;
     *(int64_t *) itemp = value;
     return 1;
+}
+
+/* ObjectToMemviewSlice */
+static CYTHON_INLINE __Pyx_memviewslice __Pyx_PyObject_to_MemoryviewSlice_dc_nn_int32_t(PyObject *obj, int writable_flag) {
+    __Pyx_memviewslice result = __Pyx_MEMSLICE_INIT;
+    __Pyx_BufFmt_StackElem stack[1];
+    int axes_specs[] = { (__Pyx_MEMVIEW_DIRECT | __Pyx_MEMVIEW_CONTIG) };
+    int retcode;
+    if (obj == Py_None) {
+        result.memview = (struct __pyx_memoryview_obj *) Py_None;
+        return result;
+    }
+    retcode = __Pyx_ValidateAndInit_memviewslice(axes_specs, __Pyx_IS_C_CONTIG,
+                                                 (PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) | writable_flag, 1,
+                                                 &__Pyx_TypeInfo_nn_int32_t, stack,
+                                                 &result, obj);
+    if (unlikely(retcode == -1))
+        goto __pyx_fail;
+    return result;
+__pyx_fail:
+    result.memview = NULL;
+    result.data = NULL;
+    return result;
+}
+
+/* ObjectToMemviewSlice */
+static CYTHON_INLINE __Pyx_memviewslice __Pyx_PyObject_to_MemoryviewSlice_dc_nn_uint32_t(PyObject *obj, int writable_flag) {
+    __Pyx_memviewslice result = __Pyx_MEMSLICE_INIT;
+    __Pyx_BufFmt_StackElem stack[1];
+    int axes_specs[] = { (__Pyx_MEMVIEW_DIRECT | __Pyx_MEMVIEW_CONTIG) };
+    int retcode;
+    if (obj == Py_None) {
+        result.memview = (struct __pyx_memoryview_obj *) Py_None;
+        return result;
+    }
+    retcode = __Pyx_ValidateAndInit_memviewslice(axes_specs, __Pyx_IS_C_CONTIG,
+                                                 (PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) | writable_flag, 1,
+                                                 &__Pyx_TypeInfo_nn_uint32_t, stack,
+                                                 &result, obj);
+    if (unlikely(retcode == -1))
+        goto __pyx_fail;
+    return result;
+__pyx_fail:
+    result.memview = NULL;
+    result.data = NULL;
+    return result;
 }
 
 /* Declarations */

@@ -4,7 +4,7 @@
 import numpy as np
 
 cimport numpy as cnp
-from libc.stdint cimport int64_t, uint8_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 
 cdef extern from "relay.h":
     int relay_receive(int fd, uint8_t *buffer, int64_t slot, int most, int64_t *offsets,
@@ -14,6 +14,10 @@ cdef extern from "relay.h":
     int64_t relay_pack_records(const uint8_t *buffer, const int64_t *offsets,
                                const int64_t *lengths, const int64_t *stamps, int count,
                                uint8_t *out) nogil
+    void relay_classify(const uint8_t *buffer, const int64_t *offsets, const int64_t *lengths,
+                        int count, uint8_t *ib, int32_t *network, int32_t *bth, int32_t *icrc,
+                        uint8_t *opcode, uint32_t *destqp, uint32_t *psn, uint8_t *syndrome,
+                        uint32_t *msn) nogil
 
 MOST = 256
 
@@ -56,3 +60,32 @@ def pack_records(data, int64_t[::1] offsets, int64_t[::1] lengths, int64_t[::1] 
     with nogil:
         relay_pack_records(&buf[0], &offsets[0], &lengths[0], &stamps[0], count, &o[0])
     return out, int(np.asarray(lengths).max())
+
+
+def classify(data, int64_t[::1] offsets, int64_t[::1] lengths):
+    """The columns :mod:`ibwire.impair.state` reads, for the frames of a batch: ``ib`` (a
+    RoCEv2/RoCEv1 transport packet), ``offset.network``, ``offset.bth``, ``offset.icrc``,
+    ``bth.opcode``, ``bth.destqp``, ``bth.psn``, ``aeth.syndrome``, ``aeth.msn`` (the AETH
+    words, read for every opcode)."""
+    cdef const uint8_t[::1] buf = data
+    cdef int n = offsets.shape[0]
+    ib = np.zeros(n, np.uint8)
+    network = np.empty(n, np.int32)
+    bth = np.empty(n, np.int32)
+    icrc = np.empty(n, np.int32)
+    opcode = np.empty(n, np.uint8)
+    destqp = np.empty(n, np.uint32)
+    psn = np.empty(n, np.uint32)
+    syndrome = np.empty(n, np.uint8)
+    msn = np.empty(n, np.uint32)
+    cdef uint8_t[::1] v_ib = ib, v_op = opcode, v_syn = syndrome
+    cdef int32_t[::1] v_net = network, v_bth = bth, v_icrc = icrc
+    cdef uint32_t[::1] v_qp = destqp, v_psn = psn, v_msn = msn
+    if n:
+        with nogil:
+            relay_classify(&buf[0], &offsets[0], &lengths[0], n, &v_ib[0], &v_net[0],
+                           &v_bth[0], &v_icrc[0], &v_op[0], &v_qp[0], &v_psn[0], &v_syn[0],
+                           &v_msn[0])
+    return {"ib": ib.view(bool), "offset.network": network, "offset.bth": bth,
+            "offset.icrc": icrc, "bth.opcode": opcode, "bth.destqp": destqp, "bth.psn": psn,
+            "aeth.syndrome": syndrome, "aeth.msn": msn}

@@ -1,10 +1,10 @@
 """The forwarder: frames in on one interface, out on the other, the fault plan applied.
 
 One thread, one loop: poll(2) on both ports, read what has arrived on a port as one batch,
-scan the batch with the batch scanner (``ibwire.scan.scan_frames``: numpy columns, no Python
-per frame), teach the live connections (:class:`ibwire.impair.state.LiveState`), then:
-with no fault plan and no hook, send the batch on as it is (one system call with the
-compiled fast path); else go over the IB/RoCE frames the plan may concern, rule by rule.
+classify it (:mod:`ibwire.impair.classify`: numpy columns, no Python per frame; the compiled fast path's classifier where built), teach the live connections (:class:`ibwire.impair.state.LiveState`), then:
+when no rule may hit a frame of the batch (each rule narrowed with numpy over the
+columns) and there is no hook, send the batch on as it is (one system call with the
+compiled fast path); else go frame by frame, the rules applied to the frames they may hit.
 Frames that are not IB/RoCE (ARP, IPv6 ND, the TCP of the tools' out-of-band exchange) are
 never touched, but a checksum the sender left to offload is completed first.
 
@@ -25,15 +25,17 @@ import numpy as np
 
 from ibwire.impair import forge
 from ibwire.impair.capture import CaptureLog
+from ibwire.impair.classify import classify
 from ibwire.impair.manifest import Manifest
 from ibwire.impair.plan import ANSWER_KINDS, NAK_CODES, READ_RESPONSE_KINDS, Plan, Rule
 from ibwire.impair.ports import Batch, ImpairError, Port, check_ports
-from ibwire.impair.state import ANSWERS, FIELDS, LiveState
-from ibwire.transport.opkinds import KIND, READ_RESP, REQUEST
+from ibwire.impair.state import ANSWERS, LiveState
+from ibwire.transport.opkinds import ACK, ATOMIC_ACK, KIND, READ_RESP, REQUEST
+from ibwire.transport.psn import PSN_MASK
 
 Hook = Callable[[bytes, int, LiveState], "Sequence[bytes] | None"]
-#: Frames read from a port at a time.
-BATCH = 64
+#: Frames read from a port at a time, at most (recvmmsg(2) batches of the fast path).
+BATCH = 256
 #: The longest a reordered frame waits for the frames it is to follow (ns).
 REORDER_WAIT_NS = 100_000_000
 #: How often progress is reported (s).
@@ -70,6 +72,7 @@ class Forwarder:
         self.plan = plan if isinstance(plan, Plan) else Plan.of(list(plan or ()))
         self.hook = hook
         self.interfaces = (iface_a, iface_b)
+        self.fast = fast
         self.capture_path, self.manifest_path = capture, manifest
         self.progress = progress
         self.batch = batch
@@ -188,8 +191,6 @@ class Forwarder:
     # --- one batch ----------------------------------------------------------------------------
 
     def _batch(self, d: int, batch: Batch) -> None:
-        from ibwire.scan import scan_frames
-
         assert self.log is not None
         self.arrived[d] += len(batch)
         if batch.csum.any():
@@ -199,23 +200,23 @@ class Forwarder:
                     self.checksums_completed += 1
                 view.release()
         n = len(batch)
-        cols = scan_frames(batch.data, batch.offsets, batch.lengths, np.zeros(n, np.uint8),
-                           fields=list(FIELDS))
-        ib = (cols["error"] == 0) & (cols["offset.bth"] >= 0)
+        cols = classify(batch.data, batch.offsets, batch.lengths, self.fast)
+        ib = cols["ib"]
         frames = _Frames(batch)
-        tx = self.state.feed(d, cols, ib, frames, batch.stamps)
+        tx = self.state.feed(d, cols, frames, batch.stamps)
         out = self.ports[1 - d]
-        if (not self.plan and self.hook is None) or not ib.any():
+        kinds = KIND[cols["bth.opcode"]]
+        touch = ib if self.hook is not None else self._candidates(d, cols, kinds, tx)
+        if not touch.any():
             self.log.add_batch(batch.data, batch.offsets, batch.lengths, batch.stamps)
             self._send_batch(out, batch, d)
             return
         sends: list[bytes] = []
         back: list[bytes] = []
-        kinds = KIND[cols["bth.opcode"]]
         for i in range(n):
             frame = batch.frame(i)
             stamp = int(batch.stamps[i])
-            if not ib[i]:
+            if not touch[i]:
                 self.log.add(frame, stamp)
                 sends.append(bytes(frame))
                 self._after_send(d, sends)
@@ -225,6 +226,39 @@ class Forwarder:
         self.forwarded[d] += out.send(sends)
         if back:
             self.forwarded[1 - d] += self.ports[d].send(back)
+
+    def _candidates(self, d: int, cols: dict[str, np.ndarray], kinds: np.ndarray,
+                    tx: np.ndarray) -> np.ndarray:
+        """The rows some rule may hit (a superset, narrowed with numpy: the rest of the
+        batch is sent on without Python per frame)."""
+        ib = cols["ib"]
+        out = np.zeros(len(ib), bool)
+        for rule in self.plan.rules:
+            if rule.spent() or (rule.direction is not None and rule.direction != d):
+                continue
+            if rule.opcode is not None:
+                m = ib & (cols["bth.opcode"] == rule.opcode)
+            elif rule.kind in ANSWER_KINDS:
+                m = ib & ((kinds == ACK) | (kinds == READ_RESP) | (kinds == ATOMIC_ACK))
+            elif rule.kind in READ_RESPONSE_KINDS:
+                m = ib & (kinds == READ_RESP)
+            else:
+                m = ib & (kinds == REQUEST)
+            if rule.psn_abs is not None:
+                m &= cols["bth.psn"] == rule.psn_abs
+            want = rule.transmission()
+            if want:
+                m &= tx == want if want == 1 or self.state.count_all else tx >= 2
+            if (rule.qp is not None and rule.psn is not None and rule.opcode is None
+                    and rule.kind not in ANSWER_KINDS and rule.kind not in READ_RESPONSE_KINDS):
+                if rule.qp >= len(self.state.connections):
+                    continue
+                c = self.state.connections[rule.qp]
+                m &= ((cols["bth.destqp"] == c.qpn) & (c.direction == d)
+                      & (((cols["bth.psn"].astype(np.int64) - c.start_psn) & PSN_MASK)
+                         == rule.psn))
+            out |= m
+        return out
 
     def _send_batch(self, out: Port, batch: Batch, d: int) -> None:
         self.forwarded[d] += out.send_batch(batch)

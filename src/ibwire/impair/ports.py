@@ -152,17 +152,19 @@ class Port:
         if self.fast is not None:
             self.most = min(most, self.fast.MOST)
             self._slots = np.empty(self.most * SLOT, np.uint8)
+            self._columns = (np.empty(self.most, np.int64), np.empty(self.most, np.int64),
+                             np.empty(self.most, np.int64), np.empty(self.most, np.uint8))
 
     def receive(self, most: int) -> Batch:
         """What has arrived (up to ``most`` frames), oldest first. With the fast path the
         batch's frames live in this port's buffer until the next ``receive``."""
         if self.fast is not None:
             most = min(most, self.most)
-            offsets, lengths = np.empty(most, np.int64), np.empty(most, np.int64)
-            stamps, csum = np.empty(most, np.int64), np.empty(most, np.uint8)
+            offsets, lengths, stamps, csum = self._columns
             n = self.fast.receive(self.fd, self._slots, SLOT, most, offsets, lengths, stamps,
                                   csum)
-            return Batch(self._slots, offsets[:n], lengths[:n], stamps[:n], csum[:n] != 0)
+            return Batch(self._slots, offsets[:n], lengths[:n], stamps[:n],
+                         csum[:n].view(bool))
         frames: list[bytearray] = []
         stamps: list[int] = []
         csum: list[bool] = []

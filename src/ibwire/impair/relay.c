@@ -130,3 +130,66 @@ int64_t relay_pack_records(const uint8_t *buffer, const int64_t *offsets,
     }
     return at;
 }
+
+/* Where the IB transport packet of each frame is: RoCEv2 (IPv4 or IPv6, UDP destination
+ * port 4791, IBA Annex A17) or RoCEv1 (EtherType 0x8915, GRH, Annex A16), behind up to two
+ * VLAN tags. ib[i] is 0 for any other frame. The ICRC's place comes from the IP (or GRH)
+ * length, so Ethernet padding is not taken for it. The AETH words are read whatever the
+ * opcode (the caller knows which opcodes carry one). */
+static inline uint32_t be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
+static inline uint32_t be24(const uint8_t *p) { return (uint32_t)p[0] << 16 | p[1] << 8 | p[2]; }
+
+void relay_classify(const uint8_t *buffer, const int64_t *offsets, const int64_t *lengths,
+                    int count, uint8_t *ib, int32_t *network, int32_t *bth, int32_t *icrc,
+                    uint8_t *opcode, uint32_t *destqp, uint32_t *psn, uint8_t *syndrome,
+                    uint32_t *msn)
+{
+    for (int i = 0; i < count; i++) {
+        const uint8_t *f = buffer + offsets[i];
+        int64_t len = lengths[i], at = 12, end = 0, b = -1;
+        ib[i] = 0; network[i] = bth[i] = icrc[i] = -1;
+        opcode[i] = 0; destqp[i] = psn[i] = msn[i] = 0; syndrome[i] = 0;
+        if (len < 14)
+            continue;
+        uint32_t type = be16(f + at);
+        for (int tags = 0; tags < 2 && (type == 0x8100 || type == 0x88A8) && at + 6 <= len;
+             tags++) {
+            at += 4;
+            type = be16(f + at);
+        }
+        int64_t l3 = at + 2;
+        if (type == 0x0800 && l3 + 20 <= len) {
+            int64_t ihl = (f[l3] & 0x0F) * 4;
+            if ((f[l3] >> 4) != 4 || f[l3 + 9] != 17 || (be16(f + l3 + 6) & 0x3FFF) != 0)
+                continue;
+            int64_t udp = l3 + ihl;
+            if (udp + 8 > len || be16(f + udp + 2) != 4791)
+                continue;
+            b = udp + 8;
+            end = l3 + be16(f + l3 + 2);
+        } else if (type == 0x86DD && l3 + 40 <= len) {
+            int64_t udp = l3 + 40;
+            if (f[l3 + 6] != 17 || udp + 8 > len || be16(f + udp + 2) != 4791)
+                continue;
+            b = udp + 8;
+            end = udp + be16(f + l3 + 4);
+        } else if (type == 0x8915 && l3 + 40 <= len) {
+            if (f[l3 + 6] != 0x1B)  /* GRH next header: IBA transport */
+                continue;
+            b = l3 + 40;
+            end = b + be16(f + l3 + 4);
+        } else {
+            continue;
+        }
+        if (end > len || b + 12 + 4 > end)
+            continue;
+        ib[i] = 1; network[i] = (int32_t)l3; bth[i] = (int32_t)b; icrc[i] = (int32_t)(end - 4);
+        opcode[i] = f[b];
+        destqp[i] = be24(f + b + 5);
+        psn[i] = be24(f + b + 9);
+        if (b + 16 <= end - 4) {
+            syndrome[i] = f[b + 12];
+            msn[i] = be24(f + b + 13);
+        }
+    }
+}

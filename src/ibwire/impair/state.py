@@ -26,7 +26,8 @@ from ibwire.transport.psn import PSN_MASK
 
 HALF = 1 << 23
 ANSWERS = (ACK, READ_RESP, ATOMIC_ACK)
-#: Columns the forwarder scans for (``scan_frames(fields=...)``).
+#: Columns scanned for (``scan_frames(fields=...)``) where the classifier's are not enough:
+#: the CM exchange, the addresses of a connection whose requester is being learnt.
 FIELDS = ("eth.src", "eth.dst", "ip.src", "ip.dst", "ipv6.src", "ipv6.dst", "grh.sgid",
           "grh.dgid", "udp.srcport", "bth.opcode", "bth.destqp", "bth.psn", "bth.a",
           "aeth.syndrome", "aeth.msn", "cm.req.localqpn", "cm.req.startpsn",
@@ -120,46 +121,52 @@ class LiveState:
 
     # --- learning ------------------------------------------------------------------------
 
-    def feed(self, direction: int, cols: dict[str, np.ndarray], ib: np.ndarray,
-             frames: list[bytes] | Any, stamps: np.ndarray) -> np.ndarray:
-        """Learn from one batch going ``direction``; ``ib``: the rows that are IB/RoCE
-        frames. Returns, per row, the transmission of its PSN (1 first, 2 the first resend;
-        0 not a request or an answer). With ``count_all`` the count is exact; else 1 or 2
-        (first or not) from the highest PSN seen."""
+    def feed(self, direction: int, cols: dict[str, np.ndarray], frames: Any,
+             stamps: np.ndarray) -> np.ndarray:
+        """Learn from one batch going ``direction`` (``cols``: :mod:`ibwire.impair.classify`'s
+        columns; ``frames[i]``: frame ``i``'s bytes). Returns, per row, the transmission of
+        its PSN (1 first, 2 a resend; 0 not a request or an answer). With ``count_all`` the
+        count is exact (3 the second resend ...); else 1 or 2 from the highest PSN seen."""
+        ib = cols["ib"]
         n = len(ib)
         tx = np.zeros(n, np.int64)
         if not ib.any():
             return tx
         opcode = cols["bth.opcode"]
+        destqp = cols["bth.destqp"]
         kinds = np.where(ib, KIND[opcode], 0)
-        cm = ib & (cols["bth.destqp"] == CM_QP)
-        if cm.any():
-            self._cm(direction, cols, np.flatnonzero(cm))
-        destqp = cols["bth.destqp"].astype(np.int64)
+        low = ib & (destqp <= CM_QP)
+        if low.any():
+            self._cm(direction, [frames[i] for i in np.flatnonzero(low & (destqp == CM_QP))])
         psn = cols["bth.psn"].astype(np.int64)
-        requests = (kinds == REQUEST) & (destqp > CM_QP)  # QP0/QP1 carry MADs (the CM)
+        requests = (kinds == REQUEST) & ~low  # QP0/QP1 carry MADs (the CM), not a connection
         if requests.any():
-            for qpn in np.unique(destqp[requests]).tolist():
-                rows = np.flatnonzero(requests & (destqp == qpn))
+            for qpn in _distinct(destqp[requests]):
+                rows = np.flatnonzero(requests & (destqp == qpn)) if qpn != -1 else \
+                    np.flatnonzero(requests)
+                qpn = int(destqp[rows[0]])
                 c = self.by_responder.get((direction, qpn))
                 if c is None:
                     c = self._new(direction, qpn, int(psn[rows[0]]), int(stamps[rows[0]]))
                 tx[rows] = self._requests(c, psn[rows])
                 c.requests += len(rows)
                 c.last_ns = int(stamps[rows[-1]])
-                c.request_frame = bytes(frames[rows[-1]])
-        answers = np.isin(kinds, ANSWERS)
+                c.request_frame = bytes(frames[int(rows[-1])])
+        answers = (kinds == ACK) | (kinds == READ_RESP) | (kinds == ATOMIC_ACK)
         if answers.any():
-            for qpn in np.unique(destqp[answers]).tolist():
-                rows = np.flatnonzero(answers & (destqp == qpn))
-                c = self.requester_of(direction, qpn) or self._bind(direction, qpn, cols, rows)
+            for qpn in _distinct(destqp[answers]):
+                rows = np.flatnonzero(answers & (destqp == qpn)) if qpn != -1 else \
+                    np.flatnonzero(answers)
+                qpn = int(destqp[rows[0]])
+                c = self.requester_of(direction, qpn) or self._bind(direction, qpn,
+                                                                    frames[int(rows[0])])
                 if c is None:
                     continue
                 tx[rows] = self._answers(c, psn[rows])
                 c.answers += len(rows)
                 c.last_ns = int(stamps[rows[-1]])
-                c.answer_frame = bytes(frames[rows[-1]])
-                aeth = rows[np.isin(opcode[rows], _AETH_OPCODES)]
+                c.answer_frame = bytes(frames[int(rows[-1])])
+                aeth = rows[_HAS_AETH[opcode[rows]]]
                 if len(aeth):
                     c.msn = int(cols["aeth.msn"][aeth[-1]])
         return tx
@@ -198,26 +205,33 @@ class LiveState:
             tx = _count(c.answered, psns, c.answer_high)
         return tx
 
-    def _bind(self, direction: int, qpn: int, cols: dict[str, np.ndarray],
-              rows: np.ndarray) -> Connection | None:
-        """The connection whose requester is QPN ``qpn``, learnt from an answer: the one
-        connection going the other way with no requester yet, between the same addresses
-        (the nearest by PSN when there are several)."""
-        i = int(rows[0])
-        src, dst = _addresses(cols, i)
+    def _bind(self, direction: int, qpn: int, frame: bytes) -> Connection | None:
+        """The connection whose requester is QPN ``qpn``, learnt from an answer (``frame``):
+        the one connection going the other way with no requester yet, between the same
+        addresses (the nearest by PSN when there are several)."""
+        cols = _scan(frame)
+        src, dst = _addresses(cols, 0)
         free = [c for c in self.connections if c.direction != direction and c.peer_qpn is None
-                and _addresses_of(c) == (dst, src)]
+                and _addresses(_scan(c.request_frame), 0) == (dst, src)]
         if not free:
             return None
-        psn = int(cols["bth.psn"][i])
+        psn = int(cols["bth.psn"][0])
         c = min(free, key=lambda c: (psn - c.start_psn) & PSN_MASK)
         c.peer_qpn = qpn
         self.by_requester[(c.direction, qpn)] = c
         return c
 
-    def _cm(self, direction: int, cols: dict[str, np.ndarray], rows: np.ndarray) -> None:
+    def _cm(self, direction: int, frames: list[bytes]) -> None:
         """CM REQ/REP on QP1: the QPNs they exchange pair the two directions' connections."""
-        for i in rows.tolist():
+        if not frames:
+            return
+        from ibwire.scan import scan_frames
+
+        lengths = np.array([len(f) for f in frames], np.int64)
+        offsets = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+        cols = scan_frames(b"".join(bytes(f) for f in frames), offsets, lengths,
+                           np.zeros(len(frames), np.uint8), fields=list(FIELDS))
+        for i in range(len(frames)):
             req, rep = int(cols["cm.req.localqpn"][i]), int(cols["cm.rep.localqpn"][i])
             if req:
                 self.cm_offers[direction] = (req, int(cols["cm.req.startpsn"][i]))
@@ -254,19 +268,26 @@ def _addresses(cols: dict[str, np.ndarray], i: int) -> tuple[bytes, bytes]:
     return b"", b""
 
 
-def _addresses_of(c: Connection) -> tuple[bytes, bytes]:
+def _scan(frame: bytes) -> dict[str, np.ndarray]:
     from ibwire.scan import scan_frames
 
-    frame = c.request_frame
-    cols = scan_frames(frame, [0], [len(frame)], [0], fields=list(FIELDS))
-    return _addresses(cols, 0)
+    return scan_frames(frame, [0], [len(frame)], [0], fields=list(FIELDS))
+
+
+def _distinct(values: np.ndarray) -> list[int]:
+    """The distinct values (-1 alone when there is one: the caller then takes every row)."""
+    if values.min() == values.max():
+        return [-1]
+    return np.unique(values).tolist()
 
 
 def _aeth_opcodes() -> np.ndarray:
     from ibwire.tables import opcodes
 
-    return np.array([op.value for op in opcodes().values() if "AETH" in op.headers],
-                    np.int64)
+    table = np.zeros(256, bool)
+    for op in opcodes().values():
+        table[op.value] = "AETH" in op.headers
+    return table
 
 
-_AETH_OPCODES = _aeth_opcodes()
+_HAS_AETH = _aeth_opcodes()

@@ -9,6 +9,9 @@ Linux bridge, and a bridge with a netem qdisc of no delay (only where ``sch_nete
 - frames/s: host A sends N frames of 1 KiB (a RoCEv2 RDMA WRITE MIDDLE, one connection,
   PSNs counting up) as fast as sendmmsg(2) goes; frames/s is what reached host B over the
   time between its first and last arrival (loss is counted, not hidden).
+- per CPU-s: the frames the forwarder handled divided by the CPU time its forwarding
+  thread used (``cpu_seconds`` of its manifest): its rate on one core of its own, whatever
+  share of the machine it got;
 - added latency: probes sent one at a time (1 kHz), each carrying its send time; B's kernel
   stamps arrival (SO_TIMESTAMPNS); the median of a direct veth pair is subtracted.
 
@@ -19,12 +22,14 @@ One run; the machine is shared, so the figures are what this run measured.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -155,16 +160,18 @@ def probes(lab: Lab, rx: Receiver, n: int) -> np.ndarray:
     return np.array([arrived - sent for sent, arrived in rx.payload_stamps], np.int64)
 
 
-def impair(lab: Lab, *faults: str) -> subprocess.Popen[str]:
-    proc = lab.command("impair", "-i", "fa", "-i", "fb", "--no-progress", *faults)
+def impair(lab: Lab, manifest: Path, *faults: str) -> subprocess.Popen[str]:
+    proc = lab.command("impair", "-i", "fa", "-i", "fb", "--no-progress", "--manifest",
+                       str(manifest), *faults)
     time.sleep(3.0)  # interpreter, numpy, the scanner
     return proc
 
 
-def stop(proc: subprocess.Popen[str]) -> str:
+def stop(proc: subprocess.Popen[str], manifest: Path) -> tuple[str, dict]:
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
-    return err.strip().splitlines()[0] if err.strip() else ""
+    return (err.strip().splitlines()[0] if err.strip() else ""), json.loads(
+        manifest.read_text())
 
 
 def bridge(lab: Lab, up: bool) -> None:
@@ -207,11 +214,11 @@ def main() -> int:
         bridge(lab, True)
         base = probes(lab, rx, args.probes)
         rate, lost = blast(lab, rx, args.frames)
-        rows.append(("linux bridge", rate, lost, base))
+        rows.append(("linux bridge", rate, lost, base, None))
         if netem(lab):
             lat = probes(lab, rx, args.probes)
             rate, lost = blast(lab, rx, args.frames)
-            rows.append(("bridge + netem delay 0", rate, lost, lat))
+            rows.append(("bridge + netem delay 0", rate, lost, lat, None))
             lab.ip("f", "tc", "qdisc", "del", "dev", "fb", "root")
             netem_note = ""
         else:
@@ -220,11 +227,14 @@ def main() -> int:
         for name, faults in (("ibwire impair, no fault", ()),
                              ("ibwire impair, --drop qp=0,psn=1000000",
                               ("--drop", "qp=0,psn=1000000"))):
-            proc = impair(lab, *faults)
+            manifest = Path(tempfile.mkdtemp(prefix="bench-impair-")) / "m.json"
+            proc = impair(lab, manifest, *faults)
             lat = probes(lab, rx, args.probes)
             rate, lost = blast(lab, rx, args.frames)
-            summary = stop(proc)
-            rows.append((name, rate, lost, lat))
+            summary, m = stop(proc, manifest)
+            arrived = m["arrived"]["a2b"] + m["arrived"]["b2a"]
+            per_cpu = arrived / m["cpu_seconds"] if m["cpu_seconds"] else 0.0
+            rows.append((name, rate, lost, lat, per_cpu))
             print(f"# {name}: {summary}", file=sys.stderr)
         rx.close()
     finally:
@@ -232,13 +242,17 @@ def main() -> int:
     floor = float(np.median(base))
     print(f"{args.frames} frames of {FRAME_BYTES} bytes back to back; {args.probes} probes "
           f"at 1 kHz; fast path {_io.implementation}; {os.cpu_count()} CPUs shared")
-    print(f"{'path':42} {'frames/s':>10} {'lost':>7} {'lat med us':>11} {'lat p99 us':>11} "
-          f"{'added med':>10} {'added p99':>10}")
-    for name, rate, lost, lat in rows:
+    print(f"load average {os.getloadavg()[0]:.1f}")
+    print(f"{'path':42} {'frames/s':>10} {'lost':>7} {'per CPU-s':>10} {'lat med us':>11} "
+          f"{'lat p99 us':>11} {'added med':>10} {'added p99':>10}")
+    for name, rate, lost, lat, per_cpu in rows:
         med, p99 = (float(np.median(lat)), float(np.percentile(lat, 99))) if len(lat) else (0, 0)
-        print(f"{name:42} {rate:10.0f} {lost:7d} {med / 1e3:11.1f} {p99 / 1e3:11.1f} "
+        cpu = f"{per_cpu:10.0f}" if per_cpu is not None else f"{'-':>10}"
+        print(f"{name:42} {rate:10.0f} {lost:7d} {cpu} {med / 1e3:11.1f} {p99 / 1e3:11.1f} "
               f"{(med - floor) / 1e3:10.1f} {(p99 - floor) / 1e3:10.1f}")
-    print("added = latency minus the Linux bridge's median (the kernel-only path)")
+    print("frames/s: reaching host B (the sender, receiver and forwarder share the machine's "
+          "CPUs); per CPU-s: frames the forwarder handled per second of its own CPU time "
+          "(what one core would carry); added = latency minus the Linux bridge's median")
     if netem_note:
         print(netem_note)
     return 0

@@ -206,6 +206,10 @@ def test_forged_nak_is_a_valid_packet_on_the_live_state(lab: Lab, tmp_path: Path
     assert fault["trigger"] < fault["record"]
     delivered = START + 9 in psns(run.at_b)
     assert delivered == (kind == "nak")  # an RNR NAK stands for a request not taken
+    if kind == "rnr":  # and the requests after it are discarded until it is sent again
+        assert [psn for psn in psns(run.at_b) if psn > START + 9] == []
+        assert [parse(run.record(r)).fields()["bth.psn"] for r in fault["discarded"]] == [
+            START + k for k in range(10, 16)]
 
 
 def test_forged_cnp(lab: Lab, tmp_path: Path) -> None:

@@ -21,7 +21,8 @@ _HELP = {
     "corrupt": "send the request packets it selects with a wrong ICRC",
     "lose_ack": "drop the answers it selects (ACK, NAK, READ response, atomic ACK)",
     "rnr": "answer the requests it selects with a forged RNR NAK (TIMER: the RNR timer "
-           "code, timer=T); the request is not delivered",
+           "code, timer=T); the request, and the connection's requests after it until it "
+           "is sent again, are not delivered",
     "ecn": "mark the request packets it selects CE (RoCEv2)",
     "ecn_resp": "mark the READ responses it selects CE",
     "dup": "send the frames it selects copies=N more times (default 1)",
@@ -92,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
     faults = [f for f in manifest["faults"] if f["kind"] != "inject"]
     print(f"impair: {manifest['arrived']['a2b']} frames a2b, {manifest['arrived']['b2a']} "
           f"b2a; {len(faults)} faults applied, {manifest['checksums_completed']} checksums "
-          f"completed, {len(manifest['qps'])} connections", file=sys.stderr)
+          f"completed, {len(manifest['qps'])} connections, {manifest['cpu_seconds']:.2f} s "
+          f"CPU", file=sys.stderr)
     for entry in manifest["unapplied"]:
         print(f"impair: {entry['rule']}: not applied: {entry['reason']}", file=sys.stderr)
     if args.write:

@@ -86,6 +86,9 @@ class Forwarder:
         self.faults: list[dict[str, Any]] = []
         self.notes: list[str] = []
         self._held: list[_Held] = []
+        #: connection index -> (PSN, manifest entry) of an RNR NAK sent: the requests after
+        #: it are discarded until that PSN is sent again (:meth:`_rnr_wait`)
+        self._rnr: dict[int, tuple[int, dict[str, Any]]] = {}
         self._injected: deque[tuple[bytes, int]] = deque()
         self._stopping = False
         self._wake_r, self._wake_w = os.pipe()
@@ -99,6 +102,8 @@ class Forwarder:
             raise
         self.log: CaptureLog | None = None
         self.started_ns = 0
+        self.cpu_seconds = 0.0
+        self._cpu = 0.0
 
     # --- the public controls ---------------------------------------------------------------
 
@@ -128,6 +133,7 @@ class Forwarder:
         manifest (also when interrupted) and returns the manifest."""
         self.log = CaptureLog(self.capture_path)
         self.started_ns = time.time_ns()
+        self._cpu = _cpu_seconds()
         end = None if duration is None else time.monotonic() + duration
         poller = select.poll()
         for port in self.ports:
@@ -233,6 +239,10 @@ class Forwarder:
         batch is sent on without Python per frame)."""
         ib = cols["ib"]
         out = np.zeros(len(ib), bool)
+        for k in self._rnr:
+            c = self.state.connections[k]
+            if c.direction == d:
+                out |= ib & (kinds == REQUEST) & (cols["bth.destqp"] == c.qpn)
         for rule in self.plan.rules:
             if rule.spent() or (rule.direction is not None and rule.direction != d):
                 continue
@@ -312,6 +322,9 @@ class Forwarder:
         qpn = int(cols["bth.destqp"][i])
         psn = int(cols["bth.psn"][i])
         conn = self.state.connection_of(d, kind, qpn)
+        if conn is not None and conn.index in self._rnr and kind == REQUEST \
+                and self._rnr_wait(conn.index, psn, frame, stamp):
+            return
         dropped, copies, hold = False, 0, None
         fired: list[tuple[Rule, dict[str, Any]]] = []
         forged: list[tuple[bytes, dict[str, Any]]] = []
@@ -379,7 +392,25 @@ class Forwarder:
             entry["trigger"] = record
             entry["record"] = self.log.add(f, time.time_ns())
             back.append(f)
+            if entry["kind"] == "rnr" and entry["qp"] is not None:
+                entry["discarded"] = []
+                self._rnr[entry["qp"]] = (psn, entry)
         self.faults.extend(entry for _, entry in fired)
+
+    def _rnr_wait(self, k: int, psn: int, frame: bytearray, stamp: int) -> bool:
+        """After an RNR NAK for PSN p, connection ``k``'s responder takes nothing until the
+        requester sends p again, as one that is not ready (IBA 9.7.5.2.8): the requests
+        after p that were already on their way are discarded (recorded, listed in the RNR
+        fault's ``discarded``), so that the responder sees no gap and NAKs nothing itself.
+        True when this request was discarded."""
+        assert self.log is not None
+        waited, entry = self._rnr[k]
+        if psn == waited:
+            del self._rnr[k]
+            return False
+        entry["discarded"].append(self.log.add(frame, stamp))
+        self.dropped += 1
+        return True
 
     def _selects(self, rule: Rule, d: int, kind: int, opcode: int, qpn: int, psn: int,
                  tx: int, conn: Any) -> bool:
@@ -455,6 +486,7 @@ class Forwarder:
 
     def _finish(self, finished: bool) -> None:
         assert self.log is not None
+        self.cpu_seconds = _cpu_seconds() - self._cpu
         manifest = Manifest(self)
         self.manifest = manifest.build()
         try:
@@ -474,6 +506,12 @@ class _Frames:
 
     def __getitem__(self, i: int) -> bytes:
         return bytes(self.batch.frame(int(i)))
+
+
+def _cpu_seconds() -> float:
+    """CPU time (user and system) this thread has used: what forwarding costs, whatever
+    share of a core the scheduler gave it."""
+    return time.thread_time()
 
 
 def _opcode_name(opcode: int) -> str:

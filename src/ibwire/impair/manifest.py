@@ -10,7 +10,11 @@ forged packet, and ``trigger`` the frame that drew it), as in gen, with more key
 ``timer`` (RNR NAKs), ``direction`` (a2b, b2a), ``opcode``, ``qpn`` (the frame's DestQP),
 ``tx`` (the transmission of its PSN), ``rule`` (the SPEC), ``time_ns`` (arrival), ``records``
 (dup: the frame and its copies), ``sent_ns`` (delay, reorder: when the held frame went),
-``code`` (NAK), ``peer_qpn`` and ``msn`` (forged packets). A ``qps`` entry is gen's
+``code`` (NAK), ``peer_qpn`` and ``msn`` (forged packets), ``discarded`` (RNR NAK: the
+requests that followed the one refused, discarded until the requester sent it again). Beside gen's keys: the
+``interfaces``, frames ``arrived`` and ``forwarded`` each way, ``dropped``,
+``checksums_completed``, ``send_failures``, ``oversize`` (longer than the egress MTU),
+``started_ns`` and ``cpu_seconds`` (the forwarding thread's CPU time). A ``qps`` entry is gen's
 ``requester``/``responder`` (``address``, ``qpn``), ``transport``, ``start_psn``, and what the
 forwarder counted. Rules that never fired are listed in ``unapplied`` with the reason.
 """
@@ -52,6 +56,7 @@ class Manifest:
             "send_failures": sum(p.failed for p in f.ports),
             "oversize": sum(p.oversize for p in f.ports),
             "started_ns": f.started_ns,
+            "cpu_seconds": round(f.cpu_seconds, 6),
             "unapplied": self.unapplied(),
         }
 

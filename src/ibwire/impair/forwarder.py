@@ -487,13 +487,15 @@ class Forwarder:
     def _finish(self, finished: bool) -> None:
         assert self.log is not None
         self.cpu_seconds = _cpu_seconds() - self._cpu
-        manifest = Manifest(self)
-        self.manifest = manifest.build()
         try:
-            self.log.close()
+            renumbered = self.log.close()
         except BaseException:
             self.log.abort()
             raise
+        if renumbered is not None:
+            _renumber(self.faults, renumbered)
+        manifest = Manifest(self)
+        self.manifest = manifest.build()
         if self.manifest_path:
             manifest.write(self.manifest_path, self.manifest)
 
@@ -506,6 +508,17 @@ class _Frames:
 
     def __getitem__(self, i: int) -> bytes:
         return bytes(self.batch.frame(int(i)))
+
+
+def _renumber(faults: list[dict[str, Any]], renumbered: np.ndarray) -> None:
+    """The records the manifest names, after the capture was put in arrival order."""
+    for entry in faults:
+        for key in ("record", "trigger"):
+            if entry.get(key) is not None:
+                entry[key] = int(renumbered[entry[key]])
+        for key in ("records", "discarded"):
+            if entry.get(key):
+                entry[key] = [int(renumbered[r]) for r in entry[key]]
 
 
 def _cpu_seconds() -> float:

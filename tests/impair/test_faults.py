@@ -81,16 +81,20 @@ class Run:
 
 
 def exchange(lab: Lab, tmp: Path, plan: list[tuple[str, str]], hook: Any = None,
-             frames: list[tuple[str, bytes]] | None = None, gap: float = 0.002) -> Run:
+             frames: list[tuple[str, bytes]] | None = None, gap: float = 0.002,
+             settle: int = 0) -> Run:
+    """``frames`` (gen's conversation by default) sent from their sides ``gap`` s apart
+    (after the first ``settle`` frames, sent 50 ms apart), through a forwarder with
+    ``plan``; what arrived at each side, the manifest and the capture."""
     frames = conversation() if frames is None else frames
     sockets = {"a": lab.raw("a"), "b": lab.raw("b")}
     capture = tmp / "crossed.pcap"
     forwarder = lab.forwarder(plan, hook=hook, capture=str(capture),
                               manifest=str(tmp / "m.json"))
     with Running(forwarder) as running:
-        for side, frame in frames:
+        for k, (side, frame) in enumerate(frames):
             sockets[side].send(frame)
-            time.sleep(gap)
+            time.sleep(0.05 if k < settle else gap)
         time.sleep(0.2)
     at_a, at_b = drain(sockets["a"]), drain(sockets["b"])
     for s in sockets.values():
@@ -210,6 +214,18 @@ def test_forged_nak_is_a_valid_packet_on_the_live_state(lab: Lab, tmp_path: Path
         assert [psn for psn in psns(run.at_b) if psn > START + 9] == []
         assert [parse(run.record(r)).fields()["bth.psn"] for r in fault["discarded"]] == [
             START + k for k in range(10, 16)]
+
+
+def test_rnr_discards_the_rest_of_its_batch(lab: Lab, tmp_path: Path) -> None:
+    """The requests after the refused one, arriving back to back (one batch with the fast
+    path), are discarded too: none reaches the responder."""
+    frames = [(s, f) for s, f in conversation() if s == "a" or parse(f).fields()[
+        "bth.destqp"] == 1]
+    run = exchange(lab, tmp_path, [("rnr", "timer=5,qp=0,psn=3")], frames=frames, gap=0,
+                   settle=3)
+    [fault] = run.faults("rnr")
+    assert [p for p in psns(run.at_b) if START + 3 <= p < START + 16] == []
+    assert len(fault["discarded"]) == 12
 
 
 def test_forged_cnp(lab: Lab, tmp_path: Path) -> None:

@@ -222,16 +222,20 @@ class Forwarder:
         for i in range(n):
             frame = batch.frame(i)
             stamp = int(batch.stamps[i])
-            if not touch[i]:
+            # an RNR NAK sent for an earlier frame of this batch concerns the rest of it
+            if not touch[i] and not (self._rnr and ib[i]):
                 self.log.add(frame, stamp)
                 sends.append(bytes(frame))
                 self._after_send(d, sends)
                 continue
             self._frame(d, i, bytearray(frame), stamp, cols, int(kinds[i]), int(tx[i]),
                         sends, back)
+            if back:  # a forged answer goes at once, after what went before its trigger
+                self.forwarded[d] += out.send(sends)
+                self.forwarded[1 - d] += self.ports[d].send(back)
+                sends.clear()
+                back.clear()
         self.forwarded[d] += out.send(sends)
-        if back:
-            self.forwarded[1 - d] += self.ports[d].send(back)
 
     def _candidates(self, d: int, cols: dict[str, np.ndarray], kinds: np.ndarray,
                     tx: np.ndarray) -> np.ndarray:

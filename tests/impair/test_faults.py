@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -52,10 +53,10 @@ def test_fast_path_loaded() -> None:
         assert _io.implementation == "c", "ibwire.impair._fast did not load"
 
 
-def conversation() -> list[tuple[str, bytes]]:
+def conversation(scenario: Scenario = SCENARIO) -> list[tuple[str, bytes]]:
     """gen's frames by side, each ACK moved to just after the request it answers (gen's link
     delivers them later), so that a fault in message 3 sees messages 1 and 2 ACKed."""
-    frames, _ = generate(SCENARIO)
+    frames, _ = generate(scenario)
     ordered = [("a" if f[6:12] == REQUESTER_MAC else "b", f) for _, f in frames]
     for ack in [x for x in ordered if parse(x[1]).is_ib
                 and parse(x[1]).fields()["bth.opcode"] == 0x11]:
@@ -226,6 +227,28 @@ def test_rnr_discards_the_rest_of_its_batch(lab: Lab, tmp_path: Path) -> None:
     [fault] = run.faults("rnr")
     assert [p for p in psns(run.at_b) if START + 3 <= p < START + 16] == []
     assert len(fault["discarded"]) == 12
+
+
+@pytest.mark.parametrize("encapsulation", ["rocev2_ipv6", "rocev1"])
+def test_other_encapsulations(lab: Lab, tmp_path: Path, encapsulation: str) -> None:
+    """RoCEv2 over IPv6 and RoCEv1 (GRH, EtherType 0x8915): a drop and a forged NAK whose
+    addresses are the GRH/IPv6 ones turned around, its ICRC right; CE marks on IPv6 only."""
+    scenario = replace(SCENARIO, encapsulation=encapsulation).check()
+    run = exchange(lab, tmp_path, [("drop", "qp=0,psn=5"), ("nak", "qp=0,psn=9"),
+                                   ("ecn", "qp=0,psn=10")], frames=conversation(scenario))
+    assert START + 5 not in psns(run.at_b) and START + 9 in psns(run.at_b)
+    [nak] = run.faults("nak")
+    p = parse(run.record(nak["record"]))
+    assert p.verify().icrc_ok and p.encapsulation == encapsulation
+    assert p.fields()["aeth.syndrome"] == 0x60 and p.fields()["bth.destqp"] == REQUESTER_QPN
+    assert run.record(nak["record"]) in run.at_a
+    if encapsulation == "rocev1":
+        assert run.faults("ecn") == [] and "ECN marks are RoCEv2's" in \
+            run.manifest["unapplied"][0]["reason"]
+    else:
+        [ecn] = run.faults("ecn")
+        marked = parse(run.record(ecn["record"]))
+        assert marked.fields()["ipv6.tclass"] & 3 == 3 and marked.verify().icrc_ok
 
 
 def test_forged_cnp(lab: Lab, tmp_path: Path) -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import replace
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 

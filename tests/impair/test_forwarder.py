@@ -142,3 +142,18 @@ def test_tcp_through_it_with_checksums_left_to_offload(lab: Lab, tmp_path: Path)
             t.join(15)
     assert echoed == [payload]
     assert running.manifest["checksums_completed"] > 0
+
+
+def test_count_stops_after_n_frames(lab: Lab, tmp_path: Path) -> None:
+    capture = tmp_path / "c.pcap"
+    proc = lab.command("impair", "-i", "fa", "-i", "fb", "-c", "5", "-w", str(capture),
+                       "--no-progress")
+    time.sleep(2.5)
+    a = lab.raw("a")
+    for _, f in conversation()[:10]:
+        a.send(f)
+        time.sleep(0.01)
+    out, err = proc.communicate(timeout=30)
+    a.close()
+    assert proc.returncode == 0, err
+    assert len(list(read_capture(str(capture)))) == 5

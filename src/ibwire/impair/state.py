@@ -25,6 +25,8 @@ from ibwire.transport.opkinds import ACK, ATOMIC_ACK, CNP, KIND, READ_RESP, REQU
 from ibwire.transport.psn import PSN_MASK
 
 HALF = 1 << 23
+_ONES = np.ones(256, np.int64)
+_ONES.flags.writeable = False
 ANSWERS = (ACK, READ_RESP, ATOMIC_ACK)
 #: Columns scanned for (``scan_frames(fields=...)``) where the classifier's are not enough:
 #: the CM exchange, the addresses of a connection whose requester is being learnt.
@@ -183,6 +185,14 @@ class LiveState:
         return c
 
     def _requests(self, c: Connection, psns: np.ndarray) -> np.ndarray:
+        first, last = int(psns[0]), int(psns[-1])
+        if (not self.count_all and (first - c.high) & PSN_MASK == 0
+                and (last - first) & PSN_MASK == len(psns) - 1
+                and (len(psns) == 1 or bool(np.all(np.diff(psns) % (1 << 24) == 1)))):
+            # the common case: the next PSNs in order, each sent the first time
+            c.high += len(psns)
+            c.next_psn = c.high & PSN_MASK
+            return _ONES[:len(psns)] if len(psns) <= len(_ONES) else np.ones(len(psns), np.int64)
         ext = _extend(psns, c.high - 1)
         before = np.maximum.accumulate(np.concatenate(([c.high - 1], ext)))[:-1]
         tx = np.where(ext > before, 1, 2)

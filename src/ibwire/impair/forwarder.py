@@ -405,13 +405,16 @@ class Forwarder:
         """After an RNR NAK for PSN p, connection ``k``'s responder takes nothing until the
         requester sends p again, as one that is not ready (IBA 9.7.5.2.8): the requests
         after p that were already on their way are discarded (recorded, listed in the RNR
-        fault's ``discarded``), so that the responder sees no gap and NAKs nothing itself.
-        True when this request was discarded."""
+        fault's ``discarded``), so that the responder sees no gap and NAKs nothing itself;
+        resends of PSNs before p pass (a requester may go back further than p). True when
+        this request was discarded."""
         assert self.log is not None
         waited, entry = self._rnr[k]
         if psn == waited:
             del self._rnr[k]
             return False
+        if not 0 < (psn - waited) & PSN_MASK < 1 << 23:
+            return False  # a resend of a PSN before p: the responder takes it (a duplicate)
         entry["discarded"].append(self.log.add(frame, stamp))
         self.dropped += 1
         return True

@@ -235,7 +235,8 @@ def main() -> int:
             arrived = m["arrived"]["a2b"] + m["arrived"]["b2a"]
             per_cpu = arrived / m["cpu_seconds"] if m["cpu_seconds"] else 0.0
             rows.append((name, rate, lost, lat, per_cpu))
-            print(f"# {name}: {summary}", file=sys.stderr)
+            print(f"# {name}: {summary}; {arrived / max(1, m['batches']):.1f} frames per "
+                  f"batch", file=sys.stderr)
         rx.close()
     finally:
         lab.remove()

@@ -104,6 +104,7 @@ class Forwarder:
         self.started_ns = 0
         self.cpu_seconds = 0.0
         self._cpu = 0.0
+        self.batches = 0
 
     # --- the public controls ---------------------------------------------------------------
 
@@ -199,6 +200,7 @@ class Forwarder:
     def _batch(self, d: int, batch: Batch) -> None:
         assert self.log is not None
         self.arrived[d] += len(batch)
+        self.batches += 1
         if batch.csum.any():
             for i in np.flatnonzero(batch.csum).tolist():
                 view = batch.frame(i)

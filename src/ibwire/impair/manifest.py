@@ -14,7 +14,8 @@ forged packet, and ``trigger`` the frame that drew it), as in gen, with more key
 requests that followed the one refused, discarded until the requester sent it again). Beside gen's keys: the
 ``interfaces``, frames ``arrived`` and ``forwarded`` each way, ``dropped``,
 ``checksums_completed``, ``send_failures``, ``oversize`` (longer than the egress MTU),
-``started_ns`` and ``cpu_seconds`` (the forwarding thread's CPU time). A ``qps`` entry is gen's
+``started_ns``, ``cpu_seconds`` (the forwarding thread's CPU time) and ``batches`` (reads
+of a port that brought frames). A ``qps`` entry is gen's
 ``requester``/``responder`` (``address``, ``qpn``), ``transport``, ``start_psn``, and what the
 forwarder counted. Rules that never fired are listed in ``unapplied`` with the reason.
 """
@@ -57,6 +58,7 @@ class Manifest:
             "oversize": sum(p.oversize for p in f.ports),
             "started_ns": f.started_ns,
             "cpu_seconds": round(f.cpu_seconds, 6),
+            "batches": f.batches,
             "unapplied": self.unapplied(),
         }
 

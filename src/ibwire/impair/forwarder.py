@@ -27,10 +27,11 @@ from ibwire.impair import forge
 from ibwire.impair.capture import CaptureLog
 from ibwire.impair.classify import classify
 from ibwire.impair.manifest import Manifest
-from ibwire.impair.plan import ANSWER_KINDS, NAK_CODES, READ_RESPONSE_KINDS, Plan, Rule
+from ibwire.impair.plan import Plan, Rule
 from ibwire.impair.ports import Batch, ImpairError, Port, check_ports
-from ibwire.impair.state import ANSWERS, LiveState
-from ibwire.transport.opkinds import ACK, ATOMIC_ACK, KIND, READ_RESP, REQUEST
+from ibwire.impair.rules import act, candidates, selects
+from ibwire.impair.state import LiveState
+from ibwire.transport.opkinds import KIND, REQUEST
 from ibwire.transport.psn import PSN_MASK
 
 Hook = Callable[[bytes, int, LiveState], "Sequence[bytes] | None"]
@@ -214,7 +215,8 @@ class Forwarder:
         tx = self.state.feed(d, cols, frames, batch.stamps)
         out = self.ports[1 - d]
         kinds = KIND[cols["bth.opcode"]]
-        touch = ib if self.hook is not None else self._candidates(d, cols, kinds, tx)
+        touch = ib if self.hook is not None else candidates(
+            self.plan.rules, self.state, self._rnr, d, cols, kinds, tx)
         if not touch.any():
             self.log.add_batch(batch.data, batch.offsets, batch.lengths, batch.stamps)
             self._send_batch(out, batch, d)
@@ -238,43 +240,6 @@ class Forwarder:
                 sends.clear()
                 back.clear()
         self.forwarded[d] += out.send(sends)
-
-    def _candidates(self, d: int, cols: dict[str, np.ndarray], kinds: np.ndarray,
-                    tx: np.ndarray) -> np.ndarray:
-        """The rows some rule may hit (a superset, narrowed with numpy: the rest of the
-        batch is sent on without Python per frame)."""
-        ib = cols["ib"]
-        out = np.zeros(len(ib), bool)
-        for k in self._rnr:
-            c = self.state.connections[k]
-            if c.direction == d:
-                out |= ib & (kinds == REQUEST) & (cols["bth.destqp"] == c.qpn)
-        for rule in self.plan.rules:
-            if rule.spent() or (rule.direction is not None and rule.direction != d):
-                continue
-            if rule.opcode is not None:
-                m = ib & (cols["bth.opcode"] == rule.opcode)
-            elif rule.kind in ANSWER_KINDS:
-                m = ib & ((kinds == ACK) | (kinds == READ_RESP) | (kinds == ATOMIC_ACK))
-            elif rule.kind in READ_RESPONSE_KINDS:
-                m = ib & (kinds == READ_RESP)
-            else:
-                m = ib & (kinds == REQUEST)
-            if rule.psn_abs is not None:
-                m &= cols["bth.psn"] == rule.psn_abs
-            want = rule.transmission()
-            if want:
-                m &= tx == want if want == 1 or self.state.count_all else tx >= 2
-            if (rule.qp is not None and rule.psn is not None and rule.opcode is None
-                    and rule.kind not in ANSWER_KINDS and rule.kind not in READ_RESPONSE_KINDS):
-                if rule.qp >= len(self.state.connections):
-                    continue
-                c = self.state.connections[rule.qp]
-                m &= ((cols["bth.destqp"] == c.qpn) & (c.direction == d)
-                      & (((cols["bth.psn"].astype(np.int64) - c.start_psn) & PSN_MASK)
-                         == rule.psn))
-            out |= m
-        return out
 
     def _send_batch(self, out: Port, batch: Batch, d: int) -> None:
         self.forwarded[d] += out.send_batch(batch)
@@ -335,7 +300,7 @@ class Forwarder:
         fired: list[tuple[Rule, dict[str, Any]]] = []
         forged: list[tuple[bytes, dict[str, Any]]] = []
         for rule in self.plan.rules:
-            if rule.spent() or not self._selects(rule, d, kind, opcode, qpn, psn, tx, conn):
+            if rule.spent() or not selects(rule, d, kind, opcode, qpn, psn, tx, conn):
                 continue
             rule.matched += 1
             if rule.nth is not None and rule.matched != rule.nth:
@@ -346,7 +311,9 @@ class Forwarder:
                      "psn": psn, "record": None, "direction": DIRECTION_NAMES[d],
                      "opcode": _opcode_name(opcode), "qpn": qpn, "tx": tx,
                      "rule": rule.text, "time_ns": stamp}
-            if not self._act(rule, entry, d, i, frame, cols, conn, psn, forged):
+            why = act(rule, entry, i, frame, cols, conn, psn, forged)
+            if why is not None:
+                self._note(rule, why)
                 continue
             rule.fired += 1
             fired.append((rule, entry))
@@ -358,24 +325,24 @@ class Forwarder:
                 hold = rule
             if dropped:
                 break
-        outgoing: list[bytes] = [bytes(frame)]
-        if not dropped and self.hook is not None:
-            replaced = self.hook(bytes(frame), d, self.state)
+        outgoing: list[bytes] = [] if dropped else [bytes(frame)]
+        if outgoing and self.hook is not None:
+            replaced = self.hook(outgoing[0], d, self.state)
             if replaced is not None:
                 outgoing = [bytes(f) for f in replaced]
-                self.faults.append({"kind": "hook", "qp": None if conn is None else conn.index,
-                                    "psn": psn, "record": None, "direction":
-                                    DIRECTION_NAMES[d], "frames": len(outgoing),
-                                    "time_ns": stamp})
-                fired.append((Rule("hook"), self.faults.pop()))
-        record = self.log.add(outgoing[0] if outgoing and not dropped else frame, stamp)
+                fired.append((Rule("hook"), {
+                    "kind": "hook", "qp": None if conn is None else conn.index, "psn": psn,
+                    "record": None, "direction": DIRECTION_NAMES[d], "frames": len(outgoing),
+                    "time_ns": stamp}))
+        # the frame as sent on (the first of a hook's), or as it arrived when none went
+        record = self.log.add(outgoing[0] if outgoing else frame, stamp)
         records = [record]
-        if dropped:
+        if not outgoing:
             self.dropped += 1
         else:
             for extra in outgoing[1:]:
                 records.append(self.log.add(extra, time.time_ns()))
-            dups = [outgoing[0]] * copies if outgoing else []
+            dups = [outgoing[0]] * copies
             for copy in dups:
                 records.append(self.log.add(copy, time.time_ns()))
             everything = outgoing + dups
@@ -392,7 +359,7 @@ class Forwarder:
                     self._after_send(d, sends)
         for rule, entry in fired:
             entry["record"] = record
-            if rule.kind == "dup":
+            if rule.kind in ("dup", "hook"):
                 entry["records"] = records
         for f, entry in forged:
             entry["trigger"] = record
@@ -421,75 +388,10 @@ class Forwarder:
         self.dropped += 1
         return True
 
-    def _selects(self, rule: Rule, d: int, kind: int, opcode: int, qpn: int, psn: int,
-                 tx: int, conn: Any) -> bool:
-        if rule.opcode is not None:
-            if opcode != rule.opcode:
-                return False
-        elif rule.kind in ANSWER_KINDS:
-            if kind not in ANSWERS:
-                return False
-        elif rule.kind in READ_RESPONSE_KINDS:
-            if kind != READ_RESP:
-                return False
-        elif kind != REQUEST:
-            return False
-        if rule.direction is not None and rule.direction != d:
-            return False
-        if rule.qp is not None and (conn is None or conn.index != rule.qp):
-            return False
-        if rule.qpn is not None and (conn.qpn if conn is not None else qpn) != rule.qpn:
-            return False
-        if rule.psn is not None and (conn is None or conn.psn_offset(psn) != rule.psn):
-            return False
-        if rule.psn_abs is not None and psn != rule.psn_abs:
-            return False
-        want = rule.transmission()
-        return not want or tx == want
-
-    def _act(self, rule: Rule, entry: dict[str, Any], d: int, i: int, frame: bytearray,
-             cols: dict[str, np.ndarray], conn: Any, psn: int,
-             forged: list[tuple[bytes, dict[str, Any]]]) -> bool:
-        """Applies the edit of ``rule`` to ``frame`` (or prepares its forged packet); False
-        when it cannot apply to this frame (the reason noted)."""
-        kind = rule.kind
-        if kind == "corrupt":
-            at = int(cols["offset.icrc"][i])
-            if at < 0:
-                return self._note(rule, "the frame has no ICRC")
-            forge.corrupt(frame, at)
-        elif kind in ("ecn", "ecn_resp"):
-            at = int(cols["offset.network"][i])
-            if at < 0 or not forge.mark_ce(frame, at):
-                return self._note(rule, "ECN marks are RoCEv2's (IP): not this frame's")
-        elif kind == "delay":
-            entry["us"] = rule.us
-        elif kind == "reorder":
-            entry["by"] = rule.by
-        elif kind == "dup":
-            entry["copies"] = rule.copies
-        elif kind in ("nak", "rnr", "cnp"):
-            if conn is None or conn.peer_qpn is None:
-                return self._note(rule, "the requester's QPN is not known yet (no answer "
-                                  "nor CM exchange seen)")
-            if kind == "cnp":
-                packet = forge.forged_cnp(conn)
-            elif kind == "rnr":
-                packet = forge.forged_nak(conn, psn, rule.timer, rnr=True)
-                entry["timer"] = rule.timer
-            else:
-                packet = forge.forged_nak(conn, psn, NAK_CODES[rule.code])
-                entry["code"] = rule.code
-            entry["peer_qpn"] = conn.peer_qpn
-            entry["msn"] = conn.msn or 0
-            forged.append((packet, entry))
-        return True
-
-    def _note(self, rule: Rule, why: str) -> bool:
+    def _note(self, rule: Rule, why: str) -> None:
         note = f"{rule.kind} {rule.text!r}: a matching frame was left alone: {why}"
         if note not in self.notes:
             self.notes.append(note)
-        return False
 
     # --- the end ------------------------------------------------------------------------------
 

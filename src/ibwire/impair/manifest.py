@@ -68,8 +68,7 @@ class Manifest:
         request = parse(c.request_frame)
         fields = request.fields()
         src, dst = _address(fields)
-        transport = request.opcode_name.split("_", 1)[0] if hasattr(request, "opcode_name") \
-            else _transport(fields.get("bth.opcode", 0))
+        transport = _transport(fields.get("bth.opcode", 0))
         return {
             "requester": {"address": src, "qpn": c.peer_qpn},
             "responder": {"address": dst, "qpn": c.qpn},

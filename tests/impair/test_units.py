@@ -179,3 +179,22 @@ def test_checksum_left_to_offload_is_completed() -> None:
 def test_plan_of_pairs() -> None:
     plan = Plan.of([("drop", "qp=0,psn=1"), ("cnp", "")], seed=3)
     assert [r.kind for r in plan.rules] == ["drop", "cnp"] and plan.seed == 3 and plan
+
+
+def test_no_raw_socket_privilege_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without root or CAP_NET_RAW, socket(AF_PACKET) fails with EPERM: said in one line."""
+    from ibwire.impair import ports
+
+    def refuse(*_: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(ports.socket, "socket", refuse)
+    with pytest.raises(ports.ImpairError, match="^lo: a forwarder needs root or CAP_NET_RAW"):
+        ports.Port("lo")
+
+
+def test_default_route_interfaces_read_from_proc() -> None:
+    from ibwire.impair.ports import default_route_interfaces
+
+    routed = default_route_interfaces()
+    assert isinstance(routed, set) and "lo" not in routed

@@ -33,27 +33,34 @@ def candidates(rules: list[Rule], state: LiveState, waiting: Iterable[int], d: i
     for rule in rules:
         if rule.spent() or (rule.direction is not None and rule.direction != d):
             continue
-        if rule.opcode is not None:
-            m = ib & (cols["bth.opcode"] == rule.opcode)
-        elif rule.kind in ANSWER_KINDS:
-            m = ib & ((kinds == ACK) | (kinds == READ_RESP) | (kinds == ATOMIC_ACK))
-        elif rule.kind in READ_RESPONSE_KINDS:
-            m = ib & (kinds == READ_RESP)
-        else:
-            m = ib & (kinds == REQUEST)
-        if rule.psn_abs is not None:
-            m &= cols["bth.psn"] == rule.psn_abs
-        want = rule.transmission()
-        if want:
-            m &= tx == want if want == 1 or state.count_all else tx >= 2
+        # the most selective test first: a batch the rule cannot hit costs a few operations
+        m = ib
         if (rule.qp is not None and rule.psn is not None and rule.opcode is None
                 and rule.kind not in ANSWER_KINDS and rule.kind not in READ_RESPONSE_KINDS):
             if rule.qp >= len(state.connections):
                 continue
             c = state.connections[rule.qp]
-            m &= ((cols["bth.destqp"] == c.qpn) & (c.direction == d)
-                  & (((cols["bth.psn"].astype(np.int64) - c.start_psn) & PSN_MASK)
-                     == rule.psn))
+            if c.direction != d:
+                continue
+            m = (((cols["bth.psn"].astype(np.int64) - c.start_psn) & PSN_MASK) == rule.psn)
+            if not m.any():
+                continue
+            m &= ib & (cols["bth.destqp"] == c.qpn)
+        if rule.psn_abs is not None:
+            m = m & (cols["bth.psn"] == rule.psn_abs)
+            if not m.any():
+                continue
+        if rule.opcode is not None:
+            m = m & (cols["bth.opcode"] == rule.opcode)
+        elif rule.kind in ANSWER_KINDS:
+            m = m & ((kinds == ACK) | (kinds == READ_RESP) | (kinds == ATOMIC_ACK))
+        elif rule.kind in READ_RESPONSE_KINDS:
+            m = m & (kinds == READ_RESP)
+        else:
+            m = m & (kinds == REQUEST)
+        want = rule.transmission()
+        if want:
+            m &= tx == want if want == 1 or state.count_all else tx >= 2
         out |= m
     return out
 

@@ -198,3 +198,36 @@ def test_default_route_interfaces_read_from_proc() -> None:
 
     routed = default_route_interfaces()
     assert isinstance(routed, set) and "lo" not in routed
+
+
+def test_rules_select_their_class_and_candidates_agree() -> None:
+    """Each kind's default class (requests; answers for lose_ack; READ responses for
+    ecn_resp), opcode=, dir=, and the batch narrowing: a row ``selects`` takes is always a
+    candidate."""
+    from ibwire.impair.rules import candidates, selects
+    from ibwire.transport.opkinds import KIND
+
+    read_resp = build("rocev2_ipv4", {"bth.psn": 9, "bth.destqp": 0x11, "aeth.msn": 1,
+                                      "ip.src": "192.0.2.2", "ip.dst": "192.0.2.1"},
+                      bytes(16), opcode="RC_RDMA_READ_RESPONSE_ONLY")
+    state = LiveState()
+    frames = [_request(9), _ack(9, 1), read_resp]
+    _feed(state, 0, frames[:1])
+    rules = [parse_rule("drop", "qp=0,psn=0"), parse_rule("lose_ack", ""),
+             parse_rule("ecn_resp", "dir=b2a"), parse_rule("dup", "opcode=RC_ACKNOWLEDGE")]
+    expected = {  # rule -> rows it hits: (direction, row)
+        0: {(0, 0)}, 1: {(1, 1), (1, 2)}, 2: {(1, 2)}, 3: {(1, 1)}}
+    for d, batch_rows in ((0, [0]), (1, [1, 2])):
+        batch = Batch.of([bytearray(frames[r]) for r in batch_rows],
+                         np.zeros(len(batch_rows), np.int64), np.zeros(len(batch_rows), bool))
+        cols = classify(batch.data, batch.offsets, batch.lengths)
+        kinds = KIND[cols["bth.opcode"]]
+        tx = np.ones(len(batch_rows), np.int64)
+        for k, rule in enumerate(rules):
+            mask = candidates([rule], state, [], d, cols, kinds, tx)
+            for j, row in enumerate(batch_rows):
+                conn = state.connection_of(d, int(kinds[j]), int(cols["bth.destqp"][j]))
+                hit = selects(rule, d, int(kinds[j]), int(cols["bth.opcode"][j]),
+                              int(cols["bth.destqp"][j]), int(cols["bth.psn"][j]), 1, conn)
+                assert hit == ((d, row) in expected[k]), (rule.kind, d, row)
+                assert not hit or mask[j]

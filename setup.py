@@ -80,6 +80,7 @@ def extensions() -> list[Extension]:
             depends=[*(f"src/ibwire/crc/{h}" for h in ("kernel.h", "crc_simd.h", "crc_tables.h")),
                      "src/ibwire/scan/scan.h", "src/ibwire/scan/_layout.pxi",
                      "src/ibwire/pcap/pcapng_walk.h", "src/ibwire/pcap/filemap.h", "src/ibwire/pcap/sequential.h",
+                     "src/ibwire/impair/relay.h",
                      *(f"src/ibwire/rewrite/_kernel_{p}.pxi" for p in ("bytes", "plan", "icrc"))],
             include_dirs=[numpy.get_include(), "src/ibwire/crc", "src/ibwire/scan",
                           "src/ibwire/pcap", "src/ibwire/impair"],

@@ -31,6 +31,7 @@ EXTENSIONS = [
     ("ibwire.rewrite._kernel", ["src/ibwire/rewrite/_kernel.pyx", "src/ibwire/crc/kernel.c"]),
     ("ibwire.analysis._streams", ["src/ibwire/analysis/_streams.pyx"]),
     ("ibwire.transport._observer", ["src/ibwire/transport/_observer.pyx"]),
+    ("ibwire.impair._fast", ["src/ibwire/impair/_fast.pyx", "src/ibwire/impair/relay.c"]),
 ]
 
 
@@ -80,9 +81,10 @@ def extensions() -> list[Extension]:
             depends=[*(f"src/ibwire/crc/{h}" for h in ("kernel.h", "crc_simd.h", "crc_tables.h")),
                      "src/ibwire/scan/scan.h", "src/ibwire/scan/_layout.pxi",
                      "src/ibwire/pcap/pcapng_walk.h", "src/ibwire/pcap/filemap.h", "src/ibwire/pcap/sequential.h",
+                     "src/ibwire/impair/relay.h",
                      *(f"src/ibwire/rewrite/_kernel_{p}.pxi" for p in ("bytes", "plan", "icrc"))],
             include_dirs=[numpy.get_include(), "src/ibwire/crc", "src/ibwire/scan",
-                          "src/ibwire/pcap"],
+                          "src/ibwire/pcap", "src/ibwire/impair"],
             extra_compile_args=os.environ.get("IBWIRE_CFLAGS", "-O3").split(),
             extra_link_args=os.environ.get("IBWIRE_LDFLAGS", "").split(),
         ))

@@ -38,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("-n", "--guests", type=int, default=2)
         p.add_argument("--workdir", type=Path, help="keep console logs here")
         p.add_argument("--accel", choices=("kvm", "tcg"), help="default: probe KVM, else TCG")
+        p.add_argument("--join", choices=("bridge", "impair"), default="bridge",
+                       help="the guests' taps on a bridge (default), or apart for "
+                       "ibwire impair to join (Rig.impairing)")
         if name == "run":
             p.add_argument("names", nargs="*", metavar="SCENARIO")
             p.add_argument("--all", action="store_true")
@@ -68,7 +71,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if unknown:
         print(f"rxe_rig: unknown scenario(s) {', '.join(unknown)}; see `list`", file=sys.stderr)
         return 2
-    with Rig(args.guests, workdir=args.workdir, accel=args.accel, log=True) as rig:
+    with Rig(args.guests, workdir=args.workdir, accel=args.accel, log=True,
+             join=getattr(args, "join", "bridge")) as rig:
         if args.command == "boot":
             print(f"namespace {rig.namespace.name}, bridge br0; guests "
                   + ", ".join(f"{g.name} {g.addr} {g.addr6}" for g in rig.guests)

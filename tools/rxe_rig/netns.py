@@ -1,4 +1,5 @@
-"""The rig's network: a namespace of its own holding a bridge and one tap per guest.
+"""The rig's network: a namespace of its own holding a bridge and one tap per guest (or,
+``bridged=False``, taps left apart for ``ibwire impair`` to join: :meth:`Rig.impairing`).
 
 Nothing the guests send leaves the namespace: the bridge has no uplink and no address (IPv6
 is off inside the namespace, so the bridge itself sends nothing). Faults on the wire are an
@@ -53,10 +54,11 @@ class Namespace:
     """``ibrig<pid>`` with ``br0`` and ``tap0..tapN-1``, made by :meth:`create`, gone after
     :meth:`remove` (deleting the namespace deletes its bridge and taps)."""
 
-    def __init__(self, taps: int, mtu: int = 9000) -> None:
+    def __init__(self, taps: int, mtu: int = 9000, bridged: bool = True) -> None:
         self.name = f"{PREFIX}{os.getpid()}"
         self.taps = [f"tap{i}" for i in range(taps)]
         self.mtu = mtu
+        self.bridged = bridged
         self.created = False
 
     def create(self) -> None:
@@ -70,8 +72,9 @@ class Namespace:
             "stp_state", "0", "forward_delay", "0", "mcast_snooping", "0")
         for tap in self.taps:
             _ip("-n", self.name, "tuntap", "add", "dev", tap, "mode", "tap")
-            _ip("-n", self.name, "link", "set", tap, "mtu", str(self.mtu), "master", BRIDGE,
-                "up")
+            # not bridged: the taps stay apart until ``ibwire impair`` joins them
+            master = ("master", BRIDGE) if self.bridged else ()
+            _ip("-n", self.name, "link", "set", tap, "mtu", str(self.mtu), *master, "up")
         _ip("-n", self.name, "link", "set", BRIDGE, "up")
 
     def sysctl(self, key: str, value: str) -> None:

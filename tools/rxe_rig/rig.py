@@ -1,4 +1,5 @@
-"""The rig: N guests booted on the namespace's bridge, each with ``rxe0`` ACTIVE.
+"""The rig: N guests booted on the namespace's bridge, each with ``rxe0`` ACTIVE (or, with
+``join="impair"``, two guests whose taps only ``ibwire impair`` joins: :meth:`Rig.impairing`).
 
 ``with Rig() as rig:`` builds (or takes from the cache) the image, creates the namespace,
 boots the guests and waits for ``rxe0``; on leaving, whether normally, by an exception,
@@ -12,11 +13,13 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import TypeVar
@@ -29,6 +32,8 @@ T = TypeVar("T")
 COUNTERS = "/sys/class/infiniband/rxe0/ports/1/hw_counters"
 PORT = "/sys/class/infiniband/rxe0/ports/1"
 BOOT_TIMEOUT_TCG = 180.0
+#: Seconds ``ibwire impair`` is given to start (the interpreter, numpy) before traffic.
+IMPAIR_START = 3.0
 #: KVM must bring a guest to its READY line within this, else the rig uses TCG.
 KVM_PROBE_TIMEOUT = 40.0
 
@@ -71,7 +76,7 @@ class _Signals:
 
 class Rig:
     def __init__(self, guests: int = 2, workdir: Path | None = None, accel: str | None = None,
-                 image: Image | None = None, log: bool = False) -> None:
+                 image: Image | None = None, log: bool = False, join: str = "bridge") -> None:
         if guests < 2:
             raise ValueError("the rig needs at least two guests")
         self.count = guests
@@ -81,7 +86,12 @@ class Rig:
         self.accel = ""
         self.image = image
         self.log = log
-        self.namespace = Namespace(guests)
+        if join not in ("bridge", "impair"):
+            raise ValueError(f"join must be bridge or impair, not {join!r}")
+        if join == "impair" and guests != 2:
+            raise ValueError("ibwire impair joins two taps: the rig needs two guests")
+        self.join = join
+        self.namespace = Namespace(guests, bridged=join == "bridge")
         self.guests: list[Guest] = []
         self.timings: dict[str, float] = {}
         self._gids: dict[tuple[int, bool], int] = {}
@@ -153,6 +163,39 @@ class Rig:
                 raise GuestError(f"{guest.name}: rxe0 not ACTIVE ({state}); console: "
                                  f"{guest.console_tail()}")
             time.sleep(0.2)
+
+    # -- the taps joined by ibwire impair (join="impair") ------------------------------
+
+    @contextmanager
+    def impairing(self, *faults: str, capture: Path | None = None,
+                  manifest: Path | None = None) -> Iterator[subprocess.Popen]:
+        """``ibwire impair -i tap0 -i tap1 FAULTS`` in the namespace for the block (the
+        guests reach each other only through it), stopped with SIGTERM at its end so that
+        its capture and manifest are complete. ``faults``: impair's options, as given."""
+        if self.join != "impair":
+            raise GuestError("the rig was started with its taps on the bridge (join='impair')")
+        argv = [sys.executable, "-m", "ibwire.cli.main", "impair", "-i", "tap0", "-i", "tap1",
+                "--no-progress", *faults]
+        if capture is not None:
+            argv += ["-w", str(capture)]
+        if manifest is not None:
+            argv += ["--manifest", str(manifest)]
+        proc = subprocess.Popen(self.namespace.command(argv), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(IMPAIR_START)
+            if proc.poll() is not None:
+                raise GuestError(f"ibwire impair ended at once: {proc.stderr.read().strip()}")
+            yield proc
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+            try:
+                out, err = proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, err = proc.communicate()
+            proc.summary = err  # type: ignore[attr-defined]
 
     # -- KVM or TCG --------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ The first frame is stamped with the current time unless ``--start-time`` pins it
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Mapping
 from typing import Any
 
 VERBS = ("send", "send_imm", "send_inv", "write", "write_imm", "read", "fetch_add", "cmp_swap")
@@ -120,22 +121,31 @@ def _vlan(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(f"{text!r} is not ID or ID:PCP") from None
 
 
-def parse_spec(kind: str, text: str) -> dict[str, Any]:
-    """``rate=R`` or ``qp=K,psn=P[,timer=T]`` as Fault keyword arguments."""
+def parse_spec(kind: str, text: str,
+               keys: Mapping[str, Callable[[str], Any]] | None = None) -> dict[str, Any]:
+    """``rate=R`` or ``qp=K,psn=P[,timer=T]`` as Fault keyword arguments. ``keys`` (a key's
+    name -> the function that reads its value) replaces gen's keys, for a verb that selects
+    by more than these (``ibwire impair``); the grammar stays ``KEY=VALUE,...``."""
     from ibwire.gen import ScenarioError
 
+    if keys is None:
+        keys = {"rate": float, "qp": _number, "psn": _number,
+                **({"timer": _number} if kind == "rnr" else {})}
+        expected = "rate=R or qp=K,psn=P" + (",timer=T" if kind == "rnr" else "")
+    else:
+        expected = "KEY=VALUE,... with KEY one of " + ", ".join(keys)
     out: dict[str, Any] = {}
-    allowed = {"rate", "qp", "psn"} | ({"timer"} if kind == "rnr" else set())
     for part in text.split(","):
         key, eq, value = part.partition("=")
         key = key.strip()
-        if not eq or key not in allowed or key in out:
-            raise ScenarioError(f"{kind} SPEC {text!r}: expected rate=R or qp=K,psn=P"
-                                + (",timer=T" if kind == "rnr" else ""))
+        if not eq or key not in keys or key in out:
+            raise ScenarioError(f"{kind} SPEC {text!r}: expected {expected}")
         try:
-            out[key] = float(value) if key == "rate" else int(value, 0)
-        except ValueError:
-            raise ScenarioError(f"{kind} SPEC {text!r}: {key}={value!r} is not a number") from None
+            out[key] = keys[key](value.strip())
+        except (ValueError, KeyError):
+            raise ScenarioError(f"{kind} SPEC {text!r}: {key}={value!r} is not "
+                                f"{'a number' if keys[key] in (float, _number) else 'valid'}"
+                                ) from None
     return out
 
 

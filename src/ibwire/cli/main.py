@@ -26,6 +26,8 @@ VERBS: dict[str, tuple[str, str]] = {
     "replay": ("ibwire.cli.replay", "tcpreplay's timing on AF_PACKET; --unique-ip keeps ICRCs"),
     "export": ("ibwire.cli.export", "captures as a Parquet/Arrow/CSV dataset (--qp: connections)"),
     "sql": ("ibwire.cli.sql", "a DuckDB query over an exported dataset"),
+    "impair": ("ibwire.cli.impair", "join two interfaces, inject exact faults into the RoCE "
+               "between them"),
     "fuzz": ("ibwire.cli.fuzz", "differential fuzzing of another parser, shrunk to one-packet "
              "repros"),
 }

@@ -1,0 +1,445 @@
+"""The forwarder: frames in on one interface, out on the other, the fault plan applied.
+
+One thread, one loop: poll(2) on both ports, read what has arrived on a port as one batch,
+classify it (:mod:`ibwire.impair.classify`: numpy columns, no Python per frame; the compiled fast path's classifier where built), teach the live connections (:class:`ibwire.impair.state.LiveState`), then:
+when no rule may hit a frame of the batch (each rule narrowed with numpy over the
+columns) and there is no hook, send the batch on as it is (one system call with the
+compiled fast path); else go frame by frame, the rules applied to the frames they may hit.
+Frames that are not IB/RoCE (ARP, IPv6 ND, the TCP of the tools' out-of-band exchange) are
+never touched, but a checksum the sender left to offload is completed first.
+
+Directions: 0 is A->B (in on the first interface, out on the second), 1 is B->A.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import select
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ibwire.impair import forge
+from ibwire.impair.capture import CaptureLog
+from ibwire.impair.classify import classify
+from ibwire.impair.manifest import Manifest
+from ibwire.impair.plan import Plan, Rule
+from ibwire.impair.ports import Batch, ImpairError, Port, check_ports
+from ibwire.impair.rules import act, candidates, selects
+from ibwire.impair.state import LiveState
+from ibwire.transport.opkinds import KIND, REQUEST
+from ibwire.transport.psn import PSN_MASK
+
+Hook = Callable[[bytes, int, LiveState], "Sequence[bytes] | None"]
+#: Frames read from a port at a time, at most (recvmmsg(2) batches of the fast path).
+BATCH = 256
+#: The longest a reordered frame waits for the frames it is to follow (ns).
+REORDER_WAIT_NS = 100_000_000
+#: How often progress is reported (s).
+PROGRESS_EVERY = 1.0
+DIRECTION_NAMES = ("a2b", "b2a")
+
+
+class _Held:
+    __slots__ = ("after", "direction", "due", "entry", "frame")
+
+    def __init__(self, frame: bytes, direction: int, due: int, after: int,
+                 entry: dict[str, Any] | None) -> None:
+        self.frame, self.direction, self.due, self.after = frame, direction, due, after
+        self.entry = entry
+
+
+class Forwarder:
+    """A two-port forwarder between interfaces ``iface_a`` and ``iface_b``.
+
+    ``plan``: a :class:`ibwire.impair.plan.Plan` (or (kind, SPEC) pairs); ``hook(frame,
+    direction, state)``: called for every IB/RoCE frame after the plan, returns None (forward
+    as is), ``[]`` (drop) or frames to send instead, in order, the same direction;
+    ``capture``: path of the pcap of what crossed; ``manifest``: path of the JSON manifest.
+    The sockets are opened here (the refusals are raised here); :meth:`run` forwards until
+    ``duration`` seconds, ``count`` frames arrived or :meth:`stop`. ``fast=False`` reads and
+    sends one frame per system call even where the compiled fast path is built."""
+
+    def __init__(self, iface_a: str, iface_b: str, plan: Plan | Sequence[tuple[str, str]] | None
+                 = None, hook: Hook | None = None, capture: str | None = None,
+                 manifest: str | None = None, *, force: bool = False,
+                 progress: Callable[[Forwarder], None] | None = None, batch: int = BATCH,
+                 fast: bool = True) -> None:
+        check_ports(iface_a, iface_b, force)
+        self.plan = plan if isinstance(plan, Plan) else Plan.of(list(plan or ()))
+        self.hook = hook
+        self.interfaces = (iface_a, iface_b)
+        self.fast = fast
+        self.capture_path, self.manifest_path = capture, manifest
+        self.progress = progress
+        self.batch = batch
+        self.state = LiveState()
+        self.state.count_all = any((r.tx or 0) >= 2 for r in self.plan.rules)
+        self.rng = random.Random(self.plan.seed)
+        self.forwarded = [0, 0]
+        self.arrived = [0, 0]
+        self.dropped = 0
+        self.checksums_completed = 0
+        self.faults: list[dict[str, Any]] = []
+        self.notes: list[str] = []
+        self._held: list[_Held] = []
+        #: connection index -> (PSN, manifest entry) of an RNR NAK sent: the requests after
+        #: it are discarded until that PSN is sent again (:meth:`_rnr_wait`)
+        self._rnr: dict[int, tuple[int, dict[str, Any]]] = {}
+        self._injected: deque[tuple[bytes, int]] = deque()
+        self._stopping = False
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self.ports = [Port(iface_a, batch, fast)]
+        try:
+            self.ports.append(Port(iface_b, batch, fast))
+        except BaseException:
+            self.ports[0].close()
+            raise
+        self.log: CaptureLog | None = None
+        self.started_ns = 0
+        self.cpu_seconds = 0.0
+        self._cpu = 0.0
+        self.batches = 0
+
+    # --- the public controls ---------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ends :meth:`run` soon (from a signal handler or another thread)."""
+        self._stopping = True
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
+
+    def inject(self, frame: bytes, direction: int) -> None:
+        """Sends ``frame`` as if it had arrived going ``direction`` (0: out on B, 1: out on
+        A), untouched by the plan; recorded in the capture and the manifest (kind
+        ``inject``). While :meth:`run` runs, it is sent by the loop."""
+        if direction not in (0, 1):
+            raise ImpairError(f"direction must be 0 (A->B) or 1 (B->A), not {direction}")
+        self._injected.append((bytes(frame), direction))
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
+
+    def run(self, duration: float | None = None, count: int | None = None) -> dict[str, Any]:
+        """Forwards until ``duration`` s have passed, ``count`` frames have arrived (both
+        directions) or :meth:`stop`; then releases held frames, writes the capture and the
+        manifest (also when interrupted) and returns the manifest."""
+        self.log = CaptureLog(self.capture_path)
+        self.started_ns = time.time_ns()
+        self._cpu = _cpu_seconds()
+        end = None if duration is None else time.monotonic() + duration
+        poller = select.poll()
+        for port in self.ports:
+            poller.register(port.fd, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        which = {port.fd: d for d, port in enumerate(self.ports)}
+        next_progress = time.monotonic() + PROGRESS_EVERY
+        finished = False
+        try:
+            while not self._stopping:
+                now = time.monotonic()
+                if end is not None and now >= end:
+                    break
+                left = None if count is None else count - sum(self.arrived)
+                if left is not None and left <= 0:
+                    break
+                wait = 0.2 if end is None else max(0.0, min(0.2, end - now))
+                if self._held:
+                    due = min(h.due for h in self._held)
+                    wait = max(0.0, min(wait, (due - time.time_ns()) / 1e9))
+                for fd, _ in poller.poll(wait * 1000):
+                    if fd == self._wake_r:
+                        try:
+                            os.read(self._wake_r, 4096)
+                        except OSError:
+                            pass
+                        continue
+                    most = self.batch if left is None else min(self.batch, left)
+                    batch = self.ports[which[fd]].receive(most)
+                    if len(batch):
+                        self._batch(which[fd], batch)
+                        if left is not None:
+                            left -= len(batch)
+                self._send_injected()
+                self._release(time.time_ns())
+                if self.progress is not None and time.monotonic() >= next_progress:
+                    next_progress = time.monotonic() + PROGRESS_EVERY
+                    self.progress(self)
+            finished = True
+        finally:
+            self._release(None)
+            self._send_injected()
+            self._finish(finished)
+        return self.manifest
+
+    def close(self) -> None:
+        for port in self.ports:
+            port.close()
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def __enter__(self) -> Forwarder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- one batch ----------------------------------------------------------------------------
+
+    def _batch(self, d: int, batch: Batch) -> None:
+        assert self.log is not None
+        self.arrived[d] += len(batch)
+        self.batches += 1
+        if batch.csum.any():
+            for i in np.flatnonzero(batch.csum).tolist():
+                view = batch.frame(i)
+                if forge.complete_checksum(view):  # type: ignore[arg-type]
+                    self.checksums_completed += 1
+                view.release()
+        n = len(batch)
+        cols = classify(batch.data, batch.offsets, batch.lengths, self.fast)
+        ib = cols["ib"]
+        frames = _Frames(batch)
+        tx = self.state.feed(d, cols, frames, batch.stamps)
+        out = self.ports[1 - d]
+        kinds = KIND[cols["bth.opcode"]]
+        touch = ib if self.hook is not None else candidates(
+            self.plan.rules, self.state, self._rnr, d, cols, kinds, tx)
+        if not touch.any():
+            self.log.add_batch(batch.data, batch.offsets, batch.lengths, batch.stamps)
+            self._send_batch(out, batch, d)
+            return
+        sends: list[bytes] = []
+        back: list[bytes] = []
+        for i in range(n):
+            frame = batch.frame(i)
+            stamp = int(batch.stamps[i])
+            # an RNR NAK sent for an earlier frame of this batch concerns the rest of it
+            if not touch[i] and not (self._rnr and ib[i]):
+                self.log.add(frame, stamp)
+                sends.append(bytes(frame))
+                self._after_send(d, sends)
+                continue
+            self._frame(d, i, bytearray(frame), stamp, cols, int(kinds[i]), int(tx[i]),
+                        sends, back)
+            if back:  # a forged answer goes at once, after what went before its trigger
+                self.forwarded[d] += out.send(sends)
+                self.forwarded[1 - d] += self.ports[d].send(back)
+                sends.clear()
+                back.clear()
+        self.forwarded[d] += out.send(sends)
+
+    def _send_batch(self, out: Port, batch: Batch, d: int) -> None:
+        self.forwarded[d] += out.send_batch(batch)
+        if self._held:
+            sends: list[bytes] = []
+            for _ in range(len(batch)):
+                self._after_send(d, sends)
+            if sends:
+                self.forwarded[d] += out.send(sends)
+
+    def _after_send(self, d: int, sends: list[bytes]) -> None:
+        """One more frame went ``d``: reordered frames held for it follow it."""
+        if not self._held:
+            return
+        for h in list(self._held):
+            if h.direction == d and h.after > 0:
+                h.after -= 1
+                if h.after == 0:
+                    self._held.remove(h)
+                    sends.append(h.frame)
+                    if h.entry is not None:
+                        h.entry["sent_ns"] = time.time_ns()
+
+    def _release(self, now: int | None) -> None:
+        """Sends the held frames that are due (all with ``now`` None)."""
+        if not self._held:
+            return
+        for h in sorted(self._held, key=lambda h: h.due):
+            if now is None or h.due <= now:
+                self._held.remove(h)
+                self.forwarded[h.direction] += self.ports[1 - h.direction].send([h.frame])
+                if h.entry is not None:
+                    h.entry["sent_ns"] = time.time_ns()
+
+    def _send_injected(self) -> None:
+        assert self.log is not None
+        while self._injected:
+            frame, d = self._injected.popleft()
+            stamp = time.time_ns()
+            record = self.log.add(frame, stamp)
+            self.forwarded[d] += self.ports[1 - d].send([frame])
+            self.faults.append({"kind": "inject", "qp": None, "psn": None, "record": record,
+                                "direction": DIRECTION_NAMES[d], "time_ns": stamp})
+
+    # --- one IB/RoCE frame ----------------------------------------------------------------
+
+    def _frame(self, d: int, i: int, frame: bytearray, stamp: int, cols: dict[str, np.ndarray],
+               kind: int, tx: int, sends: list[bytes], back: list[bytes]) -> None:
+        assert self.log is not None
+        opcode = int(cols["bth.opcode"][i])
+        qpn = int(cols["bth.destqp"][i])
+        psn = int(cols["bth.psn"][i])
+        conn = self.state.connection_of(d, kind, qpn)
+        if conn is not None and conn.index in self._rnr and kind == REQUEST \
+                and self._rnr_wait(conn.index, psn, frame, stamp):
+            return
+        dropped, copies, hold = False, 0, None
+        fired: list[tuple[Rule, dict[str, Any]]] = []
+        forged: list[tuple[bytes, dict[str, Any]]] = []
+        for rule in self.plan.rules:
+            if rule.spent() or not selects(rule, d, kind, opcode, qpn, psn, tx, conn):
+                continue
+            rule.matched += 1
+            if rule.nth is not None and rule.matched != rule.nth:
+                continue
+            if rule.rate is not None and self.rng.random() >= rule.rate:
+                continue
+            entry = {"kind": rule.kind, "qp": None if conn is None else conn.index,
+                     "psn": psn, "record": None, "direction": DIRECTION_NAMES[d],
+                     "opcode": _opcode_name(opcode), "qpn": qpn, "tx": tx,
+                     "rule": rule.text, "time_ns": stamp}
+            why = act(rule, entry, i, frame, cols, conn, psn, forged)
+            if why is not None:
+                self._note(rule, why)
+                continue
+            rule.fired += 1
+            fired.append((rule, entry))
+            if rule.kind in ("drop", "lose_ack", "rnr"):
+                dropped = True
+            elif rule.kind == "dup":
+                copies += rule.copies
+            elif rule.kind in ("delay", "reorder"):
+                hold = rule
+            if dropped:
+                break
+        outgoing: list[bytes] = [] if dropped else [bytes(frame)]
+        if outgoing and self.hook is not None:
+            replaced = self.hook(outgoing[0], d, self.state)
+            if replaced is not None:
+                outgoing = [bytes(f) for f in replaced]
+                fired.append((Rule("hook"), {
+                    "kind": "hook", "qp": None if conn is None else conn.index, "psn": psn,
+                    "record": None, "direction": DIRECTION_NAMES[d], "frames": len(outgoing),
+                    "time_ns": stamp}))
+        # the frame as sent on (the first of a hook's), or as it arrived when none went
+        record = self.log.add(outgoing[0] if outgoing else frame, stamp)
+        records = [record]
+        if not outgoing:
+            self.dropped += 1
+        else:
+            for extra in outgoing[1:]:
+                records.append(self.log.add(extra, time.time_ns()))
+            dups = [outgoing[0]] * copies
+            for copy in dups:
+                records.append(self.log.add(copy, time.time_ns()))
+            everything = outgoing + dups
+            if hold is not None and everything:
+                entry = next(e for r, e in fired if r is hold)
+                due = (time.time_ns() + hold.us * 1000 if hold.kind == "delay"
+                       else time.time_ns() + REORDER_WAIT_NS)
+                for f in everything:
+                    self._held.append(_Held(f, d, due, hold.by if hold.kind == "reorder"
+                                            else 0, entry))
+            else:
+                for f in everything:
+                    sends.append(f)
+                    self._after_send(d, sends)
+        for rule, entry in fired:
+            entry["record"] = record
+            if rule.kind in ("dup", "hook"):
+                entry["records"] = records
+        for f, entry in forged:
+            entry["trigger"] = record
+            entry["record"] = self.log.add(f, time.time_ns())
+            back.append(f)
+            if entry["kind"] == "rnr" and entry["qp"] is not None:
+                entry["discarded"] = []
+                self._rnr[entry["qp"]] = (psn, entry)
+        self.faults.extend(entry for _, entry in fired)
+
+    def _rnr_wait(self, k: int, psn: int, frame: bytearray, stamp: int) -> bool:
+        """After an RNR NAK for PSN p, connection ``k``'s responder takes nothing until the
+        requester sends p again, as one that is not ready (IBA 9.7.5.2.8): the requests
+        after p that were already on their way are discarded (recorded, listed in the RNR
+        fault's ``discarded``), so that the responder sees no gap and NAKs nothing itself;
+        resends of PSNs before p pass (a requester may go back further than p). True when
+        this request was discarded."""
+        assert self.log is not None
+        waited, entry = self._rnr[k]
+        if psn == waited:
+            del self._rnr[k]
+            return False
+        if not 0 < (psn - waited) & PSN_MASK < 1 << 23:
+            return False  # a resend of a PSN before p: the responder takes it (a duplicate)
+        entry["discarded"].append(self.log.add(frame, stamp))
+        self.dropped += 1
+        return True
+
+    def _note(self, rule: Rule, why: str) -> None:
+        note = f"{rule.kind} {rule.text!r}: a matching frame was left alone: {why}"
+        if note not in self.notes:
+            self.notes.append(note)
+
+    # --- the end ------------------------------------------------------------------------------
+
+    def _finish(self, finished: bool) -> None:
+        assert self.log is not None
+        self.cpu_seconds = _cpu_seconds() - self._cpu
+        try:
+            renumbered = self.log.close()
+        except BaseException:
+            self.log.abort()
+            raise
+        if renumbered is not None:
+            _renumber(self.faults, renumbered)
+        manifest = Manifest(self)
+        self.manifest = manifest.build()
+        if self.manifest_path:
+            manifest.write(self.manifest_path, self.manifest)
+
+
+class _Frames:
+    """Frame ``i`` of a batch as bytes, on demand (what ``LiveState.feed`` keeps)."""
+
+    def __init__(self, batch: Batch) -> None:
+        self.batch = batch
+
+    def __getitem__(self, i: int) -> bytes:
+        return bytes(self.batch.frame(int(i)))
+
+
+def _renumber(faults: list[dict[str, Any]], renumbered: np.ndarray) -> None:
+    """The records the manifest names, after the capture was put in arrival order."""
+    for entry in faults:
+        for key in ("record", "trigger"):
+            if entry.get(key) is not None:
+                entry[key] = int(renumbered[entry[key]])
+        for key in ("records", "discarded"):
+            if entry.get(key):
+                entry[key] = [int(renumbered[r]) for r in entry[key]]
+
+
+def _cpu_seconds() -> float:
+    """CPU time (user and system) this thread has used: what forwarding costs, whatever
+    share of a core the scheduler gave it."""
+    return time.thread_time()
+
+
+def _opcode_name(opcode: int) -> str:
+    from ibwire.tables import opcodes
+
+    op = opcodes().get(opcode)
+    return op.name if op is not None else f"0x{opcode:02x}"

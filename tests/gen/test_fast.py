@@ -118,3 +118,21 @@ def test_times_past_two_seconds(monkeypatch):
     (slow, sm), (quick, qm) = both(scenario)
     assert slow[-1][0] > 1 << 31
     assert quick == slow and qm == sm
+
+
+@pytest.mark.parametrize("tap", ["requester", "responder", "switch"])
+@pytest.mark.parametrize("encapsulation", ENCAPS)
+def test_templated_frames_are_the_built_ones_with_faults(encapsulation, tap):
+    """Simulated (faulted) conversations: frames patched from templates (``fast``) are the
+    frames built field by field (``fast=False``), bad ICRCs, CE marks, NAKs, RNR NAKs, CNPs,
+    READ responses and atomics included."""
+    from tests.gen.test_gen import mixed
+
+    scenario = mixed(encapsulation, tap)
+    slow, quick = Generation(scenario, fast=False), Generation(scenario)
+    assert quick.plan() is None
+    slow_records, quick_records = list(slow), list(quick)
+    assert len(slow_records) > 50
+    assert quick_records == slow_records
+    assert quick.manifest == slow.manifest
+    assert quick.framer._kinds and not slow.framer._kinds   # the templates were used

@@ -136,13 +136,6 @@ class _Rows:
                      stop - start)
 
 
-def _field_span(a: bytes, b: bytes, tail: int) -> tuple[int, int] | None:
-    diff = [i for i in range(len(a) - tail) if a[i] != b[i]]
-    if len(a) != len(b) or not diff:
-        return None
-    return diff[0], diff[-1] - diff[0] + 1
-
-
 @dataclass
 class _Qp:
     k: int
@@ -172,7 +165,6 @@ def plan(generation: Generation) -> _Plan | None:
                        for q in s.qps):
         return None
     framer = generation.framer
-    tail = 4 + (2 if framer.link == "infiniband" else 0)
     qps = []
     for k, spec in enumerate(s.qps):
         wr = next(s.work(k))
@@ -184,7 +176,7 @@ def plan(generation: Generation) -> _Plan | None:
         dmalen = 0
         for j in (0, n // 2, n - 1) if n > 2 else range(n):
             packet = segmenter.request(wr, j, s.start_psn(k), j)
-            template = _template(framer, packet, udp, tail)
+            template = _template(framer, packet, udp)
             if template is None:
                 return None
             templates.append(template)
@@ -196,7 +188,7 @@ def plan(generation: Generation) -> _Plan | None:
         ack = None
         ack_packet = segmenter.ack(s.start_psn(k), 1)._replace(dest_qp=requester_qpn)
         if spec.transport in RELIABLE:
-            ack = _template(framer, ack_packet, udp, tail, "rev")
+            ack = _template(framer, ack_packet, udp, "rev")
             if ack is None:
                 return None
         qps.append(_Qp(k, n, n * spec.iters, s.start_psn(k), spec.ack_every,
@@ -237,33 +229,12 @@ def generation_segmenter(s: Any, k: int) -> Any:
     return Segmenter(c.transport, c.pmtu, c.dest_qp, c.src_qp, c.q_key, c.ack_every, c.xrc_srq)
 
 
-def _template(framer: Any, packet: Packet, udp: int, tail: int,
-              direction: str = "fwd") -> _Template | None:
-    """The template of ``packet`` with the offsets of its changing fields, found by building
-    it again with each field changed; None when a field is not where it is expected."""
-    base = framer.frame(packet, direction, udp)
-    variants: dict[str, Packet] = {
-        "word": packet._replace(psn=packet.psn ^ PSN_MASK, ackreq=not packet.ackreq)}
-    if packet.reth is not None and direction == "fwd":
-        variants["va"] = packet._replace(reth=packet.reth._replace(va=packet.reth.va ^ (2**64 - 1)))
-    if packet.immdt is not None:
-        variants["imm"] = packet._replace(immdt=packet.immdt ^ 0xFFFFFFFF)
-    if packet.aeth is not None:
-        variants["msn"] = packet._replace(aeth=packet.aeth._replace(msn=packet.aeth.msn ^ PSN_MASK))
-    widths = {"word": 4, "va": 8, "imm": 4, "msn": 3}
-    fields = {}
-    for name, variant in variants.items():
-        span = _field_span(base, framer.frame(variant, direction, udp), tail)
-        if span is None:
-            return None
-        at, width = span
-        if name == "word":
-            at, width = span[0] + span[1] - 3 - 1, 4   # the A bit's byte, then the PSN
-        if width > widths[name] or name == "word" and base[at] & 0x7F:
-            return None
-        fields[name] = (at + width - widths[name], widths[name])
-    link = framer.link
-    return _Template(base, link, fields)
+def _template(framer: Any, packet: Packet, udp: int, direction: str = "fwd"
+              ) -> _Template | None:
+    """The template of ``packet`` with the offsets of its changing fields
+    (:meth:`ibwire.gen.frames.Framer.patch_points`), or None."""
+    found = framer.patch_points(packet, direction, udp)
+    return None if found is None else _Template(found[0], framer.link, found[1])
 
 
 class _Plan:

@@ -95,7 +95,7 @@ class Generation:
 
     def __init__(self, scenario: Scenario, *, fast: bool = True) -> None:
         self.scenario = scenario.check()
-        self.framer = Framer(scenario)
+        self.framer = Framer(scenario, templates=fast)
         self.linktype = self.framer.linktype
         self.manifest: dict[str, Any] = {}
         self.fast = fast

@@ -156,12 +156,14 @@ class _Qp:
     ack_opcode: int                     # ACKNOWLEDGE of the transport (RC 0x11, XRC 0xB1)
 
 
-def plan(generation: Generation) -> _Plan | None:
-    """The fast plan of ``generation``'s scenario, or None when it must be simulated."""
+def plan(generation: Generation, *, resumed: bool = False) -> _Plan | None:
+    """The fast plan of ``generation``'s scenario, or None when it must be simulated.
+    ``resumed``: a plan for the rest of a conversation the simulation played until its
+    faults were over (:meth:`_Plan.resume`), whatever faults the scenario names."""
     from ibwire.gen.run import SEND_QUEUE_DEPTH
 
     s = generation.scenario
-    if s.faults or any(q.verb not in FAST_VERBS or q.window is not None or q.iters < 1
+    if (s.faults and not resumed) or any(q.verb not in FAST_VERBS or q.window is not None or q.iters < 1
                        for q in s.qps):
         return None
     framer = generation.framer
@@ -249,11 +251,26 @@ class _Plan:
         self.records = 0
         self.start = 0
         self.done = 0       # when the requester is done: its port free, its last ACK in
+        self.offsets = [0] * len(qps)
+        self.drained: list[tuple] = []
 
     def begin(self, start: int, first: int) -> None:
         """Send the first data packet at ``start`` (ns); the first record is ``first``."""
         self.start = self.done = start
         self.records = first
+
+    def resume(self, start: int, first: int, offsets: list[int], observed: list[Observed],
+               drained: list[tuple]) -> None:
+        """Go on with a conversation the simulation played so far: each QP's next packet
+        is its ``offsets[k]``-th, the first sent at ``start``; the first record is ``first``;
+        ``observed`` are the connections' observers. ``drained``: what the simulation still
+        had on its way then (and the answers it drew), each ``(when, sent, direction, frame,
+        row, hits)``: ``row`` the observer's columns (ROW_FIELDS after record and time),
+        ``hits`` the fault entries whose record it is. They are merged in time order."""
+        self.begin(start, first)
+        self.offsets = offsets
+        self.observed = observed
+        self.drained = drained
 
     def manifest(self, records: int) -> dict[str, Any]:
         """The manifest, as :meth:`ibwire.gen.Generation._finish` writes it, once every batch
@@ -286,10 +303,10 @@ class _Plan:
             if not sel.any():
                 continue
             m = meta[sel]
-            zero = np.zeros(len(m), dtype=np.int64)
-            # (no VA: nothing is sent twice here, and the VA only tells resends apart)
+            # (the VA is 0 but in the rows the simulation drained: it only tells resent
+            # READs apart, and no READ takes this path)
             columns = (record[sel], when[sel], m[:, 1], m[:, 2], m[:, 3], m[:, 4], m[:, 5],
-                       zero, m[:, 6], zero, zero)
+                       m[:, 7], m[:, 6], m[:, 8], m[:, 9])
             feed(observed, dict(zip(ROW_FIELDS, columns, strict=True)))
 
     @staticmethod
@@ -301,14 +318,16 @@ class _Plan:
 
     def _order(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(qp, index) of the data packets in sending order, a batch at a time."""
-        counts = np.array([q.packets for q in self.qps], dtype=np.int64)
+        offsets = np.array(self.offsets, dtype=np.int64)
+        counts = np.array([q.packets for q in self.qps], dtype=np.int64) - offsets
         rounds = int(counts.max())
         r = 0
         while r < rounds:
             active = np.flatnonzero(counts > r)
             end = min(rounds, int(counts[active].min()), r + max(1, BATCH // len(active)))
             block = np.arange(r, end, dtype=np.int64)
-            yield np.tile(active, len(block)), np.repeat(block, len(active))
+            yield (np.tile(active, len(block)),
+                   np.repeat(block, len(active)) + np.tile(offsets[active], len(block)))
             r = end
 
     def chunks(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
@@ -324,7 +343,7 @@ class _Plan:
         """The batches of :meth:`chunks` before their bytes are laid out: each one's
         :meth:`Batch.fill` writes them into any buffer of its ``size`` (a file's mapped
         pages, say), in any thread, while the next batch is made."""
-        pending: list[tuple[np.ndarray, ...]] = []   # rows, tie, when, meta
+        pending: list[tuple] = [self._drained(d) for d in self.drained]  # rows, tie, when, meta
         t0 = self.start
         delay, tap = self.delay, self.tap
         for ks, index in self._order():
@@ -364,7 +383,8 @@ class _Plan:
                         psn[pick], ackreq[pick], np.zeros(len(values["word"]), np.int64),
                         np.full(len(values["word"]), q.dmalen if "va" in template.fields
                                 else 0),
-                        np.full(len(values["word"]), q.payloads[c]))).astype(np.int64)
+                        np.full(len(values["word"]), q.payloads[c]),
+                        *[np.zeros(len(values["word"]), np.int64)] * 3)).astype(np.int64)
                     made.append((template.rows(values, 16), _tie(qseen[pick], qs[pick], 0),
                                  qseen[pick], meta))
                 if q.ack is not None and ackreq.any():
@@ -378,7 +398,8 @@ class _Plan:
                     meta = np.column_stack((
                         np.full(count, q.k), np.full(count, q.ack_opcode), psn[ackreq],
                         np.zeros(count, np.int64), np.full(count, ACK_SYNDROME),
-                        np.zeros(count, np.int64), np.zeros(count, np.int64))).astype(np.int64)
+                        np.zeros(count, np.int64), np.zeros(count, np.int64),
+                        *[np.zeros(count, np.int64)] * 3)).astype(np.int64)
                     made.append((q.ack.rows(values, 16), _tie(when, s_ack, 1), when, meta))
             seen_next = {"requester": t0, "switch": t0 + delay // 2, "responder": t0 + delay}
             horizon = (seen_next[tap], int(_tie(np.array([seen_next[tap]]), np.array([t0]),
@@ -392,8 +413,20 @@ class _Plan:
                 yield self._emit(out)
 
     def _emit(self, batch: Batch) -> Batch:
+        for position, hits in batch.hits:
+            for entry in hits:
+                entry["record"] = self.records + position + 1   # numbered from 1
         self._observe(batch.when, batch.meta)
         return batch
+
+    @staticmethod
+    def _drained(record: tuple) -> tuple:
+        """A record the simulation drained, as a group of one row for :func:`_merge`."""
+        when, sent, direction, frame, row, hits = record
+        rows = _Rows(np.frombuffer(bytes(16) + frame, dtype=np.uint8), [], 1)
+        meta = np.array([row[:6] + row[7:8] + row[6:7] + row[8:]], dtype=np.int64)
+        return (rows, _tie(np.array([when]), np.array([sent]), direction),
+                np.array([when], dtype=np.int64), meta, hits)
 
 
 @dataclass
@@ -408,6 +441,7 @@ class Batch:
     meta: np.ndarray
     size: int
     parts: list[tuple[np.ndarray, _Rows]]     # (destinations, rows) of each group
+    hits: list[tuple[int, list]]              # (position, fault entries) of drained records
 
     @property
     def longest(self) -> int:
@@ -439,7 +473,8 @@ def _merge(groups: list[tuple[np.ndarray, ...]], horizon: tuple[int, int] | None
     left = []
     for g in np.unique(gid[later]):
         sel = later[gid[later] == g]
-        left.append((groups[g][0].take(rid[sel]), tie[sel], when[sel], meta[sel]))
+        left.append((groups[g][0].take(rid[sel]), tie[sel], when[sel], meta[sel],
+                     *groups[g][4:]))
     if not cut:
         return None, left
     widths = np.array([g[0].width for g in groups], dtype=np.int64)
@@ -449,6 +484,8 @@ def _merge(groups: list[tuple[np.ndarray, ...]], horizon: tuple[int, int] | None
     dest = ends - sizes
     stamps = _record_headers(when[now], sizes - 16)
     parts = []
+    hits = [(int(np.flatnonzero(gnow == g)[0]), groups[g][4]) for g in np.unique(gnow)
+            if len(groups[g]) > 4 and groups[g][4]]
     for g in np.unique(gnow):
         at = np.flatnonzero(gnow == g)
         r = rnow[at]
@@ -460,7 +497,8 @@ def _merge(groups: list[tuple[np.ndarray, ...]], horizon: tuple[int, int] | None
         # the pcap record header goes in with the group's own strided copies
         parts.append((dest[at], _Rows(rows.template, [*rows.patches, (0, stamps[at])],
                                       len(r))))
-    return Batch(when[now], dest + 16, sizes - 16, meta[now], int(ends[-1]), parts), left
+    return Batch(when[now], dest + 16, sizes - 16, meta[now], int(ends[-1]), parts,
+                 hits), left
 
 
 def _record_headers(when: np.ndarray, lengths: np.ndarray) -> np.ndarray:

@@ -63,6 +63,7 @@ class _Conn:
         self.work = scenario.work(k)
         self.unposted = self.spec.iters
         self.top_up()
+        self.packets = scenario.psn_count(k)   # request packets to send (first transmissions)
         self.observed = Observed(self.spec.mtu)
         self.rows: list[tuple[int, ...]] = []   # what the tap saw, by ROW_FIELDS, not yet fed
         self.udp_sport = 0xC000 | (self.requester_qpn & 0x3FFF)
@@ -99,6 +100,9 @@ class Generation:
         self.linktype = self.framer.linktype
         self.manifest: dict[str, Any] = {}
         self.fast = fast
+        #: The record number from which the fast plan took over from the simulation once
+        #: the faults were over (None: it did not).
+        self.handed_over: int | None = None
 
     def plan(self) -> Any:
         """The fast path's plan (:mod:`ibwire.gen.fast`) when ``fast`` and the scenario is
@@ -126,14 +130,8 @@ class Generation:
         cm.manifest(self.manifest["qps"])
 
     def _fast(self, fast: Any, start: int, first: int) -> Iterator[tuple[int, bytes]]:
-        records = first
         fast.begin(start, first)
-        for when, starts, lengths, buffer in fast.chunks():
-            view = memoryview(buffer)
-            for t, at, n in zip(when.tolist(), starts.tolist(), lengths.tolist(),
-                                strict=True):
-                yield t, bytes(view[at:at + n])
-            records += len(when)
+        records = yield from self._records(fast, first)
         self.manifest = fast.manifest(records)
         return fast.done
 
@@ -165,9 +163,22 @@ class Generation:
         delay, tap = s.link.delay_ns, s.tap
         written = first
         t = start
+        # the fast plan for the rest, once the faults are over (None: simulate to the end)
+        rest = self._rest()
+        drained: list[tuple] | None = None     # records still on their way at the hand-off
         while True:
+            if (rest is not None and drained is None and free["fwd"] <= t and not rates
+                    and not targeted and not cnps and not fwd_cnps):
+                offsets = self._steady(conns, arrivals, ready, turn["fwd"], free["rev"], t)
+                if offsets is not None:
+                    handoff, drained = (t, offsets), []
+                    for c in conns:
+                        c.feed()
+            sending = drained is None
             # 1. each free direction sends one frame
-            if free["fwd"] <= t and fwd_cnps and req_pacer.send_at(fwd_cnps[0][2]) <= t:
+            if not sending:
+                pass
+            elif free["fwd"] <= t and fwd_cnps and req_pacer.send_at(fwd_cnps[0][2]) <= t:
                 k, packet, due = fwd_cnps.popleft()
                 req_pacer.sent(due, t)
                 c = conns[k]
@@ -175,7 +186,7 @@ class Generation:
                 free["fwd"] = t + self._wire_ns(frame)
                 when = {"requester": t, "switch": t + delay // 2,
                         "responder": free["fwd"] + delay}[tap]
-                heapq.heappush(taps, (when, seq, frame, [], (c, packet, False, False)))
+                heapq.heappush(taps, (when, seq, frame, [], (c, packet, False, False, t, 0)))
                 seq += 1
             elif free["fwd"] <= t and ready:
                 for i in range(len(conns)):
@@ -203,7 +214,7 @@ class Generation:
                             frame = self.framer.frame(packet, "fwd", c.udp_sport, ce=True,
                                                       bad_icrc=bad)
                         heapq.heappush(taps, (seen[0], seq, frame, list(hits.values()),
-                                              (c, packet, seen[1], bad)))
+                                              (c, packet, seen[1], bad, t, 0)))
                         seq += 1
                     if not lost:
                         heapq.heappush(arrivals, (arrive, seq, "fwd", c.k, packet, not bad, ce))
@@ -223,14 +234,14 @@ class Generation:
                         if marked:
                             frame = self.framer.frame(packet, "rev", c.udp_sport, ce=True)
                         heapq.heappush(taps, (when, seq, frame, hits,
-                                              (c, packet, marked, False)))
+                                              (c, packet, marked, False, t, 1)))
                         seq += 1
                     if not lost:
                         heapq.heappush(arrivals, (arrive, seq, "rev", c.k, packet, True, ce))
                         seq += 1
             # 2. the next moment something happens
             times = [arrivals[0][0]] if arrivals else []
-            if ready:
+            if ready and sending:
                 times.append(max(free["fwd"], t))
             if fwd_cnps:
                 times.append(max(free["fwd"], t, req_pacer.send_at(fwd_cnps[0][2])))
@@ -238,8 +249,8 @@ class Generation:
                 times.append(max(free["rev"], t))
             if cnps:
                 times.append(max(free["rev"], t, pacer.send_at(cnps[0][2])))
-            deadlines = [d for c in conns if (d := c.req.next_deadline()) is not None]
-            times += deadlines
+            if sending:
+                times += [d for c in conns if (d := c.req.next_deadline()) is not None]
             if not times:
                 break
             t = max(t, min(times))
@@ -264,19 +275,110 @@ class Generation:
                     ready.add(k)
             for c in conns:
                 d = c.req.next_deadline()
-                if d is not None and d <= t:
+                if d is not None and d <= t and sending:
                     self._note(c, c.req.timeout(t))
                     ready.add(c.k)
                 self._note(c, c.req.pop_events())
             while taps and taps[0][0] <= t:
-                written = yield from self._flush(taps, written)
+                if drained is not None:
+                    drained.append(self._drain(taps))
+                else:
+                    written = yield from self._flush(taps, written)
+        if drained is not None:
+            drained += [self._drain(taps) for _ in range(len(taps))]
+            assert rest is not None
+            rest.resume(handoff[0], written, handoff[1], [c.observed for c in conns], drained)
+            self.handed_over = written + 1
+            written = yield from self._records(rest, written)
+            for c in conns:   # the rest is lossless: every request completes
+                c.completed = c.spec.iters
+            t = max(t, rest.done)
         while taps:
             written = yield from self._flush(taps, written)
         self._finish(conns, faults, written)
         return max(t, free["fwd"])
 
+    # --- handing the rest to the fast plan ----------------------------------------------------
+
+    def _rest(self) -> Any:
+        """The fast plan that can take over once the faults are over, or None."""
+        if not self.fast:
+            return None
+        from ibwire.gen.fast import plan
+
+        return plan(self, resumed=True)
+
+    @staticmethod
+    def _steady(conns: list[_Conn], arrivals: list, ready: set[int], turn: int, rev_free: int,
+                t: int) -> list[int] | None:
+        """Each QP's next request index when the rest of the conversation is the lossless
+        one from now on (what :mod:`ibwire.gen.fast` computes), else None: no fault or RNR
+        NAK left to come, nothing waiting or failed, the responder's port free with nothing
+        queued, no NAK, damaged or marked packet on its way, every request on its way the
+        next one its responder expects, and the next QP to send the first of the round."""
+        if rev_free > t:
+            return None
+        offsets, left = [], []
+        for c in conns:
+            if c.failed or c.rnr_faults or c.req.rnr_waiting or c.resp.has_output or (
+                    c.resp.rnr_pending):
+                return None
+            offsets.append(c.req.next_index)
+            left.append(c.req.next_index < c.packets)
+            if left[-1] and c.k not in ready:
+                return None
+        if not any(left):
+            return None
+        n = len(conns)
+        sender = next((conns[(turn + i) % n].k for i in range(n)
+                       if conns[(turn + i) % n].k in ready and left[(turn + i) % n]), None)
+        if sender != left.index(True):
+            return None
+        on_way: dict[int, list[int]] = {}
+        for _, _, direction, k, packet, icrc_ok, ce in sorted(arrivals, key=lambda a: a[1]):
+            if not icrc_ok or ce:
+                return None
+            if packet.opcode == CNP_OPCODE:
+                continue
+            if direction == "rev":
+                if packet.aeth is None or packet.aeth.syndrome >> 5 != 0:
+                    return None
+            else:
+                on_way.setdefault(k, []).append(packet.psn)
+        for c in conns:
+            if not c.req.reliable:
+                continue
+            expected = c.resp.expected_psn
+            for psn in on_way.get(c.k, ()):
+                if psn != expected:
+                    return None
+                expected = psn_add(expected, 1)
+            if expected != c.req.psn_of(offsets[c.k]):
+                return None
+        return offsets
+
+    @staticmethod
+    def _drain(taps: list) -> tuple:
+        """A record the simulation still had when it handed over, for the fast plan to merge."""
+        when, _, frame, hits, (c, packet, ce, bad, sent, direction) = heapq.heappop(taps)
+        reth = packet.reth
+        row = (c.k, packet.opcode, packet.psn, packet.ackreq,
+               packet.aeth.syndrome if packet.aeth else 0, reth.dmalen if reth else 0,
+               reth.va if reth else 0, packet.payload_len, ce, bad)
+        return when, sent, direction, frame, row, hits
+
+    @staticmethod
+    def _records(rest: Any, written: int) -> Iterator[tuple[int, bytes]]:
+        for when, starts, lengths, buffer in rest.chunks():
+            view = memoryview(buffer)
+            for t, at, n in zip(when.tolist(), starts.tolist(), lengths.tolist(),
+                                strict=True):
+                yield t, bytes(view[at:at + n])
+            written += len(when)
+        return written
+
     def _flush(self, taps: list, written: int) -> Iterator[tuple[int, bytes]]:
-        when, _, frame, hits, (c, packet, ce, bad) = heapq.heappop(taps)
+        when, _, frame, hits, (c, packet, ce, bad, *_) = heapq.heappop(taps)
         for entry in hits:
             entry["record"] = written + 1  # numbered from 1, as tshark's frame.number
         reth = packet.reth

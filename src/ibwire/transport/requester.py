@@ -162,6 +162,26 @@ class Requester:
     def failed(self) -> bool:
         return self._failed
 
+    @property
+    def reliable(self) -> bool:
+        """Whether requests are acknowledged (RC, XRC)."""
+        return self._reliable
+
+    @property
+    def rnr_waiting(self) -> bool:
+        """Whether an RNR NAK's wait is on (nothing is sent until it ends)."""
+        return self._rnr_until is not None
+
+    @property
+    def next_index(self) -> int:
+        """The PSN index (counted from ``start_psn``) of the next request packet to send,
+        a resend or a first transmission."""
+        return max(self._tx, self._una)
+
+    def psn_of(self, index: int) -> int:
+        """The PSN of the ``index``-th PSN counted from ``start_psn``."""
+        return self._psn(index)
+
     def next_deadline(self) -> int | None:
         """When :meth:`timeout` must next be called, or None when no timer runs."""
         times = [t for t in (self._ack_deadline, self._rnr_until) if t is not None]

@@ -129,6 +129,11 @@ class Responder:
     def has_output(self) -> bool:
         return bool(self._out)
 
+    @property
+    def rnr_pending(self) -> bool:
+        """Whether an RNR NAK injected with :meth:`inject_rnr` is still to be sent."""
+        return bool(self._rnr)
+
     def _queue_ack(self, packet: Packet) -> None:
         out = self._out
         if (self.config.coalesce_acks and out and isinstance(out[-1], Packet)

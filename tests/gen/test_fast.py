@@ -201,3 +201,14 @@ def test_no_take_over_while_faults_may_come():
     records = list(quick)
     assert quick.handed_over is None
     assert records == list(Generation(scenario, fast=False))
+
+
+def test_written_capture_with_a_take_over_is_the_same_file(tmp_path, monkeypatch):
+    """Simulated records, then the plan's batches laid out in the file, then the CM's."""
+    monkeypatch.setattr(fast, "BATCH", 16)
+    scenario = replace(targeted("rocev2_ipv4", "switch"), cm=True)
+    a, b = tmp_path / "fast.pcap", tmp_path / "slow.pcap"
+    progress: list[int] = []
+    assert write_capture(str(a), scenario, on_progress=progress.append) == write_capture(
+        str(b), scenario, fast=False)
+    assert a.read_bytes() == b.read_bytes()

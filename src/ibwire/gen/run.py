@@ -21,7 +21,7 @@ import heapq
 import random
 from collections import deque
 from collections.abc import Hashable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,6 +41,9 @@ from ibwire.transport import (
 )
 from ibwire.transport.cnp import CNP_OPCODE
 from ibwire.transport.observed import ROW_FIELDS, Observed
+
+if TYPE_CHECKING:
+    from ibwire.gen.fast import Batch
 
 MANIFEST_VERSION = 1
 #: Work requests each requester holds posted at most (``ibv_qp_cap.max_send_wr``): the rest
@@ -114,6 +117,21 @@ class Generation:
         return plan(self)
 
     def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        for piece in self.pieces():
+            if isinstance(piece, tuple):
+                yield piece
+                continue
+            buffer = np.empty(piece.size, dtype=np.uint8)
+            piece.fill(buffer)
+            view = memoryview(buffer)
+            for t, at, n in zip(piece.when.tolist(), piece.starts.tolist(),
+                                piece.lengths.tolist(), strict=True):
+                yield t, bytes(view[at:at + n])
+
+    def pieces(self) -> Iterator[tuple[int, bytes] | Batch]:
+        """The conversation in time order as records ``(timestamp_ns, frame)`` and, where the
+        fast plan makes them, batches of records (:class:`ibwire.gen.fast.Batch`, laid out by
+        its ``fill``); :attr:`manifest` is complete once the iteration ends."""
         cm = CmExchange(self)
         setup, start = cm.setup()
         for when, frame, _ in setup:
@@ -122,22 +140,19 @@ class Generation:
         if fast is None:
             done = yield from self._run(start, len(setup))
         else:
-            done = yield from self._fast(fast, start, len(setup))
+            fast.begin(start, len(setup))
+            records = yield from self._batches(fast, len(setup))
+            self.manifest = fast.manifest(records)
+            done = fast.done
         teardown = cm.teardown(done)
         for when, frame, _ in teardown:
             yield when, frame
         self.manifest["records"] += len(teardown)
         cm.manifest(self.manifest["qps"])
 
-    def _fast(self, fast: Any, start: int, first: int) -> Iterator[tuple[int, bytes]]:
-        fast.begin(start, first)
-        records = yield from self._records(fast, first)
-        self.manifest = fast.manifest(records)
-        return fast.done
-
     # --- the simulation -----------------------------------------------------------------------
 
-    def _run(self, start: int = 0, first: int = 0) -> Iterator[tuple[int, bytes]]:
+    def _run(self, start: int = 0, first: int = 0) -> Iterator[tuple[int, bytes] | Batch]:
         """Simulate from ``start`` (ns), the first record being number ``first``; returns
         when the requester is done (its port free, its last answer in)."""
         s = self.scenario
@@ -289,7 +304,7 @@ class Generation:
             assert rest is not None
             rest.resume(handoff[0], written, handoff[1], [c.observed for c in conns], drained)
             self.handed_over = written + 1
-            written = yield from self._records(rest, written)
+            written = yield from self._batches(rest, written)
             for c in conns:   # the rest is lossless: every request completes
                 c.completed = c.spec.iters
             t = max(t, rest.done)
@@ -368,13 +383,11 @@ class Generation:
         return when, sent, direction, frame, row, hits
 
     @staticmethod
-    def _records(rest: Any, written: int) -> Iterator[tuple[int, bytes]]:
-        for when, starts, lengths, buffer in rest.chunks():
-            view = memoryview(buffer)
-            for t, at, n in zip(when.tolist(), starts.tolist(), lengths.tolist(),
-                                strict=True):
-                yield t, bytes(view[at:at + n])
-            written += len(when)
+    def _batches(plan: Any, written: int) -> Iterator[Batch]:
+        """The fast plan's batches; returns the records written after them."""
+        for batch in plan.batches():
+            yield batch
+            written += len(batch.when)
         return written
 
     def _flush(self, taps: list, written: int) -> Iterator[tuple[int, bytes]]:

@@ -171,8 +171,8 @@ def test_fast_plan_takes_over_once_the_faults_are_over(encapsulation, tap):
 @pytest.mark.parametrize("delay", [0, 300, 20_000])
 def test_take_over_with_records_on_their_way_across_batches(monkeypatch, delay):
     monkeypatch.setattr(fast, "BATCH", 5)
-    scenario = Scenario(qps=(QpSpec("write", 3000, iters=40), QpSpec("send", 100, iters=90),
-                             QpSpec("write_imm", 1024, iters=30, transport="UC")),
+    scenario = Scenario(qps=(QpSpec("write", 3000, iters=150), QpSpec("send", 100, iters=300),
+                             QpSpec("write_imm", 1024, iters=100, transport="UC")),
                         faults=(Fault("drop", 0, 7), Fault("lose_ack", 1, 20),
                                 Fault("corrupt", 1, 30)),
                         link=Link(delay_ns=delay), tap="switch")

@@ -328,7 +328,8 @@ class Generation:
                 t: int) -> list[int] | None:
         """Each QP's next request index when the rest of the conversation is the lossless
         one from now on (what :mod:`ibwire.gen.fast` computes), else None: no fault or RNR
-        NAK left to come, nothing waiting or failed, the responder's port free with nothing
+        NAK left to come, nothing waiting, failed or to be resent, the responder's port free
+        with nothing
         queued, no NAK, damaged or marked packet on its way, every request on its way the
         next one its responder expects, and the next QP to send the first of the round."""
         if rev_free > t:
@@ -337,6 +338,8 @@ class Generation:
         for c in conns:
             if c.failed or c.rnr_faults or c.req.rnr_waiting or c.resp.has_output or (
                     c.resp.rnr_pending):
+                return None
+            if c.req.resending:   # resends stay the model's: their causes are its own
                 return None
             offsets.append(c.req.next_index)
             left.append(c.req.next_index < c.packets)

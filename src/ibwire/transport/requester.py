@@ -178,6 +178,11 @@ class Requester:
         a resend or a first transmission."""
         return max(self._tx, self._una)
 
+    @property
+    def resending(self) -> bool:
+        """Whether the next request packet to send is a resend (a go-back-N round is on)."""
+        return self.next_index < self._high
+
     def psn_of(self, index: int) -> int:
         """The PSN of the ``index``-th PSN counted from ``start_psn``."""
         return self._psn(index)

@@ -133,11 +133,15 @@ def test_faults_and_data_are_those_of_a_run_without_cm(reliable):
 
 
 def test_same_seed_same_bytes_other_seed_other_ids():
-    scenario = Scenario(qps=(QpSpec(iters=3, size=3000),), cm=True, seed=5)
+    scenario = Scenario(qps=(QpSpec(iters=3, size=3000, start_psn=0x123),), cm=True, seed=5)
     a, b = generate(scenario)[0], generate(scenario)[0]
     c = generate(replace(scenario, seed=6))[0]
     assert a == b
     assert a[0] != c[0] and a[3:-2] == c[3:-2]     # comm IDs differ, the data does not
+    # the starting PSN, when not given, is drawn from the seed too (and the REQ says it)
+    unset = replace(scenario, qps=(QpSpec(iters=3, size=3000),))
+    d, e = generate(unset)[0], generate(replace(unset, seed=6))[0]
+    assert d[3:-2] != e[3:-2]
 
 
 @RELIABLE

@@ -53,7 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--encap", default=None, metavar="ENCAP",
                         help="rocev2_ipv4 (default), rocev2_ipv6, rocev1, ib_local, ib_global")
     parser.add_argument("--start-psn", type=_number, default=None, metavar="N",
-                        help="starting PSN of every QP (default 0x1000 x (K+1))")
+                        help="starting PSN of every QP (default: 24 random bits per QP, "
+                        "drawn from --seed)")
     parser.add_argument("--no-cm", action="store_true",
                         help="RC/UC/XRC connections set up out of band: no CM REQ/REP/RTU before "
                         "the data nor DREQ/DREP after it")

@@ -69,7 +69,7 @@ class _Conn:
         self.packets = scenario.psn_count(k)   # request packets to send (first transmissions)
         self.observed = Observed(self.spec.mtu)
         self.rows: list[tuple[int, ...]] = []   # what the tap saw, by ROW_FIELDS, not yet fed
-        self.udp_sport = 0xC000 | (self.requester_qpn & 0x3FFF)
+        self.udp_sport = scenario.udp_sport(k)
         self.completed = 0
         self.failed: str | None = None
         self.rnr_faults: dict[int, dict[str, Any]] = {}
@@ -329,9 +329,9 @@ class Generation:
         """Each QP's next request index when the rest of the conversation is the lossless
         one from now on (what :mod:`ibwire.gen.fast` computes), else None: no fault or RNR
         NAK left to come, nothing waiting, failed or to be resent, the responder's port free
-        with nothing
-        queued, no NAK, damaged or marked packet on its way, every request on its way the
-        next one its responder expects, and the next QP to send the first of the round."""
+        with nothing queued, no NAK, damaged or marked packet on its way, every request on
+        its way the next one its responder expects, and the next QP to send the first of
+        the round."""
         if rev_free > t:
             return None
         offsets, left = [], []

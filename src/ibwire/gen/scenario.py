@@ -7,6 +7,7 @@ offset from that QP's starting PSN, or ask for a seeded fraction of packets (``r
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
@@ -46,8 +47,8 @@ RESPONDER = Endpoint("02:00:00:00:00:02", "192.0.2.2", "fe80::2", 2)
 @dataclass(frozen=True)
 class QpSpec:
     """One connection: ``iters`` messages of ``verb`` and ``size`` bytes, requester to
-    responder. QPNs, the starting PSN and (XRC) the XRC SRQ number the requests name
-    default from the QP's position when None."""
+    responder. QPNs and (XRC) the XRC SRQ number the requests name default from the QP's
+    position when None, the starting PSN from the seed (:meth:`Scenario.start_psn`)."""
 
     verb: str = "write"
     size: int = 1024
@@ -113,8 +114,24 @@ class Scenario:
     start_ns: int = 0
 
     def start_psn(self, k: int) -> int:
+        """QP ``k``'s first PSN: ``QpSpec.start_psn``, else 24 random bits drawn from the
+        seed, as real stacks choose it (perftest and rdma_cm: ``lrand48() & 0xffffff``)."""
         spec = self.qps[k]
-        return spec.start_psn if spec.start_psn is not None else (0x1000 * (k + 1)) & PSN_MASK
+        if spec.start_psn is not None:
+            return spec.start_psn
+        return random.Random(f"ibwire gen {self.seed} start psn {k}").getrandbits(24)
+
+    def udp_sport(self, k: int) -> int:
+        """The UDP source port of QP ``k``'s packets, both ways: Linux's
+        ``rdma_get_udp_sport()`` (include/rdma/ib_verbs.h), which rxe uses when the QP is
+        connected (``rxe_qp.c``): the flow label of the two QPNs
+        (``rdma_calc_flow_label``) folded into 0xC000-0xFFFF."""
+        local, remote = self.qpns(k)
+        v = local * remote
+        v ^= v >> 20
+        v ^= v >> 40
+        label = v & 0xFFFFF
+        return 0xC000 | (label & 0x3FFF) ^ (label >> 14)
 
     def qpns(self, k: int) -> tuple[int, int]:
         spec = self.qps[k]

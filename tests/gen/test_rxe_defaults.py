@@ -1,0 +1,71 @@
+"""gen's defaults where Linux soft-RoCE (rxe) shows what a real stack does: each QP's first
+PSN random, its UDP source port from the two QPNs. Checked against the rig's capture shipped
+in captures/rxe/ (see its README), not against numbers copied from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import ibwire
+from ibwire.gen import QpSpec, Scenario, generate
+from ibwire.pcap import open_capture
+
+RXE_WRITE = Path(__file__).parents[2] / "captures" / "rxe" / "rxe-write-drops-headers.pcap"
+
+
+def roce_headers(path: Path) -> list[dict]:
+    """The fields of every RoCEv2 packet of a capture (headers only is enough)."""
+    out = []
+    with open_capture(str(path)) as capture:
+        for record in capture:
+            if record.error is not None:
+                continue
+            fields = ibwire.parse(record.frame, link=record.link, wire=record.orig_len).fields()
+            if fields.get("udp.dstport") == 4791:
+                out.append(fields)
+    return out
+
+
+def test_udp_source_port_is_rxes_for_the_same_qpns():
+    """rxe sets a connected QP's UDP source port from the flow label of its two QPNs
+    (``rdma_get_udp_sport``): give gen the QPNs of the rig's connection and it picks the
+    ports the rig's packets carry, both ways."""
+    packets = roce_headers(RXE_WRITE)
+    by_dest = {}
+    for f in packets:
+        by_dest.setdefault(f["bth.destqp"], set()).add(f["udp.srcport"])
+    assert 1 <= len(by_dest) <= 2     # the two QPs' numbers (rxe gave both the same)
+    ports = set().union(*by_dest.values())
+    assert len(ports) == 1
+    qpns = sorted(by_dest)
+    requester, responder = qpns[0], qpns[-1]
+    scenario = Scenario(qps=(QpSpec(requester_qpn=requester, responder_qpn=responder),))
+    assert {scenario.udp_sport(0)} == ports
+    records, _ = generate(scenario)
+    seen = {ibwire.parse(f).fields()["udp.srcport"] for _, f in records}
+    assert seen == ports
+
+
+def test_udp_source_ports_differ_by_qp_and_stay_in_the_dynamic_range():
+    scenario = Scenario(qps=(QpSpec(),) * 16)
+    ports = [scenario.udp_sport(k) for k in range(16)]
+    assert len(set(ports)) == 16
+    assert all(0xC000 <= p <= 0xFFFF for p in ports)
+
+
+def test_start_psns_are_random_per_qp_from_the_seed():
+    """24 random bits per QP (perftest, rdma_cm), drawn from the seed: the same seed gives
+    the same PSNs, another seed others; ``start_psn`` still sets one."""
+    a = Scenario(qps=(QpSpec(),) * 8, seed=1)
+    psns = [a.start_psn(k) for k in range(8)]
+    assert len(set(psns)) == 8 and all(0 <= p <= 0xFFFFFF for p in psns)
+    assert max(psns) > 0x100000          # spread over the 24 bits, not small offsets
+    assert psns == [Scenario(qps=a.qps, seed=1).start_psn(k) for k in range(8)]
+    assert psns != [Scenario(qps=a.qps, seed=2).start_psn(k) for k in range(8)]
+    assert Scenario(qps=(QpSpec(start_psn=0x42),)).start_psn(0) == 0x42
+    records, manifest = generate(a)
+    first = {f["bth.destqp"]: f["bth.psn"] for f in (ibwire.parse(fr).fields()
+                                                      for _, fr in reversed(records))
+             if f["bth.opcode"] != 0x11}
+    assert sorted(first.values()) == sorted(psns)
+    assert [q["start_psn"] for q in manifest["qps"]] == psns

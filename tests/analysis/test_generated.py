@@ -313,6 +313,9 @@ def test_rounds_by_cause_are_the_requesters(generated, monkeypatch, tap):
     assert all(truth.counts.values())       # NAK, RNR and timeout rounds, all three
     (q,) = manifest["qps"]
     assert {k: q[f"{k}_retransmissions"] for k in truth.counts} == truth.counts
+    model = dict(q["model"]["resent_packets"])      # the manifest's own ground truth
+    model["timeout"] += model.pop("read")
+    assert model == truth.counts
     assert [f["kind"] for f in q["findings"]] == ["bad_icrc"]
     (r,) = check_against_manifest(path, manifest).values()
     assert r == analyse(path, vectorise=False).as_dicts()[0]

@@ -69,3 +69,53 @@ def test_start_psns_are_random_per_qp_from_the_seed():
              if f["bth.opcode"] != 0x11}
     assert sorted(first.values()) == sorted(psns)
     assert [q["start_psn"] for q in manifest["qps"]] == psns
+
+
+KEYS = ("data_packets", "retransmitted_packets", "nak_retransmissions",
+        "timeout_retransmissions", "rnr_retransmissions", "duplicates", "messages_completed",
+        "acks", "naks_psn_seq_error")
+
+
+def _rig_run(tmp_path: Path) -> tuple[dict, dict, dict]:
+    """The rig's run behind the shipped capture, in gen: its WRITEs, its dropped WRITE
+    packet, its dropped answer (the n-th ACKNOWLEDGE of the responder, whichever PSN that
+    turns out to name), seen on the bridge (``switch``). Returns qp on gen's capture, on
+    rxe's, and gen's manifest entry."""
+    import json
+    import shlex
+
+    from ibwire.analysis import analyse
+    from ibwire.gen import Fault, write_pcap
+
+    asked = json.loads(RXE_WRITE.with_suffix(".scenario.json").read_text())["asked"]
+    args = shlex.split(asked["client"])
+    size, iters = int(args[args.index("-s") + 1]), int(args[args.index("-n") + 1])
+    data, answer = asked["faults"]["drops"]
+    assert answer["opcodes"] == [0x11]        # RC ACKNOWLEDGE
+    base = Scenario(qps=(QpSpec("write", size, iters=iters, mtu=1024),), tap="switch",
+                    faults=(Fault("drop", 0, data["nth"][0]),))
+    records, manifest = generate(base)
+    start = manifest["qps"][0]["start_psn"]
+    answers = [f for f in (ibwire.parse(fr).fields() for _, fr in records)
+               if f["bth.opcode"] == 0x11]
+    lost = (answers[answer["nth"][0]]["bth.psn"] - start) & 0xFFFFFF
+    path = tmp_path / "gen.pcap"
+    manifest = write_pcap(str(path), Scenario(**{**base.__dict__, "faults": base.faults + (
+        Fault("lose_ack", 0, lost),)}))
+    return (analyse(str(path)).as_dicts()[0], analyse(str(RXE_WRITE)).as_dicts()[0],
+            manifest["qps"][0])
+
+
+def test_lossy_write_run_has_rxes_shape(tmp_path):
+    """The rig's lossy WRITE run (a WRITE packet and then the NAK for it lost): rxe's
+    requester kept sending until the end of its queue, waited out its transport timer and
+    went back to the first unacknowledged PSN; the responder ACKed every duplicate. gen,
+    given the same run, now shows the same counts in ``ibwire qp``: timeout rounds only, the
+    duplicates, one ACK per message and per duplicate, the one NAK."""
+    ours, rxes, truth = _rig_run(tmp_path)
+    assert rxes["timeout_retransmissions"] > 0 and rxes["duplicates"] > 0   # what rxe did
+    assert {k: ours[k] for k in KEYS} == {k: rxes[k] for k in KEYS}
+    model = truth["model"]
+    assert model["resent_packets"]["timeout"] == ours["timeout_retransmissions"]
+    assert model["duplicate_acks"] == ours["acks"] - ours["messages_completed"]
+    assert model["duplicate_requests"] >= ours["duplicates"]

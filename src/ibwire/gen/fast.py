@@ -286,6 +286,8 @@ class _Plan:
                 "transport": spec.transport, "verb": spec.verb, "mtu": spec.mtu,
                 "start_psn": q.start_psn, "message_bytes": spec.size, "posted": spec.iters,
                 "completed": spec.iters, "error": None, "cm_packets": 0,
+                "model": {"resent_packets": {"nak": 0, "timeout": 0, "rnr": 0, "read": 0},
+                          "duplicate_requests": 0, "duplicate_acks": 0},
                 **observed.result()})
         return {"version": 1, "seed": s.seed, "encapsulation": s.encapsulation, "tap": s.tap,
                 "linktype": self.generation.linktype, "records": records, "faults": [],

@@ -489,6 +489,9 @@ class Generation:
                 "start_psn": c.start_psn, "message_bytes": c.spec.size if c.spec.verb not in
                 ("fetch_add", "cmp_swap") else 8, "posted": c.spec.iters,
                 "completed": c.completed, "error": c.failed, "cm_packets": 0,
+                "model": {"resent_packets": dict(c.req.resent),
+                          "duplicate_requests": c.resp.duplicates,
+                          "duplicate_acks": c.resp.duplicate_acks},
                 **observed.result()})
         self.manifest = {
             "version": MANIFEST_VERSION, "seed": s.seed, "encapsulation": s.encapsulation,

@@ -126,6 +126,10 @@ class Requester:
         self._read_retry_at: int | None = None
         self._failed = False
         self._events: list[Event] = []
+        self._cause = "timeout"     # what the requester last went back for
+        #: Request packets resent, by what the requester went back for: ``nak``,
+        #: ``timeout``, ``rnr``, ``read`` (see :class:`Retransmitting`).
+        self.resent = {"nak": 0, "timeout": 0, "rnr": 0, "read": 0}
 
     # --- state ------------------------------------------------------------------------------
 
@@ -229,6 +233,8 @@ class Requester:
             self._txpos += 1
             w = wqes[self._txpos]
         retransmission = self._tx < self._high
+        if retransmission:
+            self.resent[self._cause] += 1
         answered = w.wr.is_read or w.wr.is_atomic
         if answered and not retransmission and self._reliable:
             if self._rd_out >= self.config.max_rd_atomic:
@@ -382,6 +388,7 @@ class Requester:
             self._fail(self._psn(index), "retry_exceeded", now, events)
             return
         self._retry_left -= 1
+        self._cause = cause
         self._go_back(index, now)
         events.append(Retransmitting(self._psn(index), cause, now))
 
@@ -401,6 +408,7 @@ class Requester:
         events = self.pop_events()
         if self._rnr_until is not None and now_ns >= self._rnr_until:
             self._rnr_until = None
+            self._cause = "rnr"
             self._go_back(self._rnr_index, now_ns)
             events.append(Retransmitting(self._psn(self._rnr_index), "rnr", now_ns))
         if self._ack_deadline is not None and now_ns >= self._ack_deadline:

@@ -24,6 +24,13 @@ TAPS = ("requester", "responder", "switch")
 #: request with an RNR NAK (``timer``); ecn: a request packet marked CE on its way;
 #: ecn_resp: a READ response marked CE on its way (the requester sends the CNP).
 FAULT_KINDS = ("drop", "corrupt", "lose_ack", "rnr", "ecn", "ecn_resp")
+#: How a stack marks its RoCEv2 packets (IP DSCP, ECN codepoint of unmarked packets, DSCP of
+#: CNPs). ``dcqcn`` (the default): a RoCE fabric with congestion control, as RoCE NICs are
+#: set up for it (ECT(0) so that switches can mark CE instead of dropping, DSCP 26 for the
+#: RoCE class, 48 for CNPs). ``rxe``: Linux soft-RoCE, which sets neither (Not-ECT, DSCP 0;
+#: seen on the rig) and has no congestion control: nothing can be marked.
+PROFILES = {"dcqcn": {"dscp": 26, "ecn": 2, "cnp_dscp": 48},
+            "rxe": {"dscp": 0, "ecn": 0, "cnp_dscp": 48}}
 
 
 class ScenarioError(IbwireError):
@@ -202,6 +209,12 @@ class Scenario:
                 raise ScenarioError(f"{name} must be 0..{top}, not {value}")
         if self.ecn == 3:
             raise ScenarioError("ecn 3 is CE, which only marking sets: use the ecn fault")
+        marks = sorted({f.kind for f in self.faults if f.kind in ("ecn", "ecn_resp")})
+        if self.ecn == 0 and marks and self.encapsulation.startswith("rocev2"):
+            raise ScenarioError(
+                f"{' and '.join(marks)}: packets sent Not-ECT (ecn 0, as the rxe profile "
+                f"sends them) are never marked CE: a router drops them instead (RFC 3168 "
+                f"section 5); send them ECN-capable (--ecn 2, the dcqcn profile) or use drop")
         if self.vlans and self.encapsulation.startswith("ib_"):
             raise ScenarioError(f"VLAN tags are Ethernet's: {self.encapsulation} has none")
         for vid, pcp in self.vlans:

@@ -122,7 +122,8 @@ class Scenario:
 
     def start_psn(self, k: int) -> int:
         """QP ``k``'s first PSN: ``QpSpec.start_psn``, else 24 random bits drawn from the
-        seed, as real stacks choose it (perftest and rdma_cm: ``lrand48() & 0xffffff``)."""
+        seed, as real stacks choose it (perftest: ``lrand48() & 0xffffff``; rdma_cm,
+        Linux ``cma.c``: ``get_random_u32() & 0xffffff``)."""
         spec = self.qps[k]
         if spec.start_psn is not None:
             return spec.start_psn

@@ -119,3 +119,29 @@ def test_lossy_write_run_has_rxes_shape(tmp_path):
     assert model["resent_packets"]["timeout"] == ours["timeout_retransmissions"]
     assert model["duplicate_acks"] == ours["acks"] - ours["messages_completed"]
     assert model["duplicate_requests"] >= ours["duplicates"]
+
+
+def test_ipv4_ids_count_up_per_host_as_rxes(tmp_path):
+    """Linux gives each packet to a destination the next IPv4 ID of a counter it shares
+    with other traffic hashed alike (``__ip_select_ident``): on the rig's bridge each host's
+    RoCE packets count up, mostly by one. gen's hosts count up by one, from a start drawn
+    from the seed, the CM's packets and lost ones counted."""
+    def steps(packets: list[dict], source: str) -> list[int]:
+        ids = [f["ip.id"] for f in packets if f["ip.src"] == source]
+        return [(b - a) & 0xFFFF for a, b in zip(ids, ids[1:], strict=False)]
+
+    rig = roce_headers(RXE_WRITE)
+    for host in {f["ip.src"] for f in rig}:
+        seen = steps(rig, host)
+        assert all(0 < step < 64 for step in seen) and seen.count(1) > len(seen) / 2
+    from ibwire.gen import Fault, write_pcap
+
+    path = tmp_path / "ids.pcap"
+    write_pcap(str(path), Scenario(qps=(QpSpec("write", 3000, iters=30),), tap="switch",
+                                   cm=True, faults=(Fault("drop", rate=0.1),), seed=4))
+    ours = roce_headers(path)
+    assert set(steps(ours, "192.0.2.1")) == set(steps(ours, "192.0.2.2")) == {1}
+    first = {s: next(f["ip.id"] for f in ours if f["ip.src"] == s)
+             for s in ("192.0.2.1", "192.0.2.2")}
+    assert first == {"192.0.2.1": Scenario(seed=4).ip_id_start("fwd"),
+                     "192.0.2.2": Scenario(seed=4).ip_id_start("rev")}

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ibwire import crc
+from ibwire.gen.frames import ipv4_sum
 from ibwire.transport import PSN_MASK, Packet
 from ibwire.transport.observed import ROW_FIELDS, Observed
 from ibwire.transport.segment import ACK_SYNDROME
@@ -53,6 +54,7 @@ class _Template:
         self.length = len(frame)
         self.link = link
         self.fields = fields
+        self.ip_total = ipv4_sum(frame, fields) if "ipid" in fields else 0
         span = crc.locate(frame, link)
         self.icrc_at = span.icrc
         self.vcrc_at = span.vcrc
@@ -364,17 +366,32 @@ class _Plan:
             self.done = max(self.done, t0)
             arrive = ends + delay
             seen = {"requester": sent, "switch": sent + delay // 2, "responder": arrive}[tap]
+            # each host's IPv4 IDs count up in the order it sends: the requester's its
+            # packets, the responder's its ACKs (sent on arrival, so in the same order)
+            acked = np.zeros(len(ks), dtype=bool)
+            for q in self.qps:
+                if q.reliable:
+                    sel = ks == q.k
+                    acked[sel] = self._ackreq(q, index[sel])
+            ids = self.generation.ip_ids
+            fwd_ids = (ids["fwd"] + np.arange(len(ks), dtype=np.int64)) & 0xFFFF
+            rev_ids = (ids["rev"] + np.cumsum(acked) - 1) & 0xFFFF
+            ids["fwd"] = (ids["fwd"] + len(ks)) & 0xFFFF
+            ids["rev"] = (ids["rev"] + int(acked.sum())) & 0xFFFF
             for q in self.qps:
                 sel = ks == q.k
                 qi, qc, qs, qseen = index[sel], cls[sel], sent[sel], seen[sel]
                 msg = qi // q.n
                 psn = (q.start_psn + qi) & PSN_MASK
-                ackreq = self._ackreq(q, qi) if q.reliable else np.zeros(len(qi), dtype=bool)
+                ackreq = acked[sel]
+                q_ids = fwd_ids[sel]
                 for c, template in enumerate(q.templates):
                     pick = qc == c
                     if not pick.any():
                         continue
                     values = {"word": psn[pick] | ackreq[pick].astype(np.int64) << 31}
+                    if "ipid" in template.fields:
+                        values.update(_ip_id_columns(template, q_ids[pick]))
                     if "va" in template.fields:
                         values["va"] = 0x10000 + msg[pick] * q.stride
                     if "imm" in template.fields:
@@ -394,6 +411,8 @@ class _Plan:
                     self.done = max(self.done, int(s_ack[-1]) + self.ack_wire + delay)
                     done = (qi[ackreq] + 1) // q.n
                     values = {"word": psn[ackreq], "msn": done & PSN_MASK}
+                    if "ipid" in q.ack.fields:
+                        values.update(_ip_id_columns(q.ack, rev_ids[sel][ackreq]))
                     when = {"requester": s_ack + self.ack_wire + delay,
                             "switch": s_ack + delay // 2, "responder": s_ack}[tap]
                     count = len(s_ack)
@@ -501,6 +520,15 @@ def _merge(groups: list[tuple[np.ndarray, ...]], horizon: tuple[int, int] | None
                                       len(r))))
     return Batch(when[now], dest + 16, sizes - 16, meta[now], int(ends[-1]), parts,
                  hits), left
+
+
+def _ip_id_columns(template: _Template, ids: np.ndarray) -> dict[str, np.ndarray]:
+    """The IPv4 ID column and the header checksum column it makes (RFC 1071, as
+    :func:`ibwire.gen.frames.ipv4_checksum_with`)."""
+    total = template.ip_total + ids
+    total = (total & 0xFFFF) + (total >> 16)
+    total = (total & 0xFFFF) + (total >> 16)
+    return {"ipid": ids, "ipsum": ~total & 0xFFFF}
 
 
 def _record_headers(when: np.ndarray, lengths: np.ndarray) -> np.ndarray:

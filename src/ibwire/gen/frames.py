@@ -5,7 +5,8 @@ Payload bytes are a fixed pattern indexed by the packet's offset in its message,
 scenario always gives the same bytes.
 
 Building a frame field by field costs ~100 us; a conversation repeats a few kinds of frame
-thousands of times with only the PSN, AckReq, RETH VA, ImmDt and AETH MSN changing. So a
+thousands of times with only the PSN, AckReq, RETH VA, ImmDt, AETH MSN (and the IPv4 ID
+with its header checksum) changing. So a
 :class:`Framer` made with ``templates=True`` builds each kind once (:meth:`Framer.patch_points`
 finds where those fields sit by building the frame again with each one changed), then copies
 it, writes the changing fields in and recomputes the CRCs (:func:`ibwire.crc.fix`): the same
@@ -36,8 +37,28 @@ def payload_of(packet: Packet) -> bytes:
 
 
 #: The fields a template frame has patched in: (name, width in bytes). ``word``: BTH's AckReq
-#: bit and PSN (the reserved bits between them are 0); ``msn``: the AETH's MSN.
-PATCHED = {"word": 4, "va": 8, "imm": 4, "msn": 3}
+#: bit and PSN (the reserved bits between them are 0); ``msn``: the AETH's MSN; ``ipid``:
+#: the IPv4 identification, ``ipsum`` the IPv4 header checksum that follows from it.
+PATCHED = {"word": 4, "va": 8, "imm": 4, "msn": 3, "ipid": 2, "ipsum": 2}
+
+
+def ipv4_sum(frame: bytes, fields: dict[str, tuple[int, int]]) -> int:
+    """The 16-bit words of ``frame``'s IPv4 header summed, but for its ID and checksum: the
+    checksum of the header with ID ``i`` is then that sum plus ``i``, folded and inverted
+    (RFC 1071)."""
+    ipid, ipsum = fields["ipid"][0], fields["ipsum"][0]
+    start = ipid - 4
+    end = start + (frame[start] & 0xF) * 4
+    return sum(int.from_bytes(frame[i:i + 2], "big") for i in range(start, end, 2)
+               if i not in (ipid, ipsum))
+
+
+def ipv4_checksum_with(total: int, ip_id: int) -> int:
+    """The IPv4 header checksum for ID ``ip_id``, from :func:`ipv4_sum`'s ``total``."""
+    total += ip_id
+    total = (total & 0xFFFF) + (total >> 16)
+    total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
 
 
 def _field_span(a: bytes, b: bytes, tail: int) -> tuple[int, int] | None:
@@ -52,7 +73,7 @@ def _field_span(a: bytes, b: bytes, tail: int) -> tuple[int, int] | None:
 class _Kind:
     """A frame to copy and where its changing fields go."""
 
-    __slots__ = ("frame", "word", "va", "imm", "msn")
+    __slots__ = ("frame", "word", "va", "imm", "msn", "ipid", "ipsum", "ip_total")
 
     def __init__(self, frame: bytes, fields: dict[str, tuple[int, int]]) -> None:
         self.frame = frame
@@ -60,6 +81,9 @@ class _Kind:
         self.va = fields["va"][0] if "va" in fields else -1
         self.imm = fields["imm"][0] if "imm" in fields else -1
         self.msn = fields["msn"][0] if "msn" in fields else -1
+        self.ipid = fields["ipid"][0] if "ipid" in fields else -1
+        self.ipsum = fields["ipsum"][0] if "ipsum" in fields else -1
+        self.ip_total = ipv4_sum(frame, fields) if "ipid" in fields else 0
 
 
 class Framer:
@@ -110,10 +134,10 @@ class Framer:
         return a.ip6, b.ip6
 
     def frame(self, packet: Packet, direction: str, udp_sport: int, *, ce: bool = False,
-              bad_icrc: bool = False, dscp: int | None = None) -> bytes:
+              bad_icrc: bool = False, dscp: int | None = None, ip_id: int = 0) -> bytes:
         """The frame of ``packet`` sent in ``direction`` (``fwd``: requester to responder)
         from UDP port ``udp_sport``: CE-marked (``ce``), with a bad ICRC (``bad_icrc``), with
-        DSCP ``dscp`` instead of the scenario's."""
+        DSCP ``dscp`` instead of the scenario's, with IPv4 ID ``ip_id`` (RoCEv2 over IPv4)."""
         if self.templates and not bad_icrc and packet.atomic is None and (
                 packet.atomic_ack is None):
             reth, aeth = packet.reth, packet.aeth
@@ -126,16 +150,21 @@ class Framer:
             if kind is False:
                 kind = self._kinds[key] = self._kind(packet, direction, udp_sport, ce, dscp)
             if kind is not None:
-                return self._patched(kind, packet)
-        return self.build(packet, direction, udp_sport, ce=ce, bad_icrc=bad_icrc, dscp=dscp)
+                return self._patched(kind, packet, ip_id)
+        return self.build(packet, direction, udp_sport, ce=ce, bad_icrc=bad_icrc, dscp=dscp,
+                          ip_id=ip_id)
 
     def _kind(self, packet: Packet, direction: str, udp_sport: int, ce: bool,
               dscp: int | None) -> _Kind | None:
         found = self.patch_points(packet, direction, udp_sport, ce=ce, dscp=dscp)
         return None if found is None else _Kind(*found)
 
-    def _patched(self, kind: _Kind, packet: Packet) -> bytes:
+    def _patched(self, kind: _Kind, packet: Packet, ip_id: int) -> bytes:
         out = bytearray(kind.frame)
+        if kind.ipid >= 0:
+            out[kind.ipid:kind.ipid + 2] = ip_id.to_bytes(2, "big")
+            out[kind.ipsum:kind.ipsum + 2] = ipv4_checksum_with(kind.ip_total, ip_id).to_bytes(
+                2, "big")
         at = kind.word
         out[at:at + 4] = (packet.psn | packet.ackreq << 31).to_bytes(4, "big")
         if kind.va >= 0:
@@ -166,6 +195,12 @@ class Framer:
             variants["msn"] = packet._replace(aeth=packet.aeth._replace(
                 msn=packet.aeth.msn ^ PSN_MASK))
         fields = {}
+        if self.encapsulation == "rocev2_ipv4":
+            changed = self.build(packet, direction, udp_sport, ce=ce, dscp=dscp, ip_id=0x1234)
+            span = _field_span(base, changed, tail)
+            if span is None or span[1] != 8:     # ID, flags, TTL, protocol, checksum
+                return None
+            fields["ipid"], fields["ipsum"] = (span[0], 2), (span[0] + 6, 2)
         for name, variant in variants.items():
             changed = self.build(variant, direction, udp_sport, ce=ce, dscp=dscp)
             span = _field_span(base, changed, tail)
@@ -180,9 +215,11 @@ class Framer:
         return base, fields
 
     def build(self, packet: Packet, direction: str, udp_sport: int, *, ce: bool = False,
-              bad_icrc: bool = False, dscp: int | None = None) -> bytes:
+              bad_icrc: bool = False, dscp: int | None = None, ip_id: int = 0) -> bytes:
         """:meth:`frame`, built field by field (:func:`ibwire.build`)."""
         fields = {**self._base[direction], **packet.fields()}
+        if self.encapsulation == "rocev2_ipv4":
+            fields["ip.id"] = ip_id
         if self.encapsulation.startswith("rocev2"):
             fields["udp.srcport"] = udp_sport
             ecn = ECN_CE if ce else self.scenario.ecn

@@ -106,6 +106,14 @@ class Generation:
         #: The record number from which the fast plan took over from the simulation once
         #: the faults were over (None: it did not).
         self.handed_over: int | None = None
+        #: The IPv4 ID each host sends next (``fwd``: the requester's), counting up.
+        self.ip_ids = {d: self.scenario.ip_id_start(d) for d in ("fwd", "rev")}
+
+    def next_ip_id(self, direction: str) -> int:
+        """The IPv4 ID of the next packet sent in ``direction``."""
+        ip_id = self.ip_ids[direction]
+        self.ip_ids[direction] = (ip_id + 1) & 0xFFFF
+        return ip_id
 
     def plan(self) -> Any:
         """The fast path's plan (:mod:`ibwire.gen.fast`) when ``fast`` and the scenario is
@@ -132,6 +140,7 @@ class Generation:
         """The conversation in time order as records ``(timestamp_ns, frame)`` and, where the
         fast plan makes them, batches of records (:class:`ibwire.gen.fast.Batch`, laid out by
         its ``fill``); :attr:`manifest` is complete once the iteration ends."""
+        self.ip_ids = {d: self.scenario.ip_id_start(d) for d in ("fwd", "rev")}
         cm = CmExchange(self)
         setup, start = cm.setup()
         for when, frame, _ in setup:
@@ -197,7 +206,8 @@ class Generation:
                 k, packet, due = fwd_cnps.popleft()
                 req_pacer.sent(due, t)
                 c = conns[k]
-                frame = self.framer.frame(packet, "fwd", c.udp_sport, dscp=s.cnp_dscp)
+                frame = self.framer.frame(packet, "fwd", c.udp_sport, dscp=s.cnp_dscp,
+                                          ip_id=self.next_ip_id("fwd"))
                 free["fwd"] = t + self._wire_ns(frame)
                 when = {"requester": t, "switch": t + delay // 2,
                         "responder": free["fwd"] + delay}[tap]
@@ -219,7 +229,9 @@ class Generation:
                     hits = self._hits(("drop", "corrupt", "ecn"), c, packet, first, targeted,
                                       rates, rng, faults)
                     lost, bad, ce = "drop" in hits, "corrupt" in hits, "ecn" in hits
-                    frame = self.framer.frame(packet, "fwd", c.udp_sport, bad_icrc=bad)
+                    ip_id = self.next_ip_id("fwd")
+                    frame = self.framer.frame(packet, "fwd", c.udp_sport, bad_icrc=bad,
+                                              ip_id=ip_id)
                     free["fwd"] = t + self._wire_ns(frame)
                     arrive = free["fwd"] + delay
                     seen = {"requester": (t, False), "switch": (t + delay // 2, ce),
@@ -227,7 +239,7 @@ class Generation:
                     if tap != "responder" or not lost:
                         if seen[1]:
                             frame = self.framer.frame(packet, "fwd", c.udp_sport, ce=True,
-                                                      bad_icrc=bad)
+                                                      bad_icrc=bad, ip_id=ip_id)
                         heapq.heappush(taps, (seen[0], seq, frame, list(hits.values()),
                                               (c, packet, seen[1], bad, t, 0)))
                         seq += 1
@@ -239,7 +251,7 @@ class Generation:
                 sent = self._send_answer(t, conns, (cnps, pacer), turn, targeted, rates, rng,
                                          faults)
                 if sent is not None:
-                    c, packet, frame, hits, lost = sent
+                    c, packet, frame, hits, lost, ip_id = sent
                     ce = any(h["kind"] == "ecn_resp" for h in hits)
                     free["rev"] = t + self._wire_ns(frame)
                     arrive = free["rev"] + delay
@@ -247,7 +259,8 @@ class Generation:
                     if tap != "requester" or not lost:
                         marked = ce and tap != "responder"
                         if marked:
-                            frame = self.framer.frame(packet, "rev", c.udp_sport, ce=True)
+                            frame = self.framer.frame(packet, "rev", c.udp_sport, ce=True,
+                                                      ip_id=ip_id)
                         heapq.heappush(taps, (when, seq, frame, hits,
                                               (c, packet, marked, False, t, 1)))
                         seq += 1
@@ -416,8 +429,9 @@ class Generation:
             k, packet, due = cnps.popleft()
             pacer.sent(due, t)
             c = conns[k]
-            frame = self.framer.frame(packet, "rev", c.udp_sport, dscp=s.cnp_dscp)
-            return c, packet, frame, [], False
+            ip_id = self.next_ip_id("rev")
+            frame = self.framer.frame(packet, "rev", c.udp_sport, dscp=s.cnp_dscp, ip_id=ip_id)
+            return c, packet, frame, [], False, ip_id
         for i in range(len(conns)):
             c = conns[(turn["rev"] + i) % len(conns)]
             packet = c.resp.next_packet(t)
@@ -432,8 +446,9 @@ class Generation:
                 entry = c.rnr_faults.pop(packet.psn, None)
                 if entry is not None:
                     hits.append(entry)
-            frame = self.framer.frame(packet, "rev", c.udp_sport)
-            return c, packet, frame, hits, any(h["kind"] == "lose_ack" for h in hits)
+            ip_id = self.next_ip_id("rev")
+            frame = self.framer.frame(packet, "rev", c.udp_sport, ip_id=ip_id)
+            return c, packet, frame, hits, any(h["kind"] == "lose_ack" for h in hits), ip_id
         return None
 
     # --- faults and the manifest --------------------------------------------------------------

@@ -129,6 +129,12 @@ class Scenario:
             return spec.start_psn
         return random.Random(f"ibwire gen {self.seed} start psn {k}").getrandbits(24)
 
+    def ip_id_start(self, direction: str) -> int:
+        """The first IPv4 ID the requester's host (``fwd``) or the responder's (``rev``)
+        sends: 16 random bits from the seed, as Linux starts each destination's counter
+        (``__ip_select_ident``, net/ipv4/route.c); every packet it sends takes the next."""
+        return random.Random(f"ibwire gen {self.seed} ip id {direction}").getrandbits(16)
+
     def udp_sport(self, k: int) -> int:
         """The UDP source port of QP ``k``'s packets, both ways: Linux's
         ``rdma_get_udp_sport()`` (include/rdma/ib_verbs.h), which rxe uses when the QP is

@@ -14,7 +14,8 @@
              side with the lossless one: one targeted drop (``--drop psn=5``), ``--drop
              rate=0.01``, ``--corrupt rate=0.01``, ``--lose-ack rate=0.01``, one RNR NAK
              (``--rnr psn=100``), ``--ecn-mark rate=0.01``; frames/s and how many times slower
-             per frame than lossless (the target: at most 2x)
+             per frame than lossless (the target: at most 2x), by wall clock and by CPU time
+             (steadier on a shared machine)
 
 Usage: PYTHONPATH=src python tools/bench_gen.py [-n 1000000] [--scapy 5000] [--rss 1000000,10000000]
        [--faulted 100000] [--only-faults]
@@ -183,14 +184,15 @@ def faults(args: argparse.Namespace, directory: str) -> None:
     print(f"\nibwire gen with faults: {args.faulted:,} RC WRITEs of 1 KiB each case, to a pcap "
           f"on disk (fastest of {args.repeat})")
     print(f"{'case':20} {'frames':>9} {'wall s':>8} {'frames/s':>11} {'us/frame':>9} "
-          f"{'x lossless':>10}")
-    base = None
+          f"{'x lossless':>10} {'CPU s':>7} {'CPU us/frame':>12} {'x lossless':>10}")
+    base = base_cpu = None
     for name in FAULTS:
         r = measure(name, args.faulted, directory, args.repeat)
-        fps = r["frames"] / r["seconds"]
-        base = base or fps
+        fps, cpu_us = r["frames"] / r["seconds"], 1e6 * r["cpu"] / r["frames"]
+        base, base_cpu = base or fps, base_cpu or cpu_us
         print(f"{name:20} {r['frames']:>9,} {r['seconds']:>8.2f} {fps:>11,.0f} "
-              f"{1e6 / fps:>9.2f} {base / fps:>10.1f}")
+              f"{1e6 / fps:>9.2f} {base / fps:>10.1f} {r['cpu']:>7.2f} {cpu_us:>12.2f} "
+              f"{cpu_us / base_cpu:>10.1f}")
 
 
 def compare(args: argparse.Namespace, directory: str) -> None:

@@ -81,9 +81,13 @@ class _Conn:
             self.feed()
 
     def feed(self) -> None:
+        """Feed the rows kept to the observer, its in-order runs in bulk
+        (:func:`ibwire.analysis.bulk.feed`: the observer's rules, numpy over clean runs)."""
         if self.rows:
-            self.observed.feed({k: np.array(v, np.int64) for k, v in
-                                zip(ROW_FIELDS, zip(*self.rows, strict=True), strict=True)})
+            from ibwire.analysis.bulk import feed
+
+            feed(self.observed, {k: np.array(v, np.int64) for k, v in
+                                 zip(ROW_FIELDS, zip(*self.rows, strict=True), strict=True)})
             self.rows = []
 
     def top_up(self) -> None:
@@ -106,6 +110,7 @@ class Generation:
         #: The record number from which the fast plan took over from the simulation once
         #: the faults were over (None: it did not).
         self.handed_over: int | None = None
+        self._wire: dict[int, int] = {}
         #: The IPv4 ID each host sends next (``fwd``: the requester's), counting up.
         self.ip_ids = {d: self.scenario.ip_id_start(d) for d in ("fwd", "rev")}
 
@@ -234,8 +239,8 @@ class Generation:
                                               ip_id=ip_id)
                     free["fwd"] = t + self._wire_ns(frame)
                     arrive = free["fwd"] + delay
-                    seen = {"requester": (t, False), "switch": (t + delay // 2, ce),
-                            "responder": (arrive, ce)}[tap]
+                    seen = ((t, False) if tap == "requester" else (t + delay // 2, ce)
+                            if tap == "switch" else (arrive, ce))
                     if tap != "responder" or not lost:
                         if seen[1]:
                             frame = self.framer.frame(packet, "fwd", c.udp_sport, ce=True,
@@ -255,7 +260,8 @@ class Generation:
                     ce = any(h["kind"] == "ecn_resp" for h in hits)
                     free["rev"] = t + self._wire_ns(frame)
                     arrive = free["rev"] + delay
-                    when = {"responder": t, "switch": t + delay // 2, "requester": arrive}[tap]
+                    when = (t if tap == "responder" else t + delay // 2 if tap == "switch"
+                            else arrive)
                     if tap != "requester" or not lost:
                         marked = ce and tap != "responder"
                         if marked:
@@ -418,7 +424,12 @@ class Generation:
         return written + 1
 
     def _wire_ns(self, frame: bytes) -> int:
-        return -(-self.framer.wire_bytes(frame) * 8 * 1000 // round(self.scenario.link.gbps * 1000))
+        """Time ``frame`` takes on the wire (by its length, remembered)."""
+        wire = self._wire.get(len(frame))
+        if wire is None:
+            wire = self._wire[len(frame)] = -(-self.framer.wire_bytes(frame) * 8 * 1000
+                                               // round(self.scenario.link.gbps * 1000))
+        return wire
 
     def _send_answer(self, t: int, conns: list[_Conn], paced: tuple[deque, CnpPacer],
                      turn: dict, targeted: dict, rates: dict, rng: random.Random, faults: list

@@ -10,8 +10,15 @@
              on fewer packets (per-frame rates compared)
   peak RSS   of a fresh interpreter generating N and 10 x N packets (``ru_maxrss``): flat in
              the number of packets
+  faults     the same conversation (``--faulted`` packets) with one kind of fault each, side by
+             side with the lossless one: one targeted drop (``--drop psn=5``), ``--drop
+             rate=0.01``, ``--corrupt rate=0.01``, ``--lose-ack rate=0.01``, one RNR NAK
+             (``--rnr psn=100``), ``--ecn-mark rate=0.01``; frames/s and how many times slower
+             per frame than lossless (the target: at most 2x), by wall clock and by CPU time
+             (steadier on a shared machine)
 
 Usage: PYTHONPATH=src python tools/bench_gen.py [-n 1000000] [--scapy 5000] [--rss 1000000,10000000]
+       [--faulted 100000] [--only-faults]
 Captures go to a temporary directory (``--dir``) and are removed.
 """
 
@@ -25,18 +32,30 @@ import sys
 import tempfile
 import time
 
+#: The fault cases: name -> the faults (kind, Fault keyword arguments), as ``ibwire gen`` flags.
+FAULTS = {
+    "lossless": (),
+    "drop psn=5": (("drop", {"qp": 0, "psn": 5}),),
+    "drop rate=0.01": (("drop", {"rate": 0.01}),),
+    "corrupt rate=0.01": (("corrupt", {"rate": 0.01}),),
+    "lose-ack rate=0.01": (("lose_ack", {"rate": 0.01}),),
+    "rnr psn=100": (("rnr", {"qp": 0, "psn": 100}),),
+    "ecn-mark rate=0.01": (("ecn", {"rate": 0.01}),),
+}
 
-def scenario(packets: int):  # returns an ibwire.gen.Scenario (imported late)
-    from ibwire.gen import QpSpec, Scenario
 
-    return Scenario(qps=(QpSpec("write", 1024, iters=packets, mtu=1024),), cm=True)
+def scenario(packets: int, faults: str = "lossless"):  # an ibwire.gen.Scenario (imported late)
+    from ibwire.gen import Fault, QpSpec, Scenario
+
+    return Scenario(qps=(QpSpec("write", 1024, iters=packets, mtu=1024),), cm=True,
+                    faults=tuple(Fault(kind, **kw) for kind, kw in FAULTS[faults]), seed=1)
 
 
-def run_ibwire(packets: int, path: str) -> dict[str, float]:
+def run_ibwire(packets: int, path: str, faults: str = "lossless") -> dict[str, float]:
     from ibwire.gen import write_capture
 
     start, cpu = time.perf_counter(), time.process_time()
-    manifest = write_capture(path, scenario(packets))
+    manifest = write_capture(path, scenario(packets, faults))
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     return {"frames": manifest["records"], "seconds": seconds, "cpu": cpu,
             "bytes": os.path.getsize(path)}
@@ -108,11 +127,14 @@ def run_floor(size: int, path: str) -> dict[str, float]:
 def child(kind: str, packets: int, directory: str) -> None:
     import resource
 
-    path = os.path.join(directory, f"{kind}-{packets}.pcap")
+    path = os.path.join(directory, f"{kind.replace(' ', '_')}-{packets}.pcap")
     try:
-        run = {"ibwire": run_ibwire, "built": run_built, "scapy": run_scapy,
-               "floor": run_floor}[kind]
-        result = run(packets, path)
+        if kind in FAULTS:
+            result = run_ibwire(packets, path, kind)
+        else:
+            run = {"ibwire": run_ibwire, "built": run_built, "scapy": run_scapy,
+                   "floor": run_floor}[kind]
+            result = run(packets, path)
     finally:
         if os.path.exists(path):
             os.unlink(path)
@@ -140,12 +162,40 @@ def main() -> None:
     parser.add_argument("--dir", default=None, help="where the captures go (then removed)")
     parser.add_argument("--repeat", type=int, default=3,
                         help="runs of each ibwire row and of the file row (the fastest shown)")
+    parser.add_argument("--faulted", type=int, default=100_000,
+                        help="packets of each fault case (and of the lossless one beside them)")
+    parser.add_argument("--only-faults", action="store_true",
+                        help="only the fault cases (not the disk, scapy and RSS rows)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     directory = args.dir or tempfile.mkdtemp(prefix="bench_gen.")
     if args.child:
         child(args.child, args.n, directory)
         return
+    if not args.only_faults:
+        compare(args, directory)
+    faults(args, directory)
+    if not args.dir:
+        os.rmdir(directory)
+
+
+def faults(args: argparse.Namespace, directory: str) -> None:
+    """The fault cases side by side: frames/s and the cost per frame against lossless."""
+    print(f"\nibwire gen with faults: {args.faulted:,} RC WRITEs of 1 KiB each case, to a pcap "
+          f"on disk (fastest of {args.repeat})")
+    print(f"{'case':20} {'frames':>9} {'wall s':>8} {'frames/s':>11} {'us/frame':>9} "
+          f"{'x lossless':>10} {'CPU s':>7} {'CPU us/frame':>12} {'x lossless':>10}")
+    base = base_cpu = None
+    for name in FAULTS:
+        r = measure(name, args.faulted, directory, args.repeat)
+        fps, cpu_us = r["frames"] / r["seconds"], 1e6 * r["cpu"] / r["frames"]
+        base, base_cpu = base or fps, base_cpu or cpu_us
+        print(f"{name:20} {r['frames']:>9,} {r['seconds']:>8.2f} {fps:>11,.0f} "
+              f"{1e6 / fps:>9.2f} {base / fps:>10.1f} {r['cpu']:>7.2f} {cpu_us:>12.2f} "
+              f"{cpu_us / base_cpu:>10.1f}")
+
+
+def compare(args: argparse.Namespace, directory: str) -> None:
     import ibwire.crc
 
     ours = measure("ibwire", args.n, directory, args.repeat)
@@ -177,8 +227,6 @@ def main() -> None:
         r = measure("ibwire", packets, directory)
         print(f"peak RSS at {packets:,} packets ({r['frames']:,} frames, "
               f"{r['bytes'] / 2**30:.1f} GiB written): {r['max_rss_kib'] / 1024:.1f} MiB")
-    if not args.dir:
-        os.rmdir(directory)
 
 
 if __name__ == "__main__":

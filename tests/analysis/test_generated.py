@@ -305,6 +305,9 @@ def test_rounds_by_cause_are_the_requesters(generated, monkeypatch, tap):
     assert all(truth.counts.values())       # NAK, RNR and timeout rounds, all three
     (q,) = manifest["qps"]
     assert {k: q[f"{k}_retransmissions"] for k in truth.counts} == truth.counts
+    model = dict(q["model"]["resent_packets"])      # the manifest's own ground truth
+    model["timeout"] += model.pop("read")
+    assert model == truth.counts
     assert [f["kind"] for f in q["findings"]] == ["bad_icrc"]
     (r,) = check_against_manifest(path, manifest).values()
     assert r == analyse_on("python", path).as_dicts()[0]
@@ -375,3 +378,27 @@ def test_stalls_in_clean_runs(tmp_path):
         (g for g in gaps if g > 10_000_000), reverse=True)[:5]
     assert all(s["cause"] is None for s in r["longest_stalls"])
     assert r["longest_stalls"][0]["record"] == max(range(97, len(records), 97)) + 1
+
+
+@pytest.mark.parametrize("tap", ["requester", "responder", "switch"])
+def test_lossy_writes_with_lost_naks_and_duplicates(generated, tap):
+    """The rig's lossy WRITE run in gen (64 KiB messages, requests and answers lost):
+    NAK rounds, timeout rounds after lost NAKs and tails, duplicates ACKed with the latest
+    PSN. ``ibwire qp`` agrees with the manifest, and the manifest's model truth (what the
+    requester resent and why, the duplicates the responder took and ACKed) adds up with
+    what the capture shows."""
+    path, manifest = generated(Scenario(
+        qps=(QpSpec("write", 64 * 1024, iters=40),),
+        faults=(Fault("drop", rate=0.02), Fault("lose_ack", rate=0.05)), tap=tap, seed=3))
+    (r,) = check_against_manifest(path, manifest).values()
+    (q,) = manifest["qps"]
+    model = q["model"]
+    assert model["resent_packets"]["nak"] > 0 and model["resent_packets"]["timeout"] > 0
+    assert model["duplicate_requests"] > 0 and model["duplicate_acks"] > 0
+    if tap != "responder":   # (lost requests never reach the responder's port)
+        assert sum(model["resent_packets"].values()) == r["retransmitted_packets"]
+    if tap == "requester":   # every resend is seen where it is sent, as what it is
+        assert model["resent_packets"]["nak"] == r["nak_retransmissions"]
+        assert model["resent_packets"]["timeout"] == r["timeout_retransmissions"]
+    if tap == "responder":   # every answer is seen where it is sent, lost ones included
+        assert r["acks"] == q["messages_completed"] + model["duplicate_acks"]

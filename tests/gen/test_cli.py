@@ -238,3 +238,30 @@ def test_a_full_filesystem_is_an_error_not_a_crash(tmp_path):
         assert list(small.iterdir()) == []
     finally:
         subprocess.run(["umount", str(small)], check=True)
+
+
+@pytest.mark.parametrize("profile, dscp, ecn", [(None, 26, 2), ("dcqcn", 26, 2), ("rxe", 0, 0)])
+def test_profile_sets_how_packets_are_marked(tmp_path, profile, dscp, ecn):
+    """``--profile``: dcqcn (the default) sends ECT(0) with DSCP 26, rxe (Linux soft-RoCE, as
+    the rig showed it) Not-ECT with DSCP 0; ``--dscp``/``--ecn`` still override it."""
+    extra = ("--profile", profile) if profile else ()
+    out, _ = gen(tmp_path, "--iters", "3", *extra)
+    seen = {(f["ip.dsfield.dscp"], f["ip.dsfield.ecn"])
+            for f in (ibwire.parse(fr).fields() for _, fr in frames(out))}
+    assert seen == {(dscp, ecn)}
+    out, _ = gen(tmp_path, "--iters", "3", *extra, "--dscp", "12", "--ecn", "1", name="o.pcap")
+    assert {ibwire.parse(fr).fields()["ip.dsfield.ecn"] for _, fr in frames(out)} == {1}
+
+
+@pytest.mark.parametrize("flags", [("--profile", "rxe"), ("--ecn", "0")])
+def test_ecn_marks_of_not_ect_packets_are_refused(tmp_path, capsys, flags):
+    """A router never marks a Not-ECT packet CE (RFC 3168 section 5): asking for marks on
+    packets sent Not-ECT is a one-line error that writes nothing."""
+    out = tmp_path / "n.pcap"
+    for mark in ("--ecn-mark", "--ecn-mark-resp"):
+        verb = ("--verb", "read") if mark == "--ecn-mark-resp" else ()
+        assert main(["gen", "-o", str(out), "--no-progress", *flags, *verb, mark,
+                     "rate=0.1"]) == 2
+        err = capsys.readouterr().err
+        assert "Not-ECT" in err and "--ecn 2" in err and len(err.strip().splitlines()) == 1
+        assert not out.exists()

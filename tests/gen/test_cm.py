@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import pytest
 
+import ibwire
 from ibwire.cli.main import main
 from ibwire.gen import Fault, Generation, QpSpec, Scenario, generate, write_pcap
 from ibwire.transport.cm import MTU_CODES, SERVICE_TYPES
@@ -118,26 +119,44 @@ def test_check_fails_only_the_corrupted_frames_with_cm(tmp_path, capsys, encapsu
 @RELIABLE
 def test_faults_and_data_are_those_of_a_run_without_cm(reliable):
     """The CM does not draw from the faults' generator: the same faults hit the same PSNs,
-    and every data frame is the same bytes, only later."""
+    and every data frame is the same, only later, and with IPv4 IDs after those the CM's
+    packets took (REQ and RTU from the requester's host, REP from the responder's)."""
     scenario = mixed(faults=(Fault("drop", rate=0.1), Fault("ecn", rate=0.2)),
                      reliable=reliable)
     plain, m0 = generate(scenario)
     with_cm, m1 = generate(replace(scenario, cm=True))
-    setup = sum(1 for q in scenario.qps if q.transport in CONNECTED) * 3
+    connections = sum(1 for q in scenario.qps if q.transport in CONNECTED)
+    setup = connections * 3
     assert [(f["kind"], f["qp"], f["psn"]) for f in m0["faults"]] == \
         [(f["kind"], f["qp"], f["psn"]) for f in m1["faults"]]
-    assert [f for _, f in with_cm[setup:setup + len(plain)]] == [f for _, f in plain]
+    moved = {"192.0.2.1": 2 * connections, "192.0.2.2": connections}
+    for (_, a), (_, b) in zip(plain, with_cm[setup:setup + len(plain)], strict=True):
+        fa, fb = ibwire.parse(a).fields(), ibwire.parse(b).fields()
+        assert (fb["ip.id"] - fa["ip.id"]) & 0xFFFF == moved[fa["ip.src"]]
+        assert {k: v for k, v in fa.items() if k not in ("ip.id", "ip.checksum", "icrc")} \
+            == {k: v for k, v in fb.items() if k not in ("ip.id", "ip.checksum", "icrc")}
     shift = with_cm[setup][0] - plain[0][0]
     assert shift > 0 and all(b[0] - a[0] == shift
                              for a, b in zip(plain, with_cm[setup:], strict=False))
 
 
 def test_same_seed_same_bytes_other_seed_other_ids():
-    scenario = Scenario(qps=(QpSpec(iters=3, size=3000),), cm=True, seed=5)
+    scenario = Scenario(qps=(QpSpec(iters=3, size=3000, start_psn=0x123),), cm=True, seed=5)
     a, b = generate(scenario)[0], generate(scenario)[0]
     c = generate(replace(scenario, seed=6))[0]
     assert a == b
-    assert a[0] != c[0] and a[3:-2] == c[3:-2]     # comm IDs differ, the data does not
+    assert a[0] != c[0]                           # comm IDs differ
+    # the data does not, but for the IPv4 IDs each host counts from (drawn from the seed)
+    unseeded = ("ip.id", "ip.checksum", "icrc")
+    for (_, x), (_, y) in zip(a[3:-2], c[3:-2], strict=True):
+        fx, fy = ibwire.parse(x).fields(), ibwire.parse(y).fields()
+        assert fx["ip.id"] != fy["ip.id"]
+        assert {k: v for k, v in fx.items() if k not in unseeded} == \
+            {k: v for k, v in fy.items() if k not in unseeded}
+    # the starting PSN, when not given, is drawn from the seed too (and the REQ says it)
+    unset = replace(scenario, qps=(QpSpec(iters=3, size=3000),))
+    d, e = generate(unset)[0], generate(replace(unset, seed=6))[0]
+    assert d[3:-2] != e[3:-2]
 
 
 @RELIABLE

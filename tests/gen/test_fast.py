@@ -4,6 +4,8 @@ taken where the simulation could do something it does not model."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 import ibwire.gen.fast as fast
@@ -118,3 +120,95 @@ def test_times_past_two_seconds(monkeypatch):
     (slow, sm), (quick, qm) = both(scenario)
     assert slow[-1][0] > 1 << 31
     assert quick == slow and qm == sm
+
+
+@pytest.mark.parametrize("tap", ["requester", "responder", "switch"])
+@pytest.mark.parametrize("encapsulation", ENCAPS)
+def test_templated_frames_are_the_built_ones_with_faults(encapsulation, tap):
+    """Simulated (faulted) conversations: frames patched from templates (``fast``) are the
+    frames built field by field (``fast=False``), bad ICRCs, CE marks, NAKs, RNR NAKs, CNPs,
+    READ responses and atomics included."""
+    from tests.gen.test_gen import mixed
+
+    scenario = mixed(encapsulation, tap)
+    slow, quick = Generation(scenario, fast=False), Generation(scenario)
+    assert quick.plan() is None
+    slow_records, quick_records = list(slow), list(quick)
+    assert len(slow_records) > 50
+    assert quick_records == slow_records
+    assert quick.manifest == slow.manifest
+    assert quick.framer._kinds and not slow.framer._kinds   # the templates were used
+
+
+def targeted(encapsulation: str = "rocev2_ipv4", tap: str = "requester", **kw) -> Scenario:
+    """:func:`lossless` with one fault of each targeted kind, early on."""
+    faults = (Fault("drop", 0, 3), Fault("corrupt", 4, 2), Fault("lose_ack", 1, 3),
+              Fault("rnr", 2, 4, timer=2), Fault("drop", 7, 1), Fault("drop", 5, 1))
+    if encapsulation.startswith("rocev2"):
+        faults += (Fault("ecn", 0, 6),)
+    base = lossless(encapsulation, tap, **kw)
+    qps = tuple(replace(q, iters=q.iters * 8) for q in base.qps)
+    return replace(base, qps=qps, faults=faults)
+
+
+@pytest.mark.parametrize("tap", ["requester", "responder", "switch"])
+@pytest.mark.parametrize("encapsulation", ENCAPS)
+def test_fast_plan_takes_over_once_the_faults_are_over(encapsulation, tap):
+    """A faulted conversation is simulated until its faults are over and the traffic is
+    steady again, then the fast plan goes on from there (the records still on their way
+    merged in): the very records and manifest of simulating it all."""
+    scenario = targeted(encapsulation, tap)
+    slow, quick = Generation(scenario, fast=False), Generation(scenario)
+    slow_records, quick_records = list(slow), list(quick)
+    assert quick.handed_over is not None and slow.handed_over is None
+    assert 20 < quick.handed_over < len(quick_records) - 50
+    assert quick_records == slow_records
+    assert quick.manifest == slow.manifest
+    if tap == "switch":   # it sees every fault, some in the records still on their way
+        assert all(f["record"] is not None for f in quick.manifest["faults"])
+
+
+@pytest.mark.parametrize("delay", [0, 300, 20_000])
+def test_take_over_with_records_on_their_way_across_batches(monkeypatch, delay):
+    monkeypatch.setattr(fast, "BATCH", 5)
+    scenario = Scenario(qps=(QpSpec("write", 3000, iters=150), QpSpec("send", 100, iters=300),
+                             QpSpec("write_imm", 1024, iters=100, transport="UC")),
+                        faults=(Fault("drop", 0, 7), Fault("lose_ack", 1, 20),
+                                Fault("corrupt", 1, 30)),
+                        link=Link(delay_ns=delay), tap="switch")
+    slow, quick = Generation(scenario, fast=False), Generation(scenario)
+    assert list(quick) == list(slow)
+    assert quick.manifest == slow.manifest and quick.handed_over is not None
+
+
+@pytest.mark.parametrize("tap", ["requester", "responder", "switch"])
+def test_take_over_waits_for_the_cnp_of_a_mark_on_its_way(tap):
+    """A CE-marked request still on its way draws a CNP, which goes before the ACKs on the
+    responder's port: the plan takes over only after it."""
+    scenario = Scenario(qps=(QpSpec("write", 1024, iters=200), QpSpec("send", 64, iters=300)),
+                        faults=(Fault("ecn", 0, 10), Fault("ecn", 1, 12)), tap=tap,
+                        link=Link(delay_ns=5_000))
+    slow, quick = Generation(scenario, fast=False), Generation(scenario)
+    assert list(quick) == list(slow)
+    assert quick.manifest == slow.manifest and quick.handed_over is not None
+
+
+def test_no_take_over_while_faults_may_come():
+    """Rate faults may strike any packet: the simulation plays to the end."""
+    scenario = Scenario(qps=(QpSpec("write", 1024, iters=120),),
+                        faults=(Fault("drop", rate=0.05),), seed=1)
+    quick = Generation(scenario)
+    records = list(quick)
+    assert quick.handed_over is None
+    assert records == list(Generation(scenario, fast=False))
+
+
+def test_written_capture_with_a_take_over_is_the_same_file(tmp_path, monkeypatch):
+    """Simulated records, then the plan's batches laid out in the file, then the CM's."""
+    monkeypatch.setattr(fast, "BATCH", 16)
+    scenario = replace(targeted("rocev2_ipv4", "switch"), cm=True)
+    a, b = tmp_path / "fast.pcap", tmp_path / "slow.pcap"
+    progress: list[int] = []
+    assert write_capture(str(a), scenario, on_progress=progress.append) == write_capture(
+        str(b), scenario, fast=False)
+    assert a.read_bytes() == b.read_bytes()

@@ -319,7 +319,11 @@ def test_other_naks_put_the_qp_in_error():
     assert failed == Failed(5, S, "remote_error", 10)
 
 
-def test_duplicate_is_acked_with_its_own_psn_only_when_it_asks():
+def test_each_duplicate_is_acked_with_the_latest_psn_short_of_a_later_read():
+    """C9-105 (Linux rxe_resp.c duplicate_request()): every duplicate SEND/WRITE packet,
+    AckReq or not, draws an ACK of the latest PSN accepted, so a requester back from a
+    timeout learns at once how far the responder got; but never past a READ after the
+    duplicate, which would claim the READ answered before its repeated responses come."""
     req, resp = pair()
     req.post(WorkRequest("send", 300, wr_id=1))       # S (no AckReq), S+1 (AckReq)
     req.post(WorkRequest("read", 256, wr_id=2))       # S+2
@@ -327,9 +331,17 @@ def test_duplicate_is_acked_with_its_own_psn_only_when_it_asks():
     for p in (first, last, read):
         resp.receive(p)
     drain(resp)
-    assert resp.receive(first, 9) == [Duplicate(first.psn, 9)]
-    assert drain(resp) == []
-    resp.receive(last, 10)
+    for i, dup in enumerate((first, last)):
+        assert resp.receive(dup, 9 + i) == [Duplicate(dup.psn, 9 + i)]
+        (ack,) = drain(resp)
+        assert ack.name == f"{T}_ACKNOWLEDGE" and ack.psn == last.psn and ack.aeth.msn == 2
+    req.post(WorkRequest("write", 200, wr_id=3))      # S+3
+    (write,) = drain(req)
+    resp.receive(write)
+    drain(resp)
+    resp.receive(write, 20)                           # nothing after it: the latest
     (ack,) = drain(resp)
-    # not S+2, the latest accepted PSN: that would claim the READ answered
-    assert ack.name == f"{T}_ACKNOWLEDGE" and ack.psn == last.psn and ack.aeth.msn == 2
+    assert ack.psn == write.psn and ack.aeth.msn == 3
+    resp.receive(first, 21)                           # the READ is still after it
+    (ack,) = drain(resp)
+    assert ack.psn == last.psn

@@ -54,7 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--encap", default=None, metavar="ENCAP",
                         help="rocev2_ipv4 (default), rocev2_ipv6, rocev1, ib_local, ib_global")
     parser.add_argument("--start-psn", type=_number, default=None, metavar="N",
-                        help="starting PSN of every QP (default 0x1000 x (K+1))")
+                        help="starting PSN of every QP (default: 24 random bits per QP, "
+                        "drawn from --seed)")
     parser.add_argument("--no-cm", action="store_true",
                         help="RC/UC/XRC connections set up out of band: no CM REQ/REP/RTU before "
                         "the data nor DREQ/DREP after it")
@@ -74,11 +75,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="one-way link delay (default 1000)")
     parser.add_argument("--tap", default=None, metavar="WHERE",
                         help="requester (default), responder, switch")
+    parser.add_argument("--profile", choices=("dcqcn", "rxe"), default=None,
+                        help="how the stack marks RoCEv2 packets: dcqcn (default: ECT(0), "
+                        "DSCP 26, CNPs DSCP 48, a fabric with congestion control) or rxe "
+                        "(Linux soft-RoCE: Not-ECT, DSCP 0; no ECN marks then); --dscp, "
+                        "--ecn and --cnp-dscp override it")
     parser.add_argument("--dscp", type=int, default=None, metavar="D",
-                        help="DSCP of data packets (default 26)")
+                        help="DSCP of data packets (default: the profile's, 26)")
     parser.add_argument("--ecn", type=int, default=None, metavar="E",
                         help="ECN codepoint of unmarked packets: 0 Not-ECT, 1 ECT(1), "
-                        "2 ECT(0) (default)")
+                        "2 ECT(0) (default: the profile's, 2)")
     parser.add_argument("--cnp-dscp", type=int, default=None, metavar="D",
                         help="DSCP of CNPs (default 48)")
     parser.add_argument("--vlan", type=_vlan, action="append", default=None, metavar="ID[:PCP]",
@@ -184,6 +190,10 @@ def scenario_of(args: argparse.Namespace) -> Any:
     link = Link(gbps=base.link.gbps if args.gbps is None else args.gbps,
                 delay_ns=base.link.delay_ns if args.delay_ns is None else args.delay_ns)
     changes: dict[str, Any] = {"faults": tuple(faults), "link": link}
+    if args.profile is not None:
+        from ibwire.gen import PROFILES
+
+        changes.update(PROFILES[args.profile])
     for name, value in (("seed", args.seed), ("encapsulation", args.encap), ("tap", args.tap),
                         ("cnp_interval_us", args.cnp_interval_us),
                         ("cnp_scope", args.cnp_scope), ("dscp", args.dscp), ("ecn", args.ecn),

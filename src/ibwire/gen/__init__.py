@@ -12,6 +12,7 @@ from ibwire.gen.run import MANIFEST_VERSION, Generation, generate
 from ibwire.gen.scenario import (
     ENCAPSULATIONS,
     FAULT_KINDS,
+    PROFILES,
     TAPS,
     Endpoint,
     Fault,
@@ -22,6 +23,7 @@ from ibwire.gen.scenario import (
 )
 from ibwire.gen.write import write_capture, write_pcap
 
-__all__ = ["ENCAPSULATIONS", "FAULT_KINDS", "MANIFEST_VERSION", "TAPS", "Endpoint", "Fault",
+__all__ = ["ENCAPSULATIONS", "FAULT_KINDS", "MANIFEST_VERSION", "PROFILES", "TAPS", "Endpoint",
+           "Fault",
            "Generation", "Link", "QpSpec", "Scenario", "ScenarioError", "generate",
            "write_capture", "write_pcap"]

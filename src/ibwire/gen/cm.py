@@ -81,6 +81,8 @@ class CmExchange:
         self.qp1_psn[active] = (self.qp1_psn[active] + 1) & 0xFFFFFF
         if framer.encapsulation.startswith("rocev2"):
             fields["udp.srcport"] = 0xC000
+        if framer.encapsulation == "rocev2_ipv4":
+            fields["ip.id"] = self.generation.next_ip_id("fwd" if active else "rev")
         return build(framer.encapsulation, fields)
 
     def _chain(self, start: int, which: tuple[str, ...]

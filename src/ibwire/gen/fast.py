@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ibwire import crc
+from ibwire.gen.frames import ipv4_sum
 from ibwire.transport import PSN_MASK, Packet
 from ibwire.transport.observed import ROW_FIELDS, Observed
 from ibwire.transport.segment import ACK_SYNDROME
@@ -53,6 +54,7 @@ class _Template:
         self.length = len(frame)
         self.link = link
         self.fields = fields
+        self.ip_total = ipv4_sum(frame, fields) if "ipid" in fields else 0
         span = crc.locate(frame, link)
         self.icrc_at = span.icrc
         self.vcrc_at = span.vcrc
@@ -136,13 +138,6 @@ class _Rows:
                      stop - start)
 
 
-def _field_span(a: bytes, b: bytes, tail: int) -> tuple[int, int] | None:
-    diff = [i for i in range(len(a) - tail) if a[i] != b[i]]
-    if len(a) != len(b) or not diff:
-        return None
-    return diff[0], diff[-1] - diff[0] + 1
-
-
 @dataclass
 class _Qp:
     k: int
@@ -163,28 +158,29 @@ class _Qp:
     ack_opcode: int                     # ACKNOWLEDGE of the transport (RC 0x11, XRC 0xB1)
 
 
-def plan(generation: Generation) -> _Plan | None:
-    """The fast plan of ``generation``'s scenario, or None when it must be simulated."""
+def plan(generation: Generation, *, resumed: bool = False) -> _Plan | None:
+    """The fast plan of ``generation``'s scenario, or None when it must be simulated.
+    ``resumed``: a plan for the rest of a conversation the simulation played until its
+    faults were over (:meth:`_Plan.resume`), whatever faults the scenario names."""
     from ibwire.gen.run import SEND_QUEUE_DEPTH
 
     s = generation.scenario
-    if s.faults or any(q.verb not in FAST_VERBS or q.window is not None or q.iters < 1
+    if (s.faults and not resumed) or any(q.verb not in FAST_VERBS or q.window is not None or q.iters < 1
                        for q in s.qps):
         return None
     framer = generation.framer
-    tail = 4 + (2 if framer.link == "infiniband" else 0)
     qps = []
     for k, spec in enumerate(s.qps):
         wr = next(s.work(k))
         n = s.psns_per_message(k)
         requester_qpn, responder_qpn = s.qpns(k)
-        udp = 0xC000 | (requester_qpn & 0x3FFF)
+        udp = s.udp_sport(k)
         segmenter = generation_segmenter(s, k)
         templates, wire, ops, payloads = [], [], [], []
         dmalen = 0
         for j in (0, n // 2, n - 1) if n > 2 else range(n):
             packet = segmenter.request(wr, j, s.start_psn(k), j)
-            template = _template(framer, packet, udp, tail)
+            template = _template(framer, packet, udp)
             if template is None:
                 return None
             templates.append(template)
@@ -196,7 +192,7 @@ def plan(generation: Generation) -> _Plan | None:
         ack = None
         ack_packet = segmenter.ack(s.start_psn(k), 1)._replace(dest_qp=requester_qpn)
         if spec.transport in RELIABLE:
-            ack = _template(framer, ack_packet, udp, tail, "rev")
+            ack = _template(framer, ack_packet, udp, "rev")
             if ack is None:
                 return None
         qps.append(_Qp(k, n, n * spec.iters, s.start_psn(k), spec.ack_every,
@@ -237,33 +233,12 @@ def generation_segmenter(s: Any, k: int) -> Any:
     return Segmenter(c.transport, c.pmtu, c.dest_qp, c.src_qp, c.q_key, c.ack_every, c.xrc_srq)
 
 
-def _template(framer: Any, packet: Packet, udp: int, tail: int,
-              direction: str = "fwd") -> _Template | None:
-    """The template of ``packet`` with the offsets of its changing fields, found by building
-    it again with each field changed; None when a field is not where it is expected."""
-    base = framer.frame(packet, direction, udp)
-    variants: dict[str, Packet] = {
-        "word": packet._replace(psn=packet.psn ^ PSN_MASK, ackreq=not packet.ackreq)}
-    if packet.reth is not None and direction == "fwd":
-        variants["va"] = packet._replace(reth=packet.reth._replace(va=packet.reth.va ^ (2**64 - 1)))
-    if packet.immdt is not None:
-        variants["imm"] = packet._replace(immdt=packet.immdt ^ 0xFFFFFFFF)
-    if packet.aeth is not None:
-        variants["msn"] = packet._replace(aeth=packet.aeth._replace(msn=packet.aeth.msn ^ PSN_MASK))
-    widths = {"word": 4, "va": 8, "imm": 4, "msn": 3}
-    fields = {}
-    for name, variant in variants.items():
-        span = _field_span(base, framer.frame(variant, direction, udp), tail)
-        if span is None:
-            return None
-        at, width = span
-        if name == "word":
-            at, width = span[0] + span[1] - 3 - 1, 4   # the A bit's byte, then the PSN
-        if width > widths[name] or name == "word" and base[at] & 0x7F:
-            return None
-        fields[name] = (at + width - widths[name], widths[name])
-    link = framer.link
-    return _Template(base, link, fields)
+def _template(framer: Any, packet: Packet, udp: int, direction: str = "fwd"
+              ) -> _Template | None:
+    """The template of ``packet`` with the offsets of its changing fields
+    (:meth:`ibwire.gen.frames.Framer.patch_points`), or None."""
+    found = framer.patch_points(packet, direction, udp)
+    return None if found is None else _Template(found[0], framer.link, found[1])
 
 
 class _Plan:
@@ -278,11 +253,26 @@ class _Plan:
         self.records = 0
         self.start = 0
         self.done = 0       # when the requester is done: its port free, its last ACK in
+        self.offsets = [0] * len(qps)
+        self.drained: list[tuple] = []
 
     def begin(self, start: int, first: int) -> None:
         """Send the first data packet at ``start`` (ns); the first record is ``first``."""
         self.start = self.done = start
         self.records = first
+
+    def resume(self, start: int, first: int, offsets: list[int], observed: list[Observed],
+               drained: list[tuple]) -> None:
+        """Go on with a conversation the simulation played so far: each QP's next packet
+        is its ``offsets[k]``-th, the first sent at ``start``; the first record is ``first``;
+        ``observed`` are the connections' observers. ``drained``: what the simulation still
+        had on its way then (and the answers it drew), each ``(when, sent, direction, frame,
+        row, hits)``: ``row`` the observer's columns (ROW_FIELDS after record and time),
+        ``hits`` the fault entries whose record it is. They are merged in time order."""
+        self.begin(start, first)
+        self.offsets = offsets
+        self.observed = observed
+        self.drained = drained
 
     def manifest(self, records: int) -> dict[str, Any]:
         """The manifest, as :meth:`ibwire.gen.Generation._finish` writes it, once every batch
@@ -298,6 +288,8 @@ class _Plan:
                 "transport": spec.transport, "verb": spec.verb, "mtu": spec.mtu,
                 "start_psn": q.start_psn, "message_bytes": spec.size, "posted": spec.iters,
                 "completed": spec.iters, "error": None, "cm_packets": 0,
+                "model": {"resent_packets": {"nak": 0, "timeout": 0, "rnr": 0, "read": 0},
+                          "duplicate_requests": 0, "duplicate_acks": 0},
                 **observed.result()})
         return {"version": 1, "seed": s.seed, "encapsulation": s.encapsulation, "tap": s.tap,
                 "linktype": self.generation.linktype, "records": records, "faults": [],
@@ -312,10 +304,10 @@ class _Plan:
             if not sel.any():
                 continue
             m = meta[sel]
-            zero = np.zeros(len(m), dtype=np.int64)
-            # (no VA: nothing is sent twice here, and the VA only tells resends apart)
+            # (the VA is 0 but in the rows the simulation drained: it only tells resent
+            # READs apart, and no READ takes this path)
             columns = (record[sel], when[sel], m[:, 1], m[:, 2], m[:, 3], m[:, 4], m[:, 5],
-                       zero, m[:, 6], zero, zero)
+                       m[:, 7], m[:, 6], m[:, 8], m[:, 9])
             observed.feed(dict(zip(ROW_FIELDS, columns, strict=True)))
 
     @staticmethod
@@ -327,14 +319,16 @@ class _Plan:
 
     def _order(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(qp, index) of the data packets in sending order, a batch at a time."""
-        counts = np.array([q.packets for q in self.qps], dtype=np.int64)
+        offsets = np.array(self.offsets, dtype=np.int64)
+        counts = np.array([q.packets for q in self.qps], dtype=np.int64) - offsets
         rounds = int(counts.max())
         r = 0
         while r < rounds:
             active = np.flatnonzero(counts > r)
             end = min(rounds, int(counts[active].min()), r + max(1, BATCH // len(active)))
             block = np.arange(r, end, dtype=np.int64)
-            yield np.tile(active, len(block)), np.repeat(block, len(active))
+            yield (np.tile(active, len(block)),
+                   np.repeat(block, len(active)) + np.tile(offsets[active], len(block)))
             r = end
 
     def chunks(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
@@ -350,7 +344,7 @@ class _Plan:
         """The batches of :meth:`chunks` before their bytes are laid out: each one's
         :meth:`Batch.fill` writes them into any buffer of its ``size`` (a file's mapped
         pages, say), in any thread, while the next batch is made."""
-        pending: list[tuple[np.ndarray, ...]] = []   # rows, tie, when, meta
+        pending: list[tuple] = [self._drained(d) for d in self.drained]  # rows, tie, when, meta
         t0 = self.start
         delay, tap = self.delay, self.tap
         for ks, index in self._order():
@@ -369,17 +363,32 @@ class _Plan:
             self.done = max(self.done, t0)
             arrive = ends + delay
             seen = {"requester": sent, "switch": sent + delay // 2, "responder": arrive}[tap]
+            # each host's IPv4 IDs count up in the order it sends: the requester's its
+            # packets, the responder's its ACKs (sent on arrival, so in the same order)
+            acked = np.zeros(len(ks), dtype=bool)
+            for q in self.qps:
+                if q.reliable:
+                    sel = ks == q.k
+                    acked[sel] = self._ackreq(q, index[sel])
+            ids = self.generation.ip_ids
+            fwd_ids = (ids["fwd"] + np.arange(len(ks), dtype=np.int64)) & 0xFFFF
+            rev_ids = (ids["rev"] + np.cumsum(acked) - 1) & 0xFFFF
+            ids["fwd"] = (ids["fwd"] + len(ks)) & 0xFFFF
+            ids["rev"] = (ids["rev"] + int(acked.sum())) & 0xFFFF
             for q in self.qps:
                 sel = ks == q.k
                 qi, qc, qs, qseen = index[sel], cls[sel], sent[sel], seen[sel]
                 msg = qi // q.n
                 psn = (q.start_psn + qi) & PSN_MASK
-                ackreq = self._ackreq(q, qi) if q.reliable else np.zeros(len(qi), dtype=bool)
+                ackreq = acked[sel]
+                q_ids = fwd_ids[sel]
                 for c, template in enumerate(q.templates):
                     pick = qc == c
                     if not pick.any():
                         continue
                     values = {"word": psn[pick] | ackreq[pick].astype(np.int64) << 31}
+                    if "ipid" in template.fields:
+                        values.update(_ip_id_columns(template, q_ids[pick]))
                     if "va" in template.fields:
                         values["va"] = 0x10000 + msg[pick] * q.stride
                     if "imm" in template.fields:
@@ -390,7 +399,8 @@ class _Plan:
                         psn[pick], ackreq[pick], np.zeros(len(values["word"]), np.int64),
                         np.full(len(values["word"]), q.dmalen if "va" in template.fields
                                 else 0),
-                        np.full(len(values["word"]), q.payloads[c]))).astype(np.int64)
+                        np.full(len(values["word"]), q.payloads[c]),
+                        *[np.zeros(len(values["word"]), np.int64)] * 3)).astype(np.int64)
                     made.append((template.rows(values, 16), _tie(qseen[pick], qs[pick], 0),
                                  qseen[pick], meta))
                 if q.ack is not None and ackreq.any():
@@ -398,13 +408,16 @@ class _Plan:
                     self.done = max(self.done, int(s_ack[-1]) + self.ack_wire + delay)
                     done = (qi[ackreq] + 1) // q.n
                     values = {"word": psn[ackreq], "msn": done & PSN_MASK}
+                    if "ipid" in q.ack.fields:
+                        values.update(_ip_id_columns(q.ack, rev_ids[sel][ackreq]))
                     when = {"requester": s_ack + self.ack_wire + delay,
                             "switch": s_ack + delay // 2, "responder": s_ack}[tap]
                     count = len(s_ack)
                     meta = np.column_stack((
                         np.full(count, q.k), np.full(count, q.ack_opcode), psn[ackreq],
                         np.zeros(count, np.int64), np.full(count, ACK_SYNDROME),
-                        np.zeros(count, np.int64), np.zeros(count, np.int64))).astype(np.int64)
+                        np.zeros(count, np.int64), np.zeros(count, np.int64),
+                        *[np.zeros(count, np.int64)] * 3)).astype(np.int64)
                     made.append((q.ack.rows(values, 16), _tie(when, s_ack, 1), when, meta))
             seen_next = {"requester": t0, "switch": t0 + delay // 2, "responder": t0 + delay}
             horizon = (seen_next[tap], int(_tie(np.array([seen_next[tap]]), np.array([t0]),
@@ -418,8 +431,20 @@ class _Plan:
                 yield self._emit(out)
 
     def _emit(self, batch: Batch) -> Batch:
+        for position, hits in batch.hits:
+            for entry in hits:
+                entry["record"] = self.records + position + 1   # numbered from 1
         self._observe(batch.when, batch.meta)
         return batch
+
+    @staticmethod
+    def _drained(record: tuple) -> tuple:
+        """A record the simulation drained, as a group of one row for :func:`_merge`."""
+        when, sent, direction, frame, row, hits = record
+        rows = _Rows(np.frombuffer(bytes(16) + frame, dtype=np.uint8), [], 1)
+        meta = np.array([row[:6] + row[7:8] + row[6:7] + row[8:]], dtype=np.int64)
+        return (rows, _tie(np.array([when]), np.array([sent]), direction),
+                np.array([when], dtype=np.int64), meta, hits)
 
 
 @dataclass
@@ -434,6 +459,7 @@ class Batch:
     meta: np.ndarray
     size: int
     parts: list[tuple[np.ndarray, _Rows]]     # (destinations, rows) of each group
+    hits: list[tuple[int, list]]              # (position, fault entries) of drained records
 
     @property
     def longest(self) -> int:
@@ -465,7 +491,8 @@ def _merge(groups: list[tuple[np.ndarray, ...]], horizon: tuple[int, int] | None
     left = []
     for g in np.unique(gid[later]):
         sel = later[gid[later] == g]
-        left.append((groups[g][0].take(rid[sel]), tie[sel], when[sel], meta[sel]))
+        left.append((groups[g][0].take(rid[sel]), tie[sel], when[sel], meta[sel],
+                     *groups[g][4:]))
     if not cut:
         return None, left
     widths = np.array([g[0].width for g in groups], dtype=np.int64)
@@ -475,6 +502,8 @@ def _merge(groups: list[tuple[np.ndarray, ...]], horizon: tuple[int, int] | None
     dest = ends - sizes
     stamps = _record_headers(when[now], sizes - 16)
     parts = []
+    hits = [(int(np.flatnonzero(gnow == g)[0]), groups[g][4]) for g in np.unique(gnow)
+            if len(groups[g]) > 4 and groups[g][4]]
     for g in np.unique(gnow):
         at = np.flatnonzero(gnow == g)
         r = rnow[at]
@@ -486,7 +515,17 @@ def _merge(groups: list[tuple[np.ndarray, ...]], horizon: tuple[int, int] | None
         # the pcap record header goes in with the group's own strided copies
         parts.append((dest[at], _Rows(rows.template, [*rows.patches, (0, stamps[at])],
                                       len(r))))
-    return Batch(when[now], dest + 16, sizes - 16, meta[now], int(ends[-1]), parts), left
+    return Batch(when[now], dest + 16, sizes - 16, meta[now], int(ends[-1]), parts,
+                 hits), left
+
+
+def _ip_id_columns(template: _Template, ids: np.ndarray) -> dict[str, np.ndarray]:
+    """The IPv4 ID column and the header checksum column it makes (RFC 1071, as
+    :func:`ibwire.gen.frames.ipv4_checksum_with`)."""
+    total = template.ip_total + ids
+    total = (total & 0xFFFF) + (total >> 16)
+    total = (total & 0xFFFF) + (total >> 16)
+    return {"ipid": ids, "ipsum": ~total & 0xFFFF}
 
 
 def _record_headers(when: np.ndarray, lengths: np.ndarray) -> np.ndarray:

@@ -21,12 +21,13 @@ import heapq
 import random
 from collections import deque
 from collections.abc import Hashable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ibwire.gen.cm import CmExchange
 from ibwire.gen.frames import Framer
+from ibwire.gen.handoff import drain, steady
 from ibwire.gen.scenario import Fault, Scenario
 from ibwire.transport import (
     CnpPacer,
@@ -41,6 +42,9 @@ from ibwire.transport import (
 )
 from ibwire.transport.cnp import CNP_OPCODE
 from ibwire.transport.observed import ROW_FIELDS, Observed
+
+if TYPE_CHECKING:
+    from ibwire.gen.fast import Batch
 
 MANIFEST_VERSION = 1
 #: Work requests each requester holds posted at most (``ibv_qp_cap.max_send_wr``): the rest
@@ -63,9 +67,10 @@ class _Conn:
         self.work = scenario.work(k)
         self.unposted = self.spec.iters
         self.top_up()
+        self.packets = scenario.psn_count(k)   # request packets to send (first transmissions)
         self.observed = Observed(self.spec.mtu)
         self.rows: list[tuple[int, ...]] = []   # what the tap saw, by ROW_FIELDS, not yet fed
-        self.udp_sport = 0xC000 | (self.requester_qpn & 0x3FFF)
+        self.udp_sport = scenario.udp_sport(k)
         self.completed = 0
         self.failed: str | None = None
         self.rnr_faults: dict[int, dict[str, Any]] = {}
@@ -77,6 +82,7 @@ class _Conn:
             self.feed()
 
     def feed(self) -> None:
+        """Feed the rows kept to the observer as columns (one loop of its compiled rules)."""
         if self.rows:
             self.observed.feed({k: np.array(v, np.int64) for k, v in
                                 zip(ROW_FIELDS, zip(*self.rows, strict=True), strict=True)})
@@ -95,10 +101,22 @@ class Generation:
 
     def __init__(self, scenario: Scenario, *, fast: bool = True) -> None:
         self.scenario = scenario.check()
-        self.framer = Framer(scenario)
+        self.framer = Framer(scenario, templates=fast)
         self.linktype = self.framer.linktype
         self.manifest: dict[str, Any] = {}
         self.fast = fast
+        #: The record number from which the fast plan took over from the simulation once
+        #: the faults were over (None: it did not).
+        self.handed_over: int | None = None
+        self._wire: dict[int, int] = {}
+        #: The IPv4 ID each host sends next (``fwd``: the requester's), counting up.
+        self.ip_ids = {d: self.scenario.ip_id_start(d) for d in ("fwd", "rev")}
+
+    def next_ip_id(self, direction: str) -> int:
+        """The IPv4 ID of the next packet sent in ``direction``."""
+        ip_id = self.ip_ids[direction]
+        self.ip_ids[direction] = (ip_id + 1) & 0xFFFF
+        return ip_id
 
     def plan(self) -> Any:
         """The fast path's plan (:mod:`ibwire.gen.fast`) when ``fast`` and the scenario is
@@ -110,6 +128,22 @@ class Generation:
         return plan(self)
 
     def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        for piece in self.pieces():
+            if isinstance(piece, tuple):
+                yield piece
+                continue
+            buffer = np.empty(piece.size, dtype=np.uint8)
+            piece.fill(buffer)
+            view = memoryview(buffer)
+            for t, at, n in zip(piece.when.tolist(), piece.starts.tolist(),
+                                piece.lengths.tolist(), strict=True):
+                yield t, bytes(view[at:at + n])
+
+    def pieces(self) -> Iterator[tuple[int, bytes] | Batch]:
+        """The conversation in time order as records ``(timestamp_ns, frame)`` and, where the
+        fast plan makes them, batches of records (:class:`ibwire.gen.fast.Batch`, laid out by
+        its ``fill``); :attr:`manifest` is complete once the iteration ends."""
+        self.ip_ids = {d: self.scenario.ip_id_start(d) for d in ("fwd", "rev")}
         cm = CmExchange(self)
         setup, start = cm.setup()
         for when, frame, _ in setup:
@@ -118,28 +152,19 @@ class Generation:
         if fast is None:
             done = yield from self._run(start, len(setup))
         else:
-            done = yield from self._fast(fast, start, len(setup))
+            fast.begin(start, len(setup))
+            records = yield from self._batches(fast, len(setup))
+            self.manifest = fast.manifest(records)
+            done = fast.done
         teardown = cm.teardown(done)
         for when, frame, _ in teardown:
             yield when, frame
         self.manifest["records"] += len(teardown)
         cm.manifest(self.manifest["qps"])
 
-    def _fast(self, fast: Any, start: int, first: int) -> Iterator[tuple[int, bytes]]:
-        records = first
-        fast.begin(start, first)
-        for when, starts, lengths, buffer in fast.chunks():
-            view = memoryview(buffer)
-            for t, at, n in zip(when.tolist(), starts.tolist(), lengths.tolist(),
-                                strict=True):
-                yield t, bytes(view[at:at + n])
-            records += len(when)
-        self.manifest = fast.manifest(records)
-        return fast.done
-
     # --- the simulation -----------------------------------------------------------------------
 
-    def _run(self, start: int = 0, first: int = 0) -> Iterator[tuple[int, bytes]]:
+    def _run(self, start: int = 0, first: int = 0) -> Iterator[tuple[int, bytes] | Batch]:
         """Simulate from ``start`` (ns), the first record being number ``first``; returns
         when the requester is done (its port free, its last answer in)."""
         s = self.scenario
@@ -165,17 +190,31 @@ class Generation:
         delay, tap = s.link.delay_ns, s.tap
         written = first
         t = start
+        # the fast plan for the rest, once the faults are over (None: simulate to the end)
+        rest = self._rest()
+        drained: list[tuple] | None = None     # records still on their way at the hand-off
         while True:
+            if (rest is not None and drained is None and free["fwd"] <= t and not rates
+                    and not targeted and not cnps and not fwd_cnps):
+                offsets = steady(conns, arrivals, ready, turn["fwd"], free["rev"], t)
+                if offsets is not None:
+                    handoff, drained = (t, offsets), []
+                    for c in conns:
+                        c.feed()
+            sending = drained is None
             # 1. each free direction sends one frame
-            if free["fwd"] <= t and fwd_cnps and req_pacer.send_at(fwd_cnps[0][2]) <= t:
+            if not sending:
+                pass
+            elif free["fwd"] <= t and fwd_cnps and req_pacer.send_at(fwd_cnps[0][2]) <= t:
                 k, packet, due = fwd_cnps.popleft()
                 req_pacer.sent(due, t)
                 c = conns[k]
-                frame = self.framer.frame(packet, "fwd", c.udp_sport, dscp=s.cnp_dscp)
+                frame = self.framer.frame(packet, "fwd", c.udp_sport, dscp=s.cnp_dscp,
+                                          ip_id=self.next_ip_id("fwd"))
                 free["fwd"] = t + self._wire_ns(frame)
                 when = {"requester": t, "switch": t + delay // 2,
                         "responder": free["fwd"] + delay}[tap]
-                heapq.heappush(taps, (when, seq, frame, [], (c, packet, False, False)))
+                heapq.heappush(taps, (when, seq, frame, [], (c, packet, False, False, t, 0)))
                 seq += 1
             elif free["fwd"] <= t and ready:
                 for i in range(len(conns)):
@@ -193,17 +232,19 @@ class Generation:
                     hits = self._hits(("drop", "corrupt", "ecn"), c, packet, first, targeted,
                                       rates, rng, faults)
                     lost, bad, ce = "drop" in hits, "corrupt" in hits, "ecn" in hits
-                    frame = self.framer.frame(packet, "fwd", c.udp_sport, bad_icrc=bad)
+                    ip_id = self.next_ip_id("fwd")
+                    frame = self.framer.frame(packet, "fwd", c.udp_sport, bad_icrc=bad,
+                                              ip_id=ip_id)
                     free["fwd"] = t + self._wire_ns(frame)
                     arrive = free["fwd"] + delay
-                    seen = {"requester": (t, False), "switch": (t + delay // 2, ce),
-                            "responder": (arrive, ce)}[tap]
+                    seen = ((t, False) if tap == "requester" else (t + delay // 2, ce)
+                            if tap == "switch" else (arrive, ce))
                     if tap != "responder" or not lost:
                         if seen[1]:
                             frame = self.framer.frame(packet, "fwd", c.udp_sport, ce=True,
-                                                      bad_icrc=bad)
+                                                      bad_icrc=bad, ip_id=ip_id)
                         heapq.heappush(taps, (seen[0], seq, frame, list(hits.values()),
-                                              (c, packet, seen[1], bad)))
+                                              (c, packet, seen[1], bad, t, 0)))
                         seq += 1
                     if not lost:
                         heapq.heappush(arrivals, (arrive, seq, "fwd", c.k, packet, not bad, ce))
@@ -213,24 +254,26 @@ class Generation:
                 sent = self._send_answer(t, conns, (cnps, pacer), turn, targeted, rates, rng,
                                          faults)
                 if sent is not None:
-                    c, packet, frame, hits, lost = sent
+                    c, packet, frame, hits, lost, ip_id = sent
                     ce = any(h["kind"] == "ecn_resp" for h in hits)
                     free["rev"] = t + self._wire_ns(frame)
                     arrive = free["rev"] + delay
-                    when = {"responder": t, "switch": t + delay // 2, "requester": arrive}[tap]
+                    when = (t if tap == "responder" else t + delay // 2 if tap == "switch"
+                            else arrive)
                     if tap != "requester" or not lost:
                         marked = ce and tap != "responder"
                         if marked:
-                            frame = self.framer.frame(packet, "rev", c.udp_sport, ce=True)
+                            frame = self.framer.frame(packet, "rev", c.udp_sport, ce=True,
+                                                      ip_id=ip_id)
                         heapq.heappush(taps, (when, seq, frame, hits,
-                                              (c, packet, marked, False)))
+                                              (c, packet, marked, False, t, 1)))
                         seq += 1
                     if not lost:
                         heapq.heappush(arrivals, (arrive, seq, "rev", c.k, packet, True, ce))
                         seq += 1
             # 2. the next moment something happens
             times = [arrivals[0][0]] if arrivals else []
-            if ready:
+            if ready and sending:
                 times.append(max(free["fwd"], t))
             if fwd_cnps:
                 times.append(max(free["fwd"], t, req_pacer.send_at(fwd_cnps[0][2])))
@@ -238,8 +281,8 @@ class Generation:
                 times.append(max(free["rev"], t))
             if cnps:
                 times.append(max(free["rev"], t, pacer.send_at(cnps[0][2])))
-            deadlines = [d for c in conns if (d := c.req.next_deadline()) is not None]
-            times += deadlines
+            if sending:
+                times += [d for c in conns if (d := c.req.next_deadline()) is not None]
             if not times:
                 break
             t = max(t, min(times))
@@ -264,19 +307,49 @@ class Generation:
                     ready.add(k)
             for c in conns:
                 d = c.req.next_deadline()
-                if d is not None and d <= t:
+                if d is not None and d <= t and sending:
                     self._note(c, c.req.timeout(t))
                     ready.add(c.k)
                 self._note(c, c.req.pop_events())
             while taps and taps[0][0] <= t:
-                written = yield from self._flush(taps, written)
+                if drained is not None:
+                    drained.append(drain(taps))
+                else:
+                    written = yield from self._flush(taps, written)
+        if drained is not None:
+            drained += [drain(taps) for _ in range(len(taps))]
+            assert rest is not None
+            rest.resume(handoff[0], written, handoff[1], [c.observed for c in conns], drained)
+            self.handed_over = written + 1
+            written = yield from self._batches(rest, written)
+            for c in conns:   # the rest is lossless: every request completes
+                c.completed = c.spec.iters
+            t = max(t, rest.done)
         while taps:
             written = yield from self._flush(taps, written)
         self._finish(conns, faults, written)
         return max(t, free["fwd"])
 
+    # --- handing the rest to the fast plan ----------------------------------------------------
+
+    def _rest(self) -> Any:
+        """The fast plan that can take over once the faults are over, or None."""
+        if not self.fast:
+            return None
+        from ibwire.gen.fast import plan
+
+        return plan(self, resumed=True)
+
+    @staticmethod
+    def _batches(plan: Any, written: int) -> Iterator[Batch]:
+        """The fast plan's batches; returns the records written after them."""
+        for batch in plan.batches():
+            yield batch
+            written += len(batch.when)
+        return written
+
     def _flush(self, taps: list, written: int) -> Iterator[tuple[int, bytes]]:
-        when, _, frame, hits, (c, packet, ce, bad) = heapq.heappop(taps)
+        when, _, frame, hits, (c, packet, ce, bad, *_) = heapq.heappop(taps)
         for entry in hits:
             entry["record"] = written + 1  # numbered from 1, as tshark's frame.number
         reth = packet.reth
@@ -287,7 +360,12 @@ class Generation:
         return written + 1
 
     def _wire_ns(self, frame: bytes) -> int:
-        return -(-self.framer.wire_bytes(frame) * 8 * 1000 // round(self.scenario.link.gbps * 1000))
+        """Time ``frame`` takes on the wire (by its length, remembered)."""
+        wire = self._wire.get(len(frame))
+        if wire is None:
+            wire = self._wire[len(frame)] = -(-self.framer.wire_bytes(frame) * 8 * 1000
+                                               // round(self.scenario.link.gbps * 1000))
+        return wire
 
     def _send_answer(self, t: int, conns: list[_Conn], paced: tuple[deque, CnpPacer],
                      turn: dict, targeted: dict, rates: dict, rng: random.Random, faults: list
@@ -298,8 +376,9 @@ class Generation:
             k, packet, due = cnps.popleft()
             pacer.sent(due, t)
             c = conns[k]
-            frame = self.framer.frame(packet, "rev", c.udp_sport, dscp=s.cnp_dscp)
-            return c, packet, frame, [], False
+            ip_id = self.next_ip_id("rev")
+            frame = self.framer.frame(packet, "rev", c.udp_sport, dscp=s.cnp_dscp, ip_id=ip_id)
+            return c, packet, frame, [], False, ip_id
         for i in range(len(conns)):
             c = conns[(turn["rev"] + i) % len(conns)]
             packet = c.resp.next_packet(t)
@@ -314,8 +393,9 @@ class Generation:
                 entry = c.rnr_faults.pop(packet.psn, None)
                 if entry is not None:
                     hits.append(entry)
-            frame = self.framer.frame(packet, "rev", c.udp_sport)
-            return c, packet, frame, hits, any(h["kind"] == "lose_ack" for h in hits)
+            ip_id = self.next_ip_id("rev")
+            frame = self.framer.frame(packet, "rev", c.udp_sport, ip_id=ip_id)
+            return c, packet, frame, hits, any(h["kind"] == "lose_ack" for h in hits), ip_id
         return None
 
     # --- faults and the manifest --------------------------------------------------------------
@@ -371,6 +451,9 @@ class Generation:
                 "start_psn": c.start_psn, "message_bytes": c.spec.size if c.spec.verb not in
                 ("fetch_add", "cmp_swap") else 8, "posted": c.spec.iters,
                 "completed": c.completed, "error": c.failed, "cm_packets": 0,
+                "model": {"resent_packets": dict(c.req.resent),
+                          "duplicate_requests": c.resp.duplicates,
+                          "duplicate_acks": c.resp.duplicate_acks},
                 **observed.result()})
         self.manifest = {
             "version": MANIFEST_VERSION, "seed": s.seed, "encapsulation": s.encapsulation,

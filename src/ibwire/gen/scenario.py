@@ -7,6 +7,7 @@ offset from that QP's starting PSN, or ask for a seeded fraction of packets (``r
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
@@ -23,6 +24,13 @@ TAPS = ("requester", "responder", "switch")
 #: request with an RNR NAK (``timer``); ecn: a request packet marked CE on its way;
 #: ecn_resp: a READ response marked CE on its way (the requester sends the CNP).
 FAULT_KINDS = ("drop", "corrupt", "lose_ack", "rnr", "ecn", "ecn_resp")
+#: How a stack marks its RoCEv2 packets (IP DSCP, ECN codepoint of unmarked packets, DSCP of
+#: CNPs). ``dcqcn`` (the default): a RoCE fabric with congestion control, as RoCE NICs are
+#: set up for it (ECT(0) so that switches can mark CE instead of dropping, DSCP 26 for the
+#: RoCE class, 48 for CNPs). ``rxe``: Linux soft-RoCE, which sets neither (Not-ECT, DSCP 0;
+#: seen on the rig) and has no congestion control: nothing can be marked.
+PROFILES = {"dcqcn": {"dscp": 26, "ecn": 2, "cnp_dscp": 48},
+            "rxe": {"dscp": 0, "ecn": 0, "cnp_dscp": 48}}
 
 
 class ScenarioError(IbwireError):
@@ -46,8 +54,8 @@ RESPONDER = Endpoint("02:00:00:00:00:02", "192.0.2.2", "fe80::2", 2)
 @dataclass(frozen=True)
 class QpSpec:
     """One connection: ``iters`` messages of ``verb`` and ``size`` bytes, requester to
-    responder. QPNs, the starting PSN and (XRC) the XRC SRQ number the requests name
-    default from the QP's position when None."""
+    responder. QPNs and (XRC) the XRC SRQ number the requests name default from the QP's
+    position when None, the starting PSN from the seed (:meth:`Scenario.start_psn`)."""
 
     verb: str = "write"
     size: int = 1024
@@ -113,8 +121,31 @@ class Scenario:
     start_ns: int = 0
 
     def start_psn(self, k: int) -> int:
+        """QP ``k``'s first PSN: ``QpSpec.start_psn``, else 24 random bits drawn from the
+        seed, as real stacks choose it (perftest: ``lrand48() & 0xffffff``; rdma_cm,
+        Linux ``cma.c``: ``get_random_u32() & 0xffffff``)."""
         spec = self.qps[k]
-        return spec.start_psn if spec.start_psn is not None else (0x1000 * (k + 1)) & PSN_MASK
+        if spec.start_psn is not None:
+            return spec.start_psn
+        return random.Random(f"ibwire gen {self.seed} start psn {k}").getrandbits(24)
+
+    def ip_id_start(self, direction: str) -> int:
+        """The first IPv4 ID the requester's host (``fwd``) or the responder's (``rev``)
+        sends: 16 random bits from the seed, as Linux starts each destination's counter
+        (``__ip_select_ident``, net/ipv4/route.c); every packet it sends takes the next."""
+        return random.Random(f"ibwire gen {self.seed} ip id {direction}").getrandbits(16)
+
+    def udp_sport(self, k: int) -> int:
+        """The UDP source port of QP ``k``'s packets, both ways: Linux's
+        ``rdma_get_udp_sport()`` (include/rdma/ib_verbs.h), which rxe uses when the QP is
+        connected (``rxe_qp.c``): the flow label of the two QPNs
+        (``rdma_calc_flow_label``) folded into 0xC000-0xFFFF."""
+        local, remote = self.qpns(k)
+        v = local * remote
+        v ^= v >> 20
+        v ^= v >> 40
+        label = v & 0xFFFFF
+        return 0xC000 | (label & 0x3FFF) ^ (label >> 14)
 
     def qpns(self, k: int) -> tuple[int, int]:
         spec = self.qps[k]
@@ -185,6 +216,12 @@ class Scenario:
                 raise ScenarioError(f"{name} must be 0..{top}, not {value}")
         if self.ecn == 3:
             raise ScenarioError("ecn 3 is CE, which only marking sets: use the ecn fault")
+        marks = sorted({f.kind for f in self.faults if f.kind in ("ecn", "ecn_resp")})
+        if self.ecn == 0 and marks and self.encapsulation.startswith("rocev2"):
+            raise ScenarioError(
+                f"{' and '.join(marks)}: packets sent Not-ECT (ecn 0, as the rxe profile "
+                f"sends them) are never marked CE: a router drops them instead (RFC 3168 "
+                f"section 5); send them ECN-capable (--ecn 2, the dcqcn profile) or use drop")
         if self.vlans and self.encapsulation.startswith("ib_"):
             raise ScenarioError(f"VLAN tags are Ethernet's: {self.encapsulation} has none")
         for vid, pcp in self.vlans:

@@ -1,5 +1,6 @@
-"""Generated conversations into capture files: pcap through the fast path's batches when it
-applies (the CM exchange around them), else frame by frame; pcapng frame by frame."""
+"""Generated conversations into capture files: pcap through the fast plan's batches where it
+makes them (a lossless conversation, or the rest of a faulted one once its faults are over),
+the other records (the CM exchange, what is simulated) one by one; pcapng frame by frame."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from ibwire.gen.cm import CmExchange
 from ibwire.gen.run import Generation
 from ibwire.gen.scenario import Scenario
 
@@ -46,49 +46,37 @@ def write_capture(path: str, scenario: Scenario, *, pcapng: bool | None = None,
     generation = Generation(scenario, fast=fast)
     linktype = generation.linktype
     count = 0
-    plan = None if pcapng else generation.plan()
-    if plan is not None:
-        cm = CmExchange(generation)
-        setup, start = cm.setup()
-        with PcapWriter(path, linktype, nanoseconds=True) as writer, \
-                ThreadPoolExecutor(1, thread_name_prefix="ibwire-gen-write") as disk:
-            for when, frame, _ in setup:
-                writer.write(frame, when)
-            count = len(setup)
-            plan.begin(start, count)
-            # One batch's bytes are laid out in the file's mapped pages (numpy's copies release
-            # the GIL) while the next batch is made; at most one batch is in flight, so memory
-            # stays bounded.
-            pending: Future[None] | None = None
-            for batch in plan.batches():
-                if pending is not None:
-                    pending.result()
-                pending = disk.submit(_put, writer, batch)
-                before, count = count, count + len(batch.when)
-                if on_progress is not None and before // PROGRESS_EVERY != count // PROGRESS_EVERY:
-                    on_progress(count)
-            if pending is not None:
-                pending.result()
-            teardown = cm.teardown(plan.done)
-            for when, frame, _ in teardown:
-                writer.write(frame, when)
-            count += len(teardown)
-        generation.manifest = plan.manifest(count)
-        cm.manifest(generation.manifest["qps"])
-    elif pcapng:
+    if pcapng:
         with PcapngWriter(path) as ng:
             for when, frame in generation:
                 ng.write(frame, when, linktype)
                 count += 1
                 if on_progress is not None and not count % PROGRESS_EVERY:
                     on_progress(count)
-    else:
-        with PcapWriter(path, linktype, nanoseconds=True) as writer:
-            for when, frame in generation:
-                writer.write(frame, when)
+        return generation.manifest
+    with PcapWriter(path, linktype, nanoseconds=True) as writer, \
+            ThreadPoolExecutor(1, thread_name_prefix="ibwire-gen-write") as disk:
+        # The fast plan's batches are laid out in the file's mapped pages (numpy's copies
+        # release the GIL) while the next batch is made; at most one batch is in flight,
+        # so memory stays bounded. Records in between are written after it.
+        pending: Future[None] | None = None
+        for piece in generation.pieces():
+            before = count
+            if isinstance(piece, tuple):
+                if pending is not None:
+                    pending.result()
+                    pending = None
+                writer.write(piece[1], piece[0])
                 count += 1
-                if on_progress is not None and not count % PROGRESS_EVERY:
-                    on_progress(count)
+            else:
+                if pending is not None:
+                    pending.result()
+                pending = disk.submit(_put, writer, piece)
+                count += len(piece.when)
+            if on_progress is not None and before // PROGRESS_EVERY != count // PROGRESS_EVERY:
+                on_progress(count)
+        if pending is not None:
+            pending.result()
     return generation.manifest
 
 

@@ -740,7 +740,9 @@ cdef class Rules:
             if self.has_nak and not self._in_flight(t):
                 self.find("retransmission_not_at_nak", [self.nak_record, record],
                           f"NAK named PSN {self.nak_e & PSN_MASK}, the resend started at "
-                          f"PSN {e & PSN_MASK}")
+                          f"PSN {e & PSN_MASK} {(t - self.nak_t) / 1e6:.3f} ms later, as "
+                          "after a timeout (the NAK lost past the capture point, or not "
+                          "acted on)")
                 self.has_nak = False
         self.span_lo = self.span_hi = e
         self.has_span = True

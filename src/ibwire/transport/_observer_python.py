@@ -281,7 +281,8 @@ class Rules:
             if nak is not None and not self.in_flight(t):
                 self.find("retransmission_not_at_nak", [nak[2], record],
                           f"NAK named PSN {nak[0] & PSN_MASK}, the resend started at "
-                          f"PSN {e & PSN_MASK}")
+                          f"PSN {e & PSN_MASK} {(t - nak[1]) / 1e6:.3f} ms later, as after "
+                          "a timeout (the NAK lost past the capture point, or not acted on)")
                 self.nak = None
         self.round_span = (e, e)
         if not new:

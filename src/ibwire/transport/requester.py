@@ -126,6 +126,10 @@ class Requester:
         self._read_retry_at: int | None = None
         self._failed = False
         self._events: list[Event] = []
+        self._cause = "timeout"     # what the requester last went back for
+        #: Request packets resent, by what the requester went back for: ``nak``,
+        #: ``timeout``, ``rnr``, ``read`` (see :class:`Retransmitting`).
+        self.resent = {"nak": 0, "timeout": 0, "rnr": 0, "read": 0}
 
     # --- state ------------------------------------------------------------------------------
 
@@ -161,6 +165,31 @@ class Requester:
     @property
     def failed(self) -> bool:
         return self._failed
+
+    @property
+    def reliable(self) -> bool:
+        """Whether requests are acknowledged (RC, XRC)."""
+        return self._reliable
+
+    @property
+    def rnr_waiting(self) -> bool:
+        """Whether an RNR NAK's wait is on (nothing is sent until it ends)."""
+        return self._rnr_until is not None
+
+    @property
+    def next_index(self) -> int:
+        """The PSN index (counted from ``start_psn``) of the next request packet to send,
+        a resend or a first transmission."""
+        return max(self._tx, self._una)
+
+    @property
+    def resending(self) -> bool:
+        """Whether the next request packet to send is a resend (a go-back-N round is on)."""
+        return self.next_index < self._high
+
+    def psn_of(self, index: int) -> int:
+        """The PSN of the ``index``-th PSN counted from ``start_psn``."""
+        return self._psn(index)
 
     def next_deadline(self) -> int | None:
         """When :meth:`timeout` must next be called, or None when no timer runs."""
@@ -204,6 +233,8 @@ class Requester:
             self._txpos += 1
             w = wqes[self._txpos]
         retransmission = self._tx < self._high
+        if retransmission:
+            self.resent[self._cause] += 1
         answered = w.wr.is_read or w.wr.is_atomic
         if answered and not retransmission and self._reliable:
             if self._rd_out >= self.config.max_rd_atomic:
@@ -357,6 +388,7 @@ class Requester:
             self._fail(self._psn(index), "retry_exceeded", now, events)
             return
         self._retry_left -= 1
+        self._cause = cause
         self._go_back(index, now)
         events.append(Retransmitting(self._psn(index), cause, now))
 
@@ -376,6 +408,7 @@ class Requester:
         events = self.pop_events()
         if self._rnr_until is not None and now_ns >= self._rnr_until:
             self._rnr_until = None
+            self._cause = "rnr"
             self._go_back(self._rnr_index, now_ns)
             events.append(Retransmitting(self._psn(self._rnr_index), "rnr", now_ns))
         if self._ack_deadline is not None and now_ns >= self._ack_deadline:

@@ -9,11 +9,13 @@ RC (IBA Vol. 1 9.7.5; the behaviour of Linux ``rxe_resp.c``):
 - A request with a later PSN is out of sequence: it is dropped and the first one of a gap
   draws a NAK "PSN sequence error" naming the expected PSN; no other NAK follows until the
   expected PSN arrives (one NAK outstanding). An RNR NAK counts as that NAK too.
-- A request with an earlier PSN is a duplicate: a SEND/WRITE packet with AckReq is ACKed
-  again with its own PSN, a READ is answered again from its PSN with the MSN it had, an
-  atomic gets its saved ATOMIC ACK (9.7.5.1.2). (Acking a duplicate with the latest accepted
-  PSN instead, as rxe does, would cover READs whose repeated responses are still queued
-  behind it, and the requester would take them for lost.)
+- A request with an earlier PSN is a duplicate: every duplicate SEND/WRITE packet, AckReq
+  or not, is ACKed with the latest PSN accepted (C9-105; Linux ``rxe_resp.c``
+  ``duplicate_request()`` acks ``ack_psn - 1``), so a requester that went back after a
+  timeout learns at once how far the responder got; but never past a READ or atomic after
+  the duplicate (its repeated answer comes later, and the requester would take it for
+  lost): then up to the PSN before it. A READ is answered again from its PSN with the MSN
+  it had, an atomic gets its saved ATOMIC ACK (9.7.5.1.2).
 - A packet with a bad ICRC is dropped silently, never NAKed (rxe drops it in ``rxe_rcv()``
   when ``rxe_icrc_check()`` fails, before the responder sees it).
 XRC (the TGT QP) answers as RC does, with the XRC answer opcodes.
@@ -99,6 +101,10 @@ class Responder:
         self._rnr: dict[int, int] = {}
         self._answers: deque[_Answer] = deque(maxlen=config.answers_kept)
         self._kinds = request_kinds()
+        #: Duplicate requests taken (Linux rxe's ``duplicate_request`` counter), and the
+        #: ACKs queued for the SEND/WRITE ones among them.
+        self.duplicates = 0
+        self.duplicate_acks = 0
 
     # --- faults ------------------------------------------------------------------------------
 
@@ -128,6 +134,11 @@ class Responder:
     @property
     def has_output(self) -> bool:
         return bool(self._out)
+
+    @property
+    def rnr_pending(self) -> bool:
+        """Whether an RNR NAK injected with :meth:`inject_rnr` is still to be sent."""
+        return bool(self._rnr)
 
     def _queue_ack(self, packet: Packet) -> None:
         out = self._out
@@ -230,6 +241,7 @@ class Responder:
 
     def _duplicate(self, packet: Packet, kind: RequestKind, now: int) -> list[Event]:
         psn = packet.psn
+        self.duplicates += 1
         if kind.family in ("read", "atomic"):
             answer = next((a for a in reversed(self._answers)
                            if psn_in_range(psn, a.first, a.npsn)), None)
@@ -241,9 +253,20 @@ class Responder:
                                                                answer.msn, packet.wr_id))
             elif answer.original is not None:
                 self._out.append(self.segmenter.atomic_ack(psn, answer.msn, answer.original))
-        elif packet.ackreq:
-            self._queue_ack(self.segmenter.ack(psn, self.msn))
+        else:
+            self.duplicate_acks += 1
+            self._queue_ack(self.segmenter.ack(self._duplicate_ack_psn(psn), self.msn))
         return [Duplicate(psn, now)]
+
+    def _duplicate_ack_psn(self, psn: int) -> int:
+        """The PSN the ACK of a duplicate SEND/WRITE packet ``psn`` names: the latest accepted,
+        or the one before the first READ/atomic remembered after ``psn``."""
+        latest = psn_add(self.expected_psn, -1)
+        after = [a.first for a in self._answers if psn_diff(a.first, psn) > 0
+                 and psn_diff(a.first, self.expected_psn) < 0]
+        if after:
+            return psn_add(min(after, key=lambda first: psn_diff(first, psn)), -1)
+        return latest
 
     def _receive_uc(self, packet: Packet, kind: RequestKind, now: int) -> list[Event]:
         if kind.position in ("first", "only"):

@@ -1,0 +1,157 @@
+"""The verdict's rules for faults on answers (a lost, delayed, duplicated or reordered ACK,
+NAK, READ response or atomic ACK) and on congestion notification (a CE mark and the CNP it
+draws, a forged CNP). Each returns the :class:`Check` es of one fault."""
+
+from __future__ import annotations
+
+from ibwire.analysis.verdict_frames import CaptureFrames, psn_delta
+from ibwire.analysis.verdict_manifest import Fault
+from ibwire.analysis.verdict_story import Check, Story, us
+from ibwire.transport.opkinds import ATOMIC, ATOMIC_ACK, KIND, READ, READ_RESP
+
+
+def _answer_kind(s: Story, fault: Fault) -> str:
+    """What the answer touched was: nak, rnr, read, atomic or ack (from its frame when the
+    capture holds it, else from the request its PSN answers)."""
+    i = s.ans.at(fault.record) if fault.record is not None else None
+    if i is not None:
+        if s.ans_nak[i]:
+            return "nak"
+        if s.ans_rnr[i]:
+            return "rnr"
+        kind = KIND[int(s.ans["opcode"][i])]
+        return "read" if kind == READ_RESP else "atomic" if kind == ATOMIC_ACK else "ack"
+    before = [j for j in range(len(s.req)) if psn_delta(int(s.req["psn"][j]), fault.psn) <= 0]
+    if before:
+        family = s.family(before[-1])
+        return "read" if family == READ else "atomic" if family == ATOMIC else "ack"
+    return "ack"
+
+
+def lost_answer(s: Story, fault: Fault) -> list[Check]:
+    """A lost (or, with ``delay``, late) answer at PSN p is covered by a later answer
+    (coalesced) or by a retry; a READ response or an atomic ACK only by a retry (their data
+    cannot be implied); a lost NAK only by the requester's timeout."""
+    if not s.reliable:
+        return [Check("answer-covered", "not-applicable", "UC and UD are never answered")]
+    p, at = fault.psn, s.place(fault)
+    what = _answer_kind(s, fault)
+    retry = next((j for j in range(s.req.after(at), len(s.req))
+                  if s.retx[j] and psn_delta(int(s.req["psn"][j]), p) <= 0), None)
+    skipped = s.first_retx(at)
+    cover = s.first_covering(p, at)
+    retry_rec = int(s.req["record"][retry]) if retry is not None else None
+    cover_rec = int(s.ans["record"][cover]) if cover is not None else None
+    if fault.kind == "delay" and fault.record is not None:
+        cover, cover_rec = s.ans.at(fault.record), fault.record
+    checks = []
+    if skipped is not None and (retry is None or skipped < retry) and (
+            cover_rec is None or int(s.req["record"][skipped]) < cover_rec) and what != "ack":
+        rec = int(s.req["record"][skipped])
+        checks.append(Check("answer-covered", "fail", f"the requester resent from PSN "
+                            f"{int(s.req['psn'][skipped])}, past PSN {p} whose {what} was "
+                            "lost", [rec]))
+    if what in ("read", "atomic", "nak"):
+        rule = {"read": "read-retry", "atomic": "atomic-retry", "nak": "nak-lost-retry"}[what]
+        if retry is None:
+            checks.append(Check(rule, "not-seen", f"no retry of PSN {p} after its lost "
+                                f"{what} before the capture ends"))
+            return checks
+        checks.append(Check(rule, "pass", f"the lost {what} of PSN {p} recovered by the "
+                            f"requester's retry from PSN {int(s.req['psn'][retry])}",
+                            [retry_rec]))
+        if what == "atomic":
+            checks.append(_replayed(s, fault, retry_rec))
+        return checks
+    if cover is None and retry is None:
+        checks.append(Check("answer-covered", "not-seen", f"no later answer covers PSN {p} "
+                            "and no retry before the capture ends"))
+    elif retry is None or (cover_rec is not None and cover_rec < retry_rec):
+        coalesced = int(s.ans["psn"][cover])
+        checks.append(Check("answer-covered", "pass", f"PSN {p} covered by the answer of PSN "
+                            f"{coalesced}" + (" (coalesced)" if coalesced != p else ""),
+                            [cover_rec]))
+    else:
+        checks.append(Check("answer-covered", "pass", f"PSN {p} covered by the requester's "
+                            f"retry from PSN {int(s.req['psn'][retry])}", [retry_rec]))
+    return checks
+
+
+def _replayed(s: Story, fault: Fault, retry: int) -> Check:
+    """After an atomic ACK was lost, the retried atomic gets the saved result again."""
+    kind = KIND[s.ans["opcode"]]
+    rows = [j for j in range(len(s.ans)) if kind[j] == ATOMIC_ACK
+            and int(s.ans["psn"][j]) == fault.psn]
+    lost = [j for j in rows if fault.record is not None and s.ans["record"][j] == fault.record]
+    again = [j for j in rows if s.ans["record"][j] > retry]
+    if not again:
+        return Check("dup-atomic", "not-seen", f"no ATOMIC ACK of PSN {fault.psn} after the "
+                     "retry before the capture ends", [retry])
+    records = [retry, int(s.ans["record"][again[0]])]
+    if lost and s.ans["original"][lost[0]] != s.ans["original"][again[0]]:
+        return Check("dup-atomic", "fail", f"the atomic at PSN {fault.psn} executed twice: "
+                     f"original value {int(s.ans['original'][lost[0]]):#x}, then "
+                     f"{int(s.ans['original'][again[0]]):#x}", records)
+    same = " (the same original value)" if lost else ""
+    return Check("dup-atomic", "pass", f"the saved result replayed{same}", records)
+
+
+def stale_answer(s: Story, fault: Fault) -> list[Check]:
+    """A duplicated or reordered (stale) answer is ignored: the requester resends none of
+    the PSNs an earlier answer had already acknowledged."""
+    at = s.place(fault)
+    acked = [j for j in range(len(s.ans)) if int(s.ans["record"][j]) < at
+             and not s.ans_nak[j] and not s.ans_rnr[j]]
+    if not acked:
+        return [Check("stale-answer", "not-applicable", "nothing was acknowledged before it")]
+    top = max((int(s.ans["psn"][j]) for j in acked),
+              key=lambda x: psn_delta(x, int(s.ans["psn"][acked[0]])))
+    nxt = s.ans.after(at)
+    until = int(s.ans["record"][nxt]) if nxt < len(s.ans) else None
+    for j in range(s.req.after(at), len(s.req)):
+        rec = int(s.req["record"][j])
+        if until is not None and rec > until:
+            break
+        if s.retx[j] and psn_delta(int(s.req["psn"][j]), top) <= 0:
+            return [Check("stale-answer", "fail", f"after the stale answer the requester "
+                          f"resent PSN {int(s.req['psn'][j])}, already acknowledged up to "
+                          f"PSN {top}", [at, rec])]
+    return [Check("stale-answer", "pass", "ignored: nothing acknowledged was resent", [at])]
+
+
+def cnp_drawn(s: Story, fault: Fault, frames: CaptureFrames, interval_ns: int) -> list[Check]:
+    """A CE-marked packet draws a CNP to its sender's QP from the notification point, unless
+    one went out within the pacing interval; an endpoint that never sends a CNP does not
+    implement congestion notification."""
+    ecn = fault.kind == "ecn"
+    np_end = s.qp.responder if ecn else s.qp.requester
+    cnps = s.frames.cnps_to_requester if ecn else s.frames.cnps_to_responder
+    at = s.place(fault)
+    rows = s.req if ecn else s.ans
+    i = rows.at(at) if fault.record is not None else None
+    if i is not None and int(rows["ecn"][i]) < 0:
+        return [Check("cnp", "not-applicable", "ECN marks are RoCEv2's (IP): this frame has "
+                      "no ECN field")]
+    who = "responder" if ecn else "requester"
+    if not frames.sends_cnps(np_end):
+        return [Check("cnp", "not-implemented", f"the {who} sends no CNP in the whole capture: "
+                      "it does not implement congestion notification (DCQCN)")]
+    t = int(rows["t"][i]) if i is not None else None
+    j = cnps.after(at)
+    if j < len(cnps):
+        rec = int(cnps["record"][j])
+        delay = int(cnps["t"][j]) - t if t is not None else None
+        return [Check("cnp", "pass", f"the {who} sent a CNP" + (
+            f" {us(delay)} after the marked packet" if delay is not None else ""),
+            [at, rec], {"cnp_delay_ns": delay} if delay is not None else {})]
+    if t is not None and j > 0 and t - int(cnps["t"][j - 1]) <= interval_ns:
+        rec = int(cnps["record"][j - 1])
+        return [Check("cnp", "pass", f"paced: a CNP went out {us(t - int(cnps['t'][j - 1]))} "
+                      f"before (pacing interval {us(interval_ns)})", [rec, at])]
+    return [Check("cnp", "fail", f"no CNP after the CE-marked packet though the {who} sends "
+                  "CNPs", [at])]
+
+
+def forged_cnp(s: Story, fault: Fault) -> list[Check]:
+    return [Check("cnp-reaction", "not-applicable", "a CNP asks the sender to slow down "
+                  "(DCQCN); the rate it then keeps is not a protocol exchange to judge")]

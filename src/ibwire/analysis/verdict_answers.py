@@ -36,6 +36,16 @@ def lost_answer(s: Story, fault: Fault) -> list[Check]:
         return [Check("answer-covered", "not-applicable", "UC and UD are never answered")]
     p, at = fault.psn, s.place(fault)
     what = _answer_kind(s, fault)
+    lost = {f.record for f in s.manifest.faults if f.qp == fault.qp and f.record is not None
+            and f.direction == "answer" and f.kind in ("lose_ack", "drop", "corrupt")}
+    had = [j for j in range(s.ans.after(at - 1)) if int(s.ans["psn"][j]) == p
+           and int(s.ans["record"][j]) not in lost and int(s.ans["record"][j]) < at
+           and not s.ans_nak[j] and not s.ans_rnr[j]]
+    if had and what != "nak":
+        rec = int(s.ans["record"][had[0]])
+        return [Check("answer-covered", "pass", f"nothing to recover: the {what} of PSN {p} "
+                      f"had reached the requester before (record {rec}); this was a repeat",
+                      [rec])]
     retry = next((j for j in range(s.req.after(at), len(s.req))
                   if s.retx[j] and psn_delta(int(s.req["psn"][j]), p) <= 0), None)
     skipped = s.first_retx(at)
@@ -53,6 +63,15 @@ def lost_answer(s: Story, fault: Fault) -> list[Check]:
                             "lost", [rec]))
     if what in ("read", "atomic", "nak"):
         rule = {"read": "read-retry", "atomic": "atomic-retry", "nak": "nak-lost-retry"}[what]
+        again = next((j for j in range(s.ans.after(at), len(s.ans))
+                      if int(s.ans["psn"][j]) == p and int(s.ans["record"][j]) not in lost
+                      and not s.ans_nak[j] and not s.ans_rnr[j]), None)
+        if what != "nak" and again is not None and (
+                retry is None or int(s.ans["record"][again]) < retry_rec):
+            rec = int(s.ans["record"][again])
+            checks.append(Check(rule, "pass", f"the {what} of PSN {p} came again (record "
+                                f"{rec}), for a request resent before the loss", [rec]))
+            return checks
         if retry is None:
             checks.append(Check(rule, "not-seen", f"no retry of PSN {p} after its lost "
                                 f"{what} before the capture ends"))
@@ -132,6 +151,12 @@ def cnp_drawn(s: Story, fault: Fault, frames: CaptureFrames, interval_ns: int) -
     if i is not None and int(rows["ecn"][i]) < 0:
         return [Check("cnp", "not-applicable", "ECN marks are RoCEv2's (IP): this frame has "
                       "no ECN field")]
+    gone = [f for f in s.manifest.faults if f.qp == fault.qp and f.psn == fault.psn
+            and f.kind in ("drop", "corrupt", "lose_ack") and f.record == fault.record
+            and (f.direction == "request") == ecn]
+    if gone:
+        return [Check("cnp", "not-applicable", f"the marked packet never reached the "
+                      f"notification point ({gone[0].kind}, fault {gone[0].number})")]
     who = "responder" if ecn else "requester"
     if not frames.sends_cnps(np_end):
         return [Check("cnp", "not-implemented", f"the {who} sends no CNP in the whole capture: "

@@ -9,7 +9,9 @@ It is the manifest ``ibwire gen --manifest`` writes (:mod:`ibwire.gen.run`), and
   ``switch``.
 - ``qps``: a list, one object per queue pair, numbered from 0 by its position:
   ``requester`` and ``responder`` each ``{"address": IP, GID or LID, "qpn": N}`` (the
-  address may be null: any), ``transport`` (RC, UC, UD, XRC; default RC).
+  address may be null: any), ``transport`` (RC, UC, UD, XRC; default RC), ``mtu`` (the
+  path MTU, which sizes a READ's response PSNs; default: learnt from the capture),
+  ``start_psn`` (the first PSN the responder expects; default: the first request's).
 - ``faults``: a list of objects: ``kind`` (:data:`KINDS`), ``qp`` (position in ``qps``),
   ``psn`` (the absolute PSN of the packet touched), ``record`` (the touched frame's record
   number in the capture, from 1; null when the capture does not hold it), and per kind
@@ -62,6 +64,8 @@ class Qp:
     requester: End
     responder: End
     transport: str
+    mtu: int | None = None
+    start_psn: int | None = None
 
 
 @dataclass(frozen=True)
@@ -134,8 +138,12 @@ def parse_manifest(data: Any) -> Manifest:
         transport = entry.get("transport", "RC")
         if transport not in ("RC", "UC", "UD", "XRC"):
             raise ManifestError(f"{where}.transport {transport!r} is not RC, UC, UD or XRC")
+        mtu = _int(entry, "mtu", where, optional=True)
+        if mtu is not None and mtu not in (256, 512, 1024, 2048, 4096):
+            raise ManifestError(f"{where}.mtu {mtu} is not a path MTU (256 .. 4096)")
         qps.append(Qp(k, _end(entry.get("requester"), f"{where}.requester"),
-                      _end(entry.get("responder"), f"{where}.responder"), transport))
+                      _end(entry.get("responder"), f"{where}.responder"), transport, mtu,
+                      _int(entry, "start_psn", where, optional=True, top=PSN_MASK)))
     faults = []
     for n, entry in enumerate(raw_faults, 1):
         where = f"faults[{n - 1}]"

@@ -20,18 +20,17 @@ def lost_request(s: Story, fault: Fault, *, arrives: bool = False) -> list[Check
     if not s.reliable:
         return [Check("nak-once", *UNRELIABLE)]
     p, at = fault.psn, s.place(fault)
-    resend_p = next((j for j in range(s.req.after(at), len(s.req))
-                     if s.retx[j] and int(s.req["psn"][j]) == p), None)
-    resend_rec = int(s.req["record"][resend_p]) if resend_p is not None else None
     again = [f.record for f in s.manifest.faults if f.qp == fault.qp and f.psn == p
              and f.record is not None and f.record > at and f.kind in ("drop", "corrupt")]
     end = min(again) if again else None
+    resend = next((j for j in range(s.req.after(at), len(s.req))
+                   if s.retx[j] and int(s.req["psn"][j]) == p), None)
+    resend_rec = int(s.req["record"][resend]) if resend is not None else None
     cover = s.first_covering(p, at)
     if cover is not None and end is not None and s.ans["record"][cover] > end:
         cover = None
-    checks = [_nak_once(s, fault, at, p, resend_rec, end)]
-    naks = checks[0].measured.get("naks", [])
-    checks.append(_resend(s, at, p, naks, cover, arrives))
+    nak, received = _nak_once(s, fault, at, cover, end)
+    checks = [nak, _resend(s, at, p, received, cover, arrives)]
     if not arrives:
         checks.append(_not_accepted(s, fault, at, p, cover, resend_rec))
     if cover is None:
@@ -43,78 +42,68 @@ def lost_request(s: Story, fault: Fault, *, arrives: bool = False) -> list[Check
     return checks
 
 
-def _earlier_gap(s: Story, fault: Fault, at: int) -> Fault | None:
-    """An earlier lost PSN of the same QP still unrecovered at ``at``: the responder then
-    expects that one, and NAKs it, not ``fault``'s."""
-    for other in s.manifest.faults:
-        if (other is fault or other.qp != fault.qp or other.direction != "request"
-                or other.kind not in ("drop", "corrupt", "reorder", "delay")):
-            continue
-        if psn_delta(other.psn, fault.psn) >= 0:
-            continue
-        there = s.place(other)
-        cover = s.first_covering(other.psn, there)
-        if there <= at and (cover is None or int(s.ans["record"][cover]) > at):
-            return other
-    return None
-
-
-def _nak_once(s: Story, fault: Fault, at: int, p: int, resend: int | None,
-              end: int | None) -> Check:
-    until = min(x for x in (resend, end) if x is not None) if (resend or end) else None
-    later = s.first_later_request(at, p, until)
+def _nak_once(s: Story, fault: Fault, at: int, cover: int | None, end: int | None
+              ) -> tuple[Check, list[int]]:
+    """The check, and the records of the NAKs of p that reached the requester."""
+    p = fault.psn
     stop = end
-    mask = s.ans_seq & (s.ans["psn"] == p)
-    cover = s.first_covering(p, at)
     if cover is not None:
         stop = min(stop or s.records + 1, int(s.ans["record"][cover]))
-    naks = s.ans_rows(mask, at, stop)
-    lost_naks = [f for f in s.manifest.faults if f.qp == fault.qp and f.psn == p
-                 and f.kind in ("lose_ack", "drop") and f.direction == "answer"
-                 and (f.record is None or s.ans.at(f.record) is None)]
-    records = [int(s.ans["record"][j]) for j in naks]
-    seen = len(records) + len(lost_naks)
-    measured = {"naks": records}
-    earlier = _earlier_gap(s, fault, at)
-    if earlier is not None:
-        return Check("nak-once", "pass" if not records else "fail",
-                     f"no NAK of PSN {p} due: the responder still expects PSN "
-                     f"{earlier.psn} (fault {earlier.number})" + (
-                         f", yet it NAKed PSN {p}" if records else ""), records, measured)
-    if later is None:
+    naks = [int(s.ans["record"][j]) for j in s.ans_rows(s.ans_seq & (s.ans["psn"] == p), at,
+                                                         stop)]
+    lost = [f for f in s.manifest.faults if f.qp == fault.qp and f.psn == p
+            and f.direction == "answer" and f.kind in ("lose_ack", "drop", "corrupt")]
+    lost_records = {f.record for f in lost if f.record is not None}
+    unseen = [f for f in lost if f.record is None or s.ans.at(f.record) is None]
+    received = [r for r in naks if r not in lost_records]
+    # a lost answer of p the capture does not hold may be the NAK, when none is captured;
+    # at most one can be (one NAK outstanding), the others are the ACKs after the resend
+    unseen = [] if naks else unseen[:1]
+    seen = len(naks) + len(unseen)
+    gap = s.gap_found(p, at - 0.25)
+    if gap is None:
         return Check("nak-once", "pass" if seen <= 1 else "fail",
-                     f"no NAK due: no later request reached the responder before PSN {p} "
-                     f"was resent" + (f"; {seen} NAKs of it" if seen else ""),
-                     records, measured)
-    later_rec = int(s.req["record"][later])
-    early = [r for r in records if r < later_rec]
+                     f"no NAK of PSN {p} due: no request found it missing (an earlier PSN "
+                     "was still expected, or nothing later came before it)" +
+                     (f"; {seen} NAKs of it" if seen else ""), naks), received
+    found = int(s.req["record"][gap])
+    early = [r for r in naks if r < found]
     if early:
         return Check("nak-once", "fail", f"the responder NAKed PSN {p} before any later "
-                     f"request reached it (it answered the lost packet itself)",
-                     [later_rec, *early], measured)
+                     "request reached it (it answered the lost packet itself)",
+                     [found, *early]), received
     if seen == 1:
-        how = (f"NAK at record {records[0]}" if records
-               else f"its NAK lost (fault {lost_naks[0].number})")
-        return Check("nak-once", "pass", f"one PSN sequence error NAK of PSN {p} after the "
-                     f"later request at record {later_rec}: {how}", [later_rec, *records],
-                     measured)
+        how = (f"NAK at record {naks[0]}" if naks else
+               f"its NAK lost (fault {unseen[0].number})")
+        how += " (lost on its way)" if naks and naks[0] in lost_records else ""
+        return Check("nak-once", "pass", f"one PSN sequence error NAK of PSN {p} after "
+                     f"the request at record {found} found it missing: {how}",
+                     [found, *naks]), received
     if seen == 0:
-        if resend is None and cover is None and s.ans.after(later_rec) >= len(s.ans):
-            return Check("nak-once", "not-seen", f"no answer after the later request at "
-                         f"record {later_rec} before the capture ends", [later_rec], measured)
+        if cover is None and s.ans.after(found) >= len(s.ans):
+            return Check("nak-once", "not-seen", f"no answer after the request at record "
+                         f"{found} found PSN {p} missing, before the capture ends",
+                         [found]), received
         return Check("nak-once", "fail", f"the responder never NAKed PSN {p} (PSN sequence "
-                     f"error) though the later request at record {later_rec} reached it",
-                     [later_rec], measured)
+                     f"error) though the request at record {found} found it missing",
+                     [found]), received
     return Check("nak-once", "fail", f"the responder NAKed PSN {p} {seen} times before it "
-                 f"arrived", [later_rec, *records], measured)
+                 "arrived", [found, *naks]), received
 
 
 def _resend(s: Story, at: int, p: int, naks: list[int], cover: int | None,
             arrives: bool) -> Check:
-    """After the NAK the requester resends from p; without one, from p or before it when
-    its local ACK timer fires."""
+    """After the NAK (one that reached the requester) the requester resends from p, or
+    from an earlier READ or atomic whose answers are missing; without one, from p or
+    before it when its local ACK timer fires."""
     start = naks[0] if naks else at
     j = s.first_retx(start)
+    if not naks:     # p resent in a round already under way (begun by an earlier loss)
+        own = next((k for k in range(s.req.after(at), len(s.req))
+                    if s.retx[k] and int(s.req["psn"][k]) == p), None)
+        if own is not None and (j is None or own < j):
+            return Check("resend", "pass", f"PSN {p} resent in a round of retransmissions "
+                         "already under way", [int(s.req["record"][own])])
     cover_rec = int(s.ans["record"][cover]) if cover is not None else None
     if j is None or (arrives and cover_rec is not None and cover_rec < s.req["record"][j]):
         if arrives and cover_rec is not None:
@@ -124,10 +113,11 @@ def _resend(s: Story, at: int, p: int, naks: list[int], cover: int | None,
                      f"{start} before the capture ends")
     rec, psn = int(s.req["record"][j]), int(s.req["psn"][j])
     if naks:
-        ok = psn == p
+        ok = psn == p or (psn_delta(psn, p) < 0 and s.family(j) in (READ, ATOMIC))
         return Check("resend", "pass" if ok else "fail",
                      f"after the NAK the requester resent from PSN {psn}" +
-                     ("" if ok else f", not from the PSN {p} the NAK names"), [naks[0], rec])
+                     ("" if psn == p else " (a READ or atomic still unanswered)" if ok
+                      else f", not from the PSN {p} the NAK names"), [naks[0], rec])
     before = s.last_frame_before(rec)
     gap = int(s.req["t"][j]) - before if before is not None else None
     measured = {"idle_ns": gap} if gap is not None else {}
@@ -135,8 +125,8 @@ def _resend(s: Story, at: int, p: int, naks: list[int], cover: int | None,
         return Check("resend", "fail", f"the requester resent from PSN {psn}, past the lost "
                      f"PSN {p}", [rec], measured)
     wait = f" after {us(gap)} without a frame (its timeout)" if gap is not None else ""
-    return Check("resend", "pass", f"no NAK: the requester resent from PSN {psn}{wait}",
-                 [rec], measured)
+    return Check("resend", "pass", f"no NAK reached the requester: it resent from PSN "
+                 f"{psn}{wait}", [rec], measured)
 
 
 def _not_accepted(s: Story, fault: Fault, at: int, p: int, cover: int | None,

@@ -24,6 +24,8 @@ OUTCOMES = ("fail", "not-seen", "not-implemented", "pass", "not-applicable")
 #: AETH syndromes (IBA 9.7.5.2.2, Table 44): the top three bits, and a PSN sequence error.
 SYN_ACK, SYN_RNR, SYN_NAK = 0, 1, 3
 NAK_PSN_SEQUENCE = 0x60
+#: What became of a request at the responder (:meth:`Story._walk`).
+ACCEPTED, AHEAD, BEHIND, LOST = range(4)
 
 
 @dataclass
@@ -56,24 +58,118 @@ class Story:
         self.manifest = manifest
         self.records = records
         self.reliable = qp.transport in ("RC", "XRC")
+        faults = [f for f in manifest.faults if f.qp == qp.index]
+        #: Records of requests that never reached the responder (dropped, bad ICRC).
+        self.lost = {f.record for f in faults if f.record is not None
+                     and f.direction == "request" and f.kind in ("drop", "corrupt")}
+        # a lost request the capture does not hold: its first sighting is a resend
+        unseen = {f.psn for f in faults if f.record is None and f.direction == "request"
+                  and f.kind in ("drop", "corrupt")}
         psn = self.req["psn"]
         retx = np.zeros(len(psn), bool)
-        if len(psn):
-            top = int(psn[0])
-            for i in range(1, len(psn)):      # the running PSN maximum, in 24-bit order
-                if psn_delta(int(psn[i]), top) <= 0:
-                    retx[i] = True
-                else:
-                    top = int(psn[i])
+        top = None
+        for i in range(len(psn)):      # the running PSN maximum, in 24-bit order
+            x = int(psn[i])
+            if x in unseen:
+                unseen.discard(x)
+                retx[i] = True
+            elif top is not None and psn_delta(x, top) <= 0:
+                retx[i] = True
+            if top is None or psn_delta(x, top) > 0:
+                top = x
         self.retx = retx
+        #: A retransmission that starts a round: the requester going back (go-back-N), not
+        #: the next packet of a round under way.
+        back = np.ones(len(psn), bool)
+        if len(psn) > 1:
+            back[1:] = psn_delta(psn[1:], psn[:-1]) <= 0
+        self.round = retx & (back | ~np.concatenate(([False], retx[:-1])))
+        self._walk(faults)
         syn = self.ans["syndrome"] >> 5
         nak_opcode = KIND[self.ans["opcode"]] != READ_RESP
         self.ans_nak = nak_opcode & (syn == SYN_NAK)
         self.ans_rnr = nak_opcode & (syn == SYN_RNR)
         self.ans_seq = self.ans_nak & (self.ans["syndrome"] == NAK_PSN_SEQUENCE)
-        self.lost = {f.record for f in manifest.faults
-                     if f.qp == qp.index and f.record is not None
-                     and f.kind in ("drop", "corrupt")}
+
+    # --- the responder's expected PSN ---------------------------------------------------
+
+    def _span(self, i: int) -> int:
+        """PSNs request ``i`` takes: a READ one per response packet (IBA 9.7.4.1.4)."""
+        if self.family(i) != READ:
+            return 1
+        dmalen = int(self.req["dmalen"][i])
+        if self.qp.mtu:
+            return max(1, -(-dmalen // self.qp.mtu))
+        p = int(self.req["psn"][i])
+        later = psn_delta(self.req["psn"], p)
+        ahead = later[(later > 0) & ~self.retx]
+        if len(ahead):
+            return int(ahead.min())
+        resp = psn_delta(self.ans["psn"][KIND[self.ans["opcode"]] == READ_RESP], p)
+        resp = resp[(resp >= 0) & (resp < 1 << 16)]
+        return int(resp.max()) + 1 if len(resp) else 1
+
+    def _walk(self, faults: list[Fault]) -> None:
+        """Replay the requests in the order they reached the responder (the capture's, but
+        for the reordered and delayed ones) through its PSN check (IBA 9.7.5.1.1; Linux
+        rxe_resp.c check_psn()): ``arrival`` the order, ``status`` each one's fate
+        (:data:`ACCEPTED`, :data:`AHEAD` of the expected PSN, :data:`BEHIND` it: a
+        duplicate, :data:`LOST`), ``expected`` the PSN expected when it came."""
+        n = len(self.req)
+        key = self.req["record"].astype(float)
+        for f in faults:
+            if f.direction != "request" or f.kind not in ("reorder", "delay") or f.record is None:
+                continue
+            i = self.req.at(f.record)
+            if i is None:
+                continue
+            if f.kind == "reorder" and f.swapped_with is not None:
+                key[i] = max(float(f.swapped_with), key[i]) + 0.5
+            elif f.kind == "delay" and f.delay_ns is not None:
+                t = self.req["t"][i] + f.delay_ns
+                before = np.flatnonzero(self.req["t"] < t)
+                key[i] = float(self.req["record"][before[-1]]) + 0.5
+        self.arrival = np.argsort(key, kind="stable")
+        self.arrival_key = key
+        self.status = np.full(n, ACCEPTED, np.int8)
+        self.expected = np.zeros(n, np.int64)
+        expected = self.qp.start_psn
+        if expected is None and n:
+            expected = int(self.req["psn"][0])
+            for f in faults:     # a lost first request the capture does not hold
+                if f.record is None and f.direction == "request" and psn_delta(
+                        f.psn, expected) < 0 and f.kind in ("drop", "corrupt"):
+                    expected = f.psn
+        for i in self.arrival.tolist():
+            if int(self.req["record"][i]) in self.lost or int(self.req["icrc_ok"][i]) == 0:
+                self.status[i] = LOST
+                continue
+            x = int(self.req["psn"][i])
+            self.expected[i] = expected
+            d = psn_delta(x, expected)
+            if d > 0:
+                self.status[i] = AHEAD
+            elif d < 0:
+                self.status[i] = BEHIND
+            else:
+                expected = (expected + self._span(i)) & 0xFFFFFF
+
+    def gap_found(self, p: int, after: float) -> int | None:
+        """The first request (arriving after ``after``) that found PSN ``p`` missing: ahead
+        of the responder's expected PSN while it expected ``p``."""
+        for i in self.arrival.tolist():
+            if (self.arrival_key[i] > after and self.status[i] == AHEAD
+                    and int(self.expected[i]) == p):
+                return i
+        return None
+
+    def arrived(self, p: int, after: float) -> int | None:
+        """The request that brought PSN ``p`` in sequence (arriving after ``after``)."""
+        for i in self.arrival.tolist():
+            if (self.arrival_key[i] > after and self.status[i] == ACCEPTED
+                    and int(self.req["psn"][i]) == p):
+                return i
+        return None
 
     # --- requests -----------------------------------------------------------------------
 
@@ -86,26 +182,14 @@ class Story:
         return int(hit[0]) if len(hit) else None
 
     def first_retx(self, after: int, until: int | None = None) -> int | None:
-        """The first retransmitted request after record ``after`` (before ``until``)."""
+        """The first request after record ``after`` (before ``until``) that starts a round
+        of retransmissions."""
         i = self.req.after(after)
-        hit = np.flatnonzero(self.retx[i:])
+        hit = np.flatnonzero(self.round[i:])
         if not len(hit):
             return None
         j = i + int(hit[0])
         return j if until is None or self.req["record"][j] < until else None
-
-    def first_later_request(self, after: int, psn: int, until: int | None) -> int | None:
-        """The first request after record ``after`` (and before ``until``) with a PSN past
-        ``psn`` that was not itself lost (a drop or corrupt fault of the manifest)."""
-        for j in range(self.req.after(after), len(self.req)):
-            record = int(self.req["record"][j])
-            if until is not None and record >= until:
-                return None
-            if record in self.lost or int(self.req["icrc_ok"][j]) == 0:
-                continue
-            if psn_delta(int(self.req["psn"][j]), psn) > 0:
-                return j
-        return None
 
     def message_end_psns(self) -> np.ndarray:
         """PSNs of the requests that end a message (LAST, ONLY, READ, atomic), once each."""
@@ -136,14 +220,20 @@ class Story:
     # --- positions ----------------------------------------------------------------------
 
     def place(self, fault: Fault) -> int:
-        """The record the fault happened at: its own, or (not captured) the record before
-        the first frame its PSN is missing from."""
+        """The record the fault happened at: its own, or (not captured) for a request the
+        record before the first frame its PSN is missing from, for an answer the record of
+        the request it answers."""
         if fault.record is not None:
             return fault.record
         if fault.direction == "request":
             rows = self.req
-            later = np.flatnonzero((psn_delta(rows["psn"], fault.psn) > 0) & ~self.retx)
-        else:
+            d = psn_delta(rows["psn"], fault.psn)
+            later = np.flatnonzero(((d > 0) & ~self.retx) | (d == 0))
+        else:   # an answer is sent after the request it answers: place it there
+            d = psn_delta(self.req["psn"], fault.psn)
+            asked = np.flatnonzero((d <= 0) & (d > -(1 << 16)) & ~self.retx)
+            if len(asked):
+                return int(self.req["record"][asked[np.argmax(d[asked])]])
             rows = self.ans
             later = np.flatnonzero(psn_delta(rows["psn"], fault.psn) >= 0)
         if len(later):

@@ -21,7 +21,8 @@ def lost_request(s: Story, fault: Fault, *, arrives: bool = False) -> list[Check
         return [Check("nak-once", *UNRELIABLE)]
     p, at = fault.psn, s.place(fault)
     again = [f.record for f in s.manifest.faults if f.qp == fault.qp and f.psn == p
-             and f.record is not None and f.record > at and f.kind in ("drop", "corrupt")]
+             and f.record is not None and f.record > at and f.kind in ("drop", "corrupt")
+             and f.direction == "request"]
     end = min(again) if again else None
     resend = next((j for j in range(s.req.after(at), len(s.req))
                    if s.retx[j] and int(s.req["psn"][j]) == p), None)

@@ -44,7 +44,8 @@ def worst(checks: list[Check]) -> str:
 
 
 def us(ns: int | float) -> str:
-    return f"{ns / 1000:.1f} us"
+    """A duration for people: in microseconds, or milliseconds from 10 ms on."""
+    return f"{ns / 1e6:.1f} ms" if abs(ns) >= 10_000_000 else f"{ns / 1000:.1f} us"
 
 
 class Story:

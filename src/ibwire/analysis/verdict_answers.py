@@ -148,9 +148,9 @@ def cnp_drawn(s: Story, fault: Fault, frames: CaptureFrames, interval_ns: int) -
     at = s.place(fault)
     rows = s.req if ecn else s.ans
     i = rows.at(at) if fault.record is not None else None
-    if i is not None and int(rows["ecn"][i]) < 0:
-        return [Check("cnp", "not-applicable", "ECN marks are RoCEv2's (IP): this frame has "
-                      "no ECN field")]
+    if i is not None and not rows["rocev2"][i]:
+        return [Check("cnp", "not-applicable", "ECN marks and CNPs are RoCEv2's (IBA Annex "
+                      "A17): this frame is not RoCEv2")]
     gone = [f for f in s.manifest.faults if f.qp == fault.qp and f.psn == fault.psn
             and f.kind in ("drop", "corrupt", "lose_ack") and f.record == fault.record
             and (f.direction == "request") == ecn]

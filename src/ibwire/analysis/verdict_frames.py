@@ -20,6 +20,7 @@ import numpy as np
 from ibwire.analysis.addresses import FIELDS as ADDRESS_FIELDS
 from ibwire.analysis.addresses import LID_TAG, MAPPED, row_addresses
 from ibwire.analysis.verdict_manifest import End, Manifest, ManifestError
+from ibwire.crc._common import KIND_NAMES
 from ibwire.pcap.source import Source
 from ibwire.transport.opkinds import ACK, ATOMIC_ACK, CNP, KIND, READ_RESP, REQUEST
 
@@ -30,7 +31,10 @@ FIELDS = ("bth.opcode", "bth.destqp", "bth.psn", "bth.a", "aeth.syndrome", "aeth
           "atomicacketh.origremdt", "reth.dmalen", *ADDRESS_FIELDS)
 #: The columns each kind of frame keeps, in this order.
 COLUMNS = ("record", "t", "opcode", "psn", "ackreq", "syndrome", "msn", "original", "dmalen",
-           "ecn", "icrc_ok")
+           "ecn", "icrc_ok", "rocev2")
+#: The scanner's encapsulation codes of RoCEv2 (``ibwire.crc.KIND_NAMES``): ECN and CNPs
+#: are RoCEv2's (IBA Annex A17).
+ROCEV2 = tuple(KIND_NAMES.index(name) for name in ("rocev2_ipv4", "rocev2_ipv6"))
 PSN_HALF = 1 << 23
 
 
@@ -177,7 +181,8 @@ def _columns(cols: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndar
             "original": cols["atomicacketh.origremdt"][rows].astype(np.uint64),
             "dmalen": cols["reth.dmalen"][rows].astype(np.int64),
             "ecn": cols["ecn"][rows].astype(np.int64),
-            "icrc_ok": cols["icrc_ok"][rows].astype(np.int64)}
+            "icrc_ok": cols["icrc_ok"][rows].astype(np.int64),
+            "rocev2": np.isin(cols["encapsulation"][rows], ROCEV2).astype(np.int64)}
 
 
 def _join(parts: list[dict[str, np.ndarray]]) -> Rows:

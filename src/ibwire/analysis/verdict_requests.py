@@ -47,11 +47,14 @@ def _nak_once(s: Story, fault: Fault, at: int, cover: int | None, end: int | Non
               ) -> tuple[Check, list[int]]:
     """The check, and the records of the NAKs of p that reached the requester."""
     p = fault.psn
+    # a reordered request was overtaken by the one it changed places with, captured first
+    first = min(at, fault.swapped_with) if fault.swapped_with is not None else at
+    gap = s.gap_found(p, first - 0.25)
     stop = end
     if cover is not None:
         stop = min(stop or s.records + 1, int(s.ans["record"][cover]))
-    naks = [int(s.ans["record"][j]) for j in s.ans_rows(s.ans_seq & (s.ans["psn"] == p), at,
-                                                         stop)]
+    naks = [int(s.ans["record"][j]) for j in s.ans_rows(s.ans_seq & (s.ans["psn"] == p),
+                                                         first, stop)]
     lost = [f for f in s.manifest.faults if f.qp == fault.qp and f.psn == p
             and f.direction == "answer" and f.kind in ("lose_ack", "drop", "corrupt")]
     lost_records = {f.record for f in lost if f.record is not None}
@@ -61,7 +64,6 @@ def _nak_once(s: Story, fault: Fault, at: int, cover: int | None, end: int | Non
     # at most one can be (one NAK outstanding), the others are the ACKs after the resend
     unseen = [] if naks else unseen[:1]
     seen = len(naks) + len(unseen)
-    gap = s.gap_found(p, at - 0.25)
     if gap is None:
         return Check("nak-once", "pass" if seen <= 1 else "fail",
                      f"no NAK of PSN {p} due: no request found it missing (an earlier PSN "
@@ -201,6 +203,12 @@ def _dup_ack(s: Story, at: int, p: int, ackreq: bool) -> Check:
             return Check("dup-ack", "fail", f"executed twice: the ACK at record {rec} "
                          f"counts {extra - base} message(s) more than were sent (MSN "
                          f"{int(s.ans['msn'][j])})", [at, rec])
+    first = s.ans.after(at)
+    if first < len(s.ans) and (s.ans_nak[first] or s.ans_rnr[first]) and psn_delta(
+            int(s.ans["psn"][first]), p) <= 0:
+        return Check("dup-ack", "fail", f"the duplicate of PSN {p} drew a NAK (PSN "
+                     f"{int(s.ans['psn'][first])}), not an ACK",
+                     [at, int(s.ans["record"][first])])
     j = s.first_covering(p, at)
     if j is None or s.ans_nak[j] or s.ans_rnr[j]:
         if not ackreq:

@@ -4,6 +4,8 @@ draws, a forged CNP). Each returns the :class:`Check` es of one fault."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from ibwire.analysis.verdict_frames import CaptureFrames, psn_delta
 from ibwire.analysis.verdict_manifest import Fault
 from ibwire.analysis.verdict_story import Check, Story, us
@@ -21,9 +23,10 @@ def _answer_kind(s: Story, fault: Fault) -> str:
             return "rnr"
         kind = KIND[int(s.ans["opcode"][i])]
         return "read" if kind == READ_RESP else "atomic" if kind == ATOMIC_ACK else "ack"
-    before = [j for j in range(len(s.req)) if psn_delta(int(s.req["psn"][j]), fault.psn) <= 0]
-    if before:
-        family = s.family(before[-1])
+    d = psn_delta(s.req["psn"], fault.psn)
+    before = np.flatnonzero((d <= 0) & (d > -(1 << 16)))
+    if len(before):
+        family = s.family(int(before[np.argmax(d[before])]))
         return "read" if family == READ else "atomic" if family == ATOMIC else "ack"
     return "ack"
 
@@ -38,16 +41,16 @@ def lost_answer(s: Story, fault: Fault) -> list[Check]:
     what = _answer_kind(s, fault)
     lost = {f.record for f in s.manifest.faults if f.qp == fault.qp and f.record is not None
             and f.direction == "answer" and f.kind in ("lose_ack", "drop", "corrupt")}
-    had = [j for j in range(s.ans.after(at - 1)) if int(s.ans["psn"][j]) == p
-           and int(s.ans["record"][j]) not in lost and int(s.ans["record"][j]) < at
-           and not s.ans_nak[j] and not s.ans_rnr[j]]
-    if had and what != "nak":
+    answered = s.answers_of(p, lost)
+    had = answered[s.ans["record"][answered] < at]
+    if len(had) and what != "nak":
         rec = int(s.ans["record"][had[0]])
         return [Check("answer-covered", "pass", f"nothing to recover: the {what} of PSN {p} "
                       f"had reached the requester before (record {rec}); this was a repeat",
                       [rec])]
-    retry = next((j for j in range(s.req.after(at), len(s.req))
-                  if s.retx[j] and psn_delta(int(s.req["psn"][j]), p) <= 0), None)
+    i = s.req.after(at)
+    hit = np.flatnonzero(s.retx[i:] & (psn_delta(s.req["psn"][i:], p) <= 0))
+    retry = i + int(hit[0]) if len(hit) else None
     skipped = s.first_retx(at)
     cover = s.first_covering(p, at)
     retry_rec = int(s.req["record"][retry]) if retry is not None else None
@@ -63,9 +66,8 @@ def lost_answer(s: Story, fault: Fault) -> list[Check]:
                             "lost", [rec]))
     if what in ("read", "atomic", "nak"):
         rule = {"read": "read-retry", "atomic": "atomic-retry", "nak": "nak-lost-retry"}[what]
-        again = next((j for j in range(s.ans.after(at), len(s.ans))
-                      if int(s.ans["psn"][j]) == p and int(s.ans["record"][j]) not in lost
-                      and not s.ans_nak[j] and not s.ans_rnr[j]), None)
+        later = answered[s.ans["record"][answered] > at]
+        again = int(later[0]) if len(later) else None
         if what != "nak" and again is not None and (
                 retry is None or int(s.ans["record"][again]) < retry_rec):
             rec = int(s.ans["record"][again])
@@ -119,12 +121,11 @@ def stale_answer(s: Story, fault: Fault) -> list[Check]:
     """A duplicated or reordered (stale) answer is ignored: the requester resends none of
     the PSNs an earlier answer had already acknowledged."""
     at = s.place(fault)
-    acked = [j for j in range(len(s.ans)) if int(s.ans["record"][j]) < at
-             and not s.ans_nak[j] and not s.ans_rnr[j]]
-    if not acked:
+    acked = np.flatnonzero((s.ans["record"] < at) & ~s.ans_nak & ~s.ans_rnr)
+    if not len(acked):
         return [Check("stale-answer", "not-applicable", "nothing was acknowledged before it")]
-    top = max((int(s.ans["psn"][j]) for j in acked),
-              key=lambda x: psn_delta(x, int(s.ans["psn"][acked[0]])))
+    first = int(s.ans["psn"][acked[0]])
+    top = int(s.ans["psn"][acked[np.argmax(psn_delta(s.ans["psn"][acked], first))]])
     nxt = s.ans.after(at)
     until = int(s.ans["record"][nxt]) if nxt < len(s.ans) else None
     for j in range(s.req.after(at), len(s.req)):

@@ -4,6 +4,8 @@ NAK, a forged PSN sequence error NAK). Each returns the :class:`Check` es of one
 
 from __future__ import annotations
 
+import numpy as np
+
 from ibwire.analysis.verdict_frames import psn_delta
 from ibwire.analysis.verdict_manifest import Fault
 from ibwire.analysis.verdict_story import Check, Story, us
@@ -24,8 +26,7 @@ def lost_request(s: Story, fault: Fault, *, arrives: bool = False) -> list[Check
              and f.record is not None and f.record > at and f.kind in ("drop", "corrupt")
              and f.direction == "request"]
     end = min(again) if again else None
-    resend = next((j for j in range(s.req.after(at), len(s.req))
-                   if s.retx[j] and int(s.req["psn"][j]) == p), None)
+    resend = s.resent(p, at)
     resend_rec = int(s.req["record"][resend]) if resend is not None else None
     cover = s.first_covering(p, at)
     if cover is not None and end is not None and s.ans["record"][cover] > end:
@@ -102,8 +103,7 @@ def _resend(s: Story, at: int, p: int, naks: list[int], cover: int | None,
     start = naks[0] if naks else at
     j = s.first_retx(start)
     if not naks:     # p resent in a round already under way (begun by an earlier loss)
-        own = next((k for k in range(s.req.after(at), len(s.req))
-                    if s.retx[k] and int(s.req["psn"][k]) == p), None)
+        own = s.resent(p, at)
         if own is not None and (j is None or own < j):
             return Check("resend", "pass", f"PSN {p} resent in a round of retransmissions "
                          "already under way", [int(s.req["record"][own])])
@@ -190,19 +190,21 @@ def _dup_ack(s: Story, at: int, p: int, ackreq: bool) -> Check:
     """C9-105: a duplicate SEND/WRITE is ACKed again; the MSN shows it did not execute
     twice (an ACK's MSN counts the messages ended at or before the PSN it names)."""
     ends = s.message_end_psns()
-    base = None
-    for j in range(len(s.ans)):
-        if s.ans_nak[j] or s.ans_rnr[j] or KIND[int(s.ans["opcode"][j])] == READ_RESP:
-            continue
-        done = int((psn_delta(ends, int(s.ans["psn"][j])) <= 0).sum())
-        extra = int(s.ans["msn"][j]) - done
-        if int(s.ans["record"][j]) < at:
-            base = extra if base is None else max(base, extra)
-        elif base is not None and extra > base:
+    origin = int(s.req["psn"][0]) if len(s.req) else 0
+    rows = np.flatnonzero(~s.ans_nak & ~s.ans_rnr & (KIND[s.ans["opcode"]] != READ_RESP))
+    done = np.searchsorted(np.sort(psn_delta(ends, origin)),
+                           psn_delta(s.ans["psn"][rows], origin), side="right")
+    extra = s.ans["msn"][rows] - done
+    before = s.ans["record"][rows] < at
+    if before.any():
+        base = int(extra[before].max())
+        twice = np.flatnonzero(~before & (extra > base))
+        if len(twice):
+            j = int(rows[twice[0]])
             rec = int(s.ans["record"][j])
             return Check("dup-ack", "fail", f"executed twice: the ACK at record {rec} "
-                         f"counts {extra - base} message(s) more than were sent (MSN "
-                         f"{int(s.ans['msn'][j])})", [at, rec])
+                         f"counts {int(extra[twice[0]]) - base} message(s) more than were "
+                         f"sent (MSN {int(s.ans['msn'][j])})", [at, rec])
     first = s.ans.after(at)
     if first < len(s.ans) and (s.ans_nak[first] or s.ans_rnr[first]) and psn_delta(
             int(s.ans["psn"][first]), p) <= 0:

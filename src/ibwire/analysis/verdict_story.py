@@ -10,12 +10,13 @@ PSNs before the one it names.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ibwire.analysis.verdict_frames import QpFrames, Rows, psn_delta
+from ibwire.analysis.verdict_frames import PSN_HALF, QpFrames, Rows, psn_delta
 from ibwire.analysis.verdict_manifest import Fault, Manifest, Qp
 from ibwire.transport.opkinds import ATOMIC, FAMILY, KIND, LAST, ONLY, POSITION, READ, READ_RESP
 
@@ -69,14 +70,14 @@ class Story:
         psn = self.req["psn"]
         retx = np.zeros(len(psn), bool)
         top = None
-        for i in range(len(psn)):      # the running PSN maximum, in 24-bit order
-            x = int(psn[i])
+        for i, x in enumerate(psn.tolist()):    # the running PSN maximum, in 24-bit order
+            d = 1 if top is None else ((x - top + PSN_HALF) & 0xFFFFFF) - PSN_HALF
             if x in unseen:
                 unseen.discard(x)
                 retx[i] = True
-            elif top is not None and psn_delta(x, top) <= 0:
+            elif d <= 0:
                 retx[i] = True
-            if top is None or psn_delta(x, top) > 0:
+            if d > 0:
                 top = x
         self.retx = retx
         #: A retransmission that starts a round: the requester going back (go-back-N), not
@@ -85,6 +86,11 @@ class Story:
         if len(psn) > 1:
             back[1:] = psn_delta(psn[1:], psn[:-1]) <= 0
         self.round = retx & (back | ~np.concatenate(([False], retx[:-1])))
+        self.families = FAMILY[self.req["opcode"]]
+        #: Requests by PSN: ``by_psn[k]`` are the row indexes, in capture order, of the
+        #: requests with PSN ``sorted_psns[k]``.
+        order = np.argsort(psn, kind="stable")
+        self._psn_order, self._psn_sorted = order, psn[order]
         self._walk(faults)
         syn = self.ans["syndrome"] >> 5
         nak_opcode = KIND[self.ans["opcode"]] != READ_RESP
@@ -96,7 +102,7 @@ class Story:
 
     def _span(self, i: int) -> int:
         """PSNs request ``i`` takes: a READ one per response packet (IBA 9.7.4.1.4)."""
-        if self.family(i) != READ:
+        if self.families[i] != READ:
             return 1
         dmalen = int(self.req["dmalen"][i])
         if self.qp.mtu:
@@ -113,8 +119,8 @@ class Story:
     def _walk(self, faults: list[Fault]) -> None:
         """Replay the requests in the order they reached the responder (the capture's, but
         for the reordered and delayed ones) through its PSN check (IBA 9.7.5.1.1; Linux
-        rxe_resp.c check_psn()): ``arrival`` the order, ``status`` each one's fate
-        (:data:`ACCEPTED`, :data:`AHEAD` of the expected PSN, :data:`BEHIND` it: a
+        rxe_resp.c check_psn()): ``arrival_key`` orders them, ``status`` is each one's
+        fate (:data:`ACCEPTED`, :data:`AHEAD` of the expected PSN, :data:`BEHIND` it: a
         duplicate, :data:`LOST`), ``expected`` the PSN expected when it came."""
         n = len(self.req)
         key = self.req["record"].astype(float)
@@ -130,10 +136,12 @@ class Story:
                 t = self.req["t"][i] + f.delay_ns
                 before = np.flatnonzero(self.req["t"] < t)
                 key[i] = float(self.req["record"][before[-1]]) + 0.5
-        self.arrival = np.argsort(key, kind="stable")
         self.arrival_key = key
         self.status = np.full(n, ACCEPTED, np.int8)
         self.expected = np.zeros(n, np.int64)
+        #: For each PSN the responder expected when a request came ahead of it: the
+        #: (arrival key, row) of those requests, in arrival order.
+        self.ahead: dict[int, list[tuple[float, int]]] = {}
         expected = self.qp.start_psn
         if expected is None and n:
             expected = int(self.req["psn"][0])
@@ -141,15 +149,17 @@ class Story:
                 if f.record is None and f.direction == "request" and psn_delta(
                         f.psn, expected) < 0 and f.kind in ("drop", "corrupt"):
                     expected = f.psn
-        for i in self.arrival.tolist():
-            if int(self.req["record"][i]) in self.lost or int(self.req["icrc_ok"][i]) == 0:
+        psns, records = self.req["psn"].tolist(), self.req["record"].tolist()
+        icrc, keys = self.req["icrc_ok"].tolist(), key.tolist()
+        for i in np.argsort(key, kind="stable").tolist():
+            if records[i] in self.lost or icrc[i] == 0:
                 self.status[i] = LOST
                 continue
-            x = int(self.req["psn"][i])
             self.expected[i] = expected
-            d = psn_delta(x, expected)
+            d = ((psns[i] - expected + PSN_HALF) & 0xFFFFFF) - PSN_HALF
             if d > 0:
                 self.status[i] = AHEAD
+                self.ahead.setdefault(expected, []).append((keys[i], i))
             elif d < 0:
                 self.status[i] = BEHIND
             else:
@@ -158,29 +168,31 @@ class Story:
     def gap_found(self, p: int, after: float) -> int | None:
         """The first request (arriving after ``after``) that found PSN ``p`` missing: ahead
         of the responder's expected PSN while it expected ``p``."""
-        for i in self.arrival.tolist():
-            if (self.arrival_key[i] > after and self.status[i] == AHEAD
-                    and int(self.expected[i]) == p):
-                return i
-        return None
+        found = self.ahead.get(p, [])
+        k = bisect.bisect_right(found, (after, len(self.req)))
+        return found[k][1] if k < len(found) else None
 
-    def arrived(self, p: int, after: float) -> int | None:
-        """The request that brought PSN ``p`` in sequence (arriving after ``after``)."""
-        for i in self.arrival.tolist():
-            if (self.arrival_key[i] > after and self.status[i] == ACCEPTED
-                    and int(self.req["psn"][i]) == p):
-                return i
-        return None
+    def sent(self, p: int, after: int = 0) -> np.ndarray:
+        """Rows of the requests with PSN ``p`` captured after record ``after``, in order."""
+        lo, hi = np.searchsorted(self._psn_sorted, [p, p + 1])
+        rows = np.sort(self._psn_order[lo:hi])
+        return rows[self.req["record"][rows] > after]
+
+    def resent(self, p: int, after: int) -> int | None:
+        """The first retransmission of PSN ``p`` after record ``after``."""
+        rows = self.sent(p, after)
+        rows = rows[self.retx[rows]]
+        return int(rows[0]) if len(rows) else None
 
     # --- requests -----------------------------------------------------------------------
 
     def family(self, i: int) -> int:
-        return int(FAMILY[int(self.req["opcode"][i])])
+        return int(self.families[i])
 
     def request_at(self, psn: int) -> int | None:
         """The first request with PSN ``psn``, or None."""
-        hit = np.flatnonzero(self.req["psn"] == psn)
-        return int(hit[0]) if len(hit) else None
+        rows = self.sent(psn)
+        return int(rows[0]) if len(rows) else None
 
     def first_retx(self, after: int, until: int | None = None) -> int | None:
         """The first request after record ``after`` (before ``until``) that starts a round
@@ -217,6 +229,11 @@ class Story:
         if until is not None:
             rows = [j for j in rows if self.ans["record"][j] < until]
         return rows
+
+    def answers_of(self, p: int, lost: set[int]) -> np.ndarray:
+        """Rows of the answers (not NAKs) with PSN ``p`` that were not lost on the way."""
+        return np.flatnonzero((self.ans["psn"] == p) & ~self.ans_nak & ~self.ans_rnr
+                              & ~np.isin(self.ans["record"], list(lost)))
 
     # --- positions ----------------------------------------------------------------------
 

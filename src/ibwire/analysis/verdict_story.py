@@ -66,7 +66,7 @@ class Story:
                      and f.direction == "request" and f.kind in ("drop", "corrupt")}
         # a lost request the capture does not hold: its first sighting is a resend
         unseen = {f.psn for f in faults if f.record is None and f.direction == "request"
-                  and f.kind in ("drop", "corrupt")}
+                  and f.kind in ("drop", "corrupt") and f.transmission == 1}
         psn = self.req["psn"]
         retx = np.zeros(len(psn), bool)
         top = None
@@ -243,6 +243,12 @@ class Story:
         the request it answers."""
         if fault.record is not None:
             return fault.record
+        if fault.direction == "request" and fault.transmission > 1:
+            # the n-th sending lost: the frame after it is the (n-1)-th sighting of its PSN
+            sightings = self.sent(fault.psn)
+            if len(sightings) >= fault.transmission:
+                return int(self.req["record"][sightings[fault.transmission - 1]]) - 1
+            return self.records
         if fault.direction == "request":
             rows = self.req
             d = psn_delta(rows["psn"], fault.psn)

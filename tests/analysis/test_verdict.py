@@ -93,11 +93,13 @@ def test_cli_lines_json_and_exit_status(generated, tmp_path, capsys):
     m.write_text(json.dumps(manifest))
     assert main(["qp", path, "--manifest", str(m)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("#1 drop QP 0 PSN 4098 (record 3): pass: nak-once: ")
-    assert "(records 4, 13, 14, 24)" in lines[0]
-    assert lines[-1] == "2 faults in 26 records: 2 pass"
+    record = manifest["faults"][0]["record"]
+    assert lines[0].startswith(f"#1 drop QP 0 PSN 4098 (record {record}): pass: nak-once: ")
+    assert lines[-1] == f"2 faults in {manifest['records']} records: 2 pass"
     assert main(["qp", path, "--manifest", str(m), "--json"]) == 0
     got = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert lines[0].endswith(f"(records {', '.join(map(str, got[0]['records']))})")
+    assert len(got[0]["records"]) == 4 and min(got[0]["records"]) > record
     assert [d["fault"] for d in got] == [1, 2]
     assert got[0]["outcome"] == "pass" and got[0]["broken"] == []
     assert {c["rule"] for c in got[0]["checks"]} == {"nak-once", "resend", "not-acknowledged",

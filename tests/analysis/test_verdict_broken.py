@@ -34,49 +34,65 @@ def check(judgement, rule):
 
 @pytest.fixture
 def dropped():
-    """WRITE 3 x 4 KiB, PSN 4098 (record 3) dropped on the way; at the switch: the NAK of
-    4098 is record 13, the resend from 4098 starts at record 14."""
+    """WRITE 3 x 4 KiB, PSN 4098 dropped on the way, captured at the switch: the frame
+    dropped, the NAK of 4098, the resend from 4098."""
     return Capture(Scenario(qps=(QpSpec("write", 4096, iters=3),),
                             faults=(Fault("drop", qp=0, psn=2),), tap="switch"))
 
 
+def records_of(capture: Capture) -> tuple[int, int, int, int]:
+    """(the dropped 4098, the 4099 that found it missing, the NAK, the resent 4098)."""
+    first, resend = capture.find(bth_psn=4098, bth_destqp=0x101)
+    (later,) = capture.find(bth_psn=4099, bth_destqp=0x101)[:1]
+    (nak,) = capture.find(bth_opcode=17, aeth_syndrome=NAK_PSN_SEQUENCE)
+    assert first < later < nak < resend
+    return first, later, nak, resend
+
+
 def test_the_dropped_capture_passes(dropped, tmp_path):
-    assert dropped.find(bth_opcode=17, aeth_syndrome=NAK_PSN_SEQUENCE) == [13]
-    assert only(verdict_of(dropped, tmp_path)).outcome == "pass"
+    first, later, nak, resend = records_of(dropped)
+    assert dropped.manifest["faults"][0]["record"] == first
+    judgement = only(verdict_of(dropped, tmp_path))
+    assert judgement.outcome == "pass"
+    assert check(judgement, "nak-once").records == [later, nak]
+    assert check(judgement, "resend").records == [nak, resend]
 
 
 def test_responder_that_never_naks(dropped, tmp_path):
-    dropped.remove(13)
+    _, later, nak, _ = records_of(dropped)
+    dropped.remove(nak)
     verdict = verdict_of(dropped, tmp_path)
     judgement = only(verdict)
     assert judgement.outcome == "fail" and verdict.broken
     assert judgement.as_dict()["broken"] == ["nak-once"]
-    nak = check(judgement, "nak-once")
-    assert "never NAKed PSN 4098" in nak.detail and nak.records == [4]
+    check_ = check(judgement, "nak-once")
+    assert "never NAKed PSN 4098" in check_.detail and check_.records == [later]
     # without the NAK the requester's resend is judged as a timeout's: from 4098, fine
     assert check(judgement, "resend").outcome == "pass"
 
 
 def test_responder_that_naks_twice(dropped, tmp_path):
-    dropped.insert(13, dropped.frames[12][1], dt=50)
+    first, later, nak, _ = records_of(dropped)
+    dropped.insert(nak, dropped.frames[nak - 1][1], dt=50)
     judgement = only(verdict_of(dropped, tmp_path))
-    nak = check(judgement, "nak-once")
-    assert nak.outcome == "fail" and "NAKed PSN 4098 2 times" in nak.detail
-    assert nak.records == [4, 13, 14]
-    assert "#1 drop QP 0 PSN 4098 (record 3): fail: nak-once: " in judgement.line()
+    check_ = check(judgement, "nak-once")
+    assert check_.outcome == "fail" and "NAKed PSN 4098 2 times" in check_.detail
+    assert check_.records == [later, nak, nak + 1]
+    assert f"#1 drop QP 0 PSN 4098 (record {first}): fail: nak-once: " in judgement.line()
 
 
 def test_requester_that_resends_past_the_naks_psn(dropped, tmp_path):
-    dropped.remove(14)     # the resend of 4098: the requester goes back to 4099 only
+    _, _, nak, resend = records_of(dropped)
+    dropped.remove(resend)     # the requester goes back to 4099 only
     judgement = only(verdict_of(dropped, tmp_path))
-    resend = check(judgement, "resend")
-    assert resend.outcome == "fail"
-    assert "resent from PSN 4099, not from the PSN 4098 the NAK names" in resend.detail
-    assert resend.records == [13, 14]
+    check_ = check(judgement, "resend")
+    assert check_.outcome == "fail"
+    assert "resent from PSN 4099, not from the PSN 4098 the NAK names" in check_.detail
+    assert check_.records == [nak, resend]
 
 
 def test_cli_exit_status_is_1_when_a_rule_is_broken(dropped, tmp_path, capsys):
-    dropped.remove(13)
+    dropped.remove(records_of(dropped)[2])
     path = dropped.write(str(tmp_path))
     manifest = tmp_path / "m.json"
     manifest.write_text(json.dumps(dropped.manifest))
@@ -195,13 +211,14 @@ def test_duplicate_read_executed_again(tmp_path):
 
 def test_forged_nak_followed_or_not(dropped, tmp_path):
     """The requester's answer to a PSN sequence error NAK is the same whoever sent it:
-    gen's NAK of record 13, taken as forged."""
-    fault = {"kind": "nak", "qp": 0, "psn": 4098, "record": 13}
+    gen's NAK taken as forged."""
+    _, _, nak, resend = records_of(dropped)
+    fault = {"kind": "nak", "qp": 0, "psn": 4098, "record": nak}
     judgement = only(verdict_of(dropped, tmp_path, [fault]))
-    assert judgement.outcome == "pass" and check(judgement, "resend").records == [13, 14]
-    dropped.remove(14)
-    resend = check(only(verdict_of(dropped, tmp_path, [fault])), "resend")
-    assert resend.outcome == "fail" and "not from its PSN 4098" in resend.detail
+    assert judgement.outcome == "pass" and check(judgement, "resend").records == [nak, resend]
+    dropped.remove(resend)
+    check_ = check(only(verdict_of(dropped, tmp_path, [fault])), "resend")
+    assert check_.outcome == "fail" and "not from its PSN 4098" in check_.detail
 
 
 def test_reordered_request(tmp_path):

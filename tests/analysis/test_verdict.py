@@ -142,3 +142,16 @@ def test_cli_refuses_what_it_cannot_read(generated, tmp_path, capsys):
     assert "address 'nowhere'" in capsys.readouterr().err
     assert main(["qp", path, "--manifest", str(bad), "--csv"]) == 2
     assert "--csv does not go with --manifest" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("scope", ["qp", "ip-pair", "dest-ip", "port"])
+def test_gen_cnps_pass_under_every_pacing_scope(generated, scope):
+    """A CNP paced per IP pair or port suppresses other QPs' CNPs: no false failure."""
+    path, manifest = generated(Scenario(
+        qps=(QpSpec("write", 4096, iters=20), QpSpec("read", 4096, iters=10),
+             QpSpec("send", 2048, iters=20)),
+        faults=(Fault("ecn", rate=0.3), Fault("ecn_resp", rate=0.3)), cnp_scope=scope,
+        tap="switch", seed=5))
+    verdict = judge(path, manifest)
+    assert {j.outcome for j in verdict.judgements} == {"pass"}, "\n".join(
+        j.line() for j in verdict.judgements if j.outcome != "pass")

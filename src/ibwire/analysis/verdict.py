@@ -63,8 +63,9 @@ RULES: dict[str, tuple[str, str]] = {
                        "IBA Vol. 1 9.7.5.2; Linux rxe_comp.c retransmit_timer"),
     "stale-answer": ("a duplicated or reordered answer is ignored: nothing already "
                      "acknowledged is resent", "IBA Vol. 1 9.7.5.2"),
-    "cnp": ("a CE-marked packet draws a CNP back to the sender's QP, paced, where the "
-            "endpoint implements congestion notification",
+    "cnp": ("a CE-marked packet draws a CNP back to the sender's QP, unless a CNP to the "
+            "same host went out within the pacing interval, where the endpoint implements "
+            "congestion notification",
             "IBA Vol. 1 Annex A17 (RoCEv2 congestion notification, CNP opcode 0x81)"),
     "cnp-reaction": ("a CNP slows the sender (DCQCN)", "IBA Vol. 1 Annex A17"),
     "duplicate": ("a duplicate request is answered again", "IBA Vol. 1 9.7.5.1.2"),

@@ -170,10 +170,17 @@ def cnp_drawn(s: Story, fault: Fault, frames: CaptureFrames, interval_ns: int) -
         return [Check("cnp", "pass", f"the {who} sent a CNP" + (
             f" {us(delay)} after the marked packet" if delay is not None else ""),
             [at, rec], {"cnp_delay_ns": delay} if delay is not None else {})]
-    if t is not None and j > 0 and t - int(cnps["t"][j - 1]) <= interval_ns:
-        rec = int(cnps["record"][j - 1])
-        return [Check("cnp", "pass", f"paced: a CNP went out {us(t - int(cnps['t'][j - 1]))} "
-                      f"before (pacing interval {us(interval_ns)})", [rec, at])]
+    # paced: a CNP to the sender (for any of its QPs: the scope may be the IP pair, the
+    # destination or the port) within the interval around the mark
+    sender = s.qp.requester if ecn else s.qp.responder
+    near = np.flatnonzero(frames.cnps_between(np_end, sender) & (
+        np.abs(frames.cnps["t"] - (t if t is not None else 0)) <= interval_ns))
+    if t is not None and len(near):
+        rec = int(frames.cnps["record"][near[0]])
+        gap = t - int(frames.cnps["t"][near[0]])
+        return [Check("cnp", "pass", f"paced: a CNP to the same host went out {us(abs(gap))} "
+                      f"{'before' if gap >= 0 else 'after'} it (pacing interval "
+                      f"{us(interval_ns)})", sorted([rec, at]))]
     return [Check("cnp", "fail", f"no CNP after the CE-marked packet though the {who} sends "
                   "CNPs", [at])]
 

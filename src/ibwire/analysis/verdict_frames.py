@@ -3,9 +3,10 @@
 One scan of the capture (:func:`ibwire.scan.scan_capture`) keeps, for each queue pair the
 manifest names, its requests (to the responder's QPN, from the requester's address), its
 answers (ACK, NAK, READ response, atomic ACK to the requester's QPN, from the responder's
-address) and the CNPs to either QPN; and the source addresses of every CNP in the capture
-(an endpoint that never sends one does not implement congestion notification). Records
-are numbered from 1, as ``ibwire show`` and the manifest number them.
+address) and the CNPs to either QPN; and every CNP of the capture, to any QP (an endpoint
+that never sends one does not implement congestion notification; one paced per IP pair or
+port suppresses the CNPs of other QPs). Records are numbered from 1, as ``ibwire show``
+and the manifest number them.
 """
 
 from __future__ import annotations
@@ -92,14 +93,21 @@ class QpFrames:
 class CaptureFrames:
     qps: list[QpFrames]
     records: int
-    cnp_sources: set[tuple[int, int]]
+    #: Every CNP of the capture, to any QP: record, time, source and destination words.
+    cnps: dict[str, np.ndarray]
 
-    def sends_cnps(self, end: End) -> bool | None:
-        """Whether any CNP of the capture comes from ``end``'s address (None: unknown)."""
-        words = address_words(end.address)
-        if words is None:
-            return bool(self.cnp_sources) or None
-        return words in self.cnp_sources
+    def sends_cnps(self, end: End) -> bool:
+        """Whether any CNP of the capture comes from ``end``'s address (any address: any)."""
+        return bool(self.cnps_between(end, None).any())
+
+    def cnps_between(self, src: End, dst: End | None) -> np.ndarray:
+        """Mask of the CNPs from ``src``'s address to ``dst``'s (None, or no address: any)."""
+        ok = np.ones(len(self.cnps["record"]), bool)
+        for end, hi, lo in ((src, "src_hi", "src_lo"), (dst, "dst_hi", "dst_lo")):
+            words = address_words(end.address) if end is not None else None
+            if words is not None:
+                ok &= (self.cnps[hi] == np.uint64(words[0])) & (self.cnps[lo] == np.uint64(words[1]))
+        return ok
 
 
 def _matcher(src: End, dst: End) -> Callable[[tuple[np.ndarray, ...]], np.ndarray]:
@@ -124,7 +132,7 @@ def read_frames(source: Source, manifest: Manifest, count: int | None = None
                                                       for _ in manifest.qps]
     forward = [_matcher(q.requester, q.responder) for q in manifest.qps]
     backward = [_matcher(q.responder, q.requester) for q in manifest.qps]
-    cnp_sources: set[tuple[int, int]] = set()
+    cnps: list[dict[str, np.ndarray]] = []
     records = 0
     for batch in _scan(source, count):
         cols = batch.columns
@@ -139,8 +147,10 @@ def read_frames(source: Source, manifest: Manifest, count: int | None = None
         words = row_addresses(cols, rows)
         cnp = kind == CNP
         if cnp.any():
-            cnp_sources.update(zip(words[0][cnp].tolist(), words[1][cnp].tolist(),
-                                   strict=True))
+            cnps.append({"record": cols["record"][rows[cnp]].astype(np.int64) + 1,
+                         "t": cols["timestamp_ns"][rows[cnp]].astype(np.int64),
+                         **{name: w[cnp] for name, w in zip(
+                             ("src_hi", "src_lo", "dst_hi", "dst_lo"), words, strict=True)}})
         answer = (kind == ACK) | (kind == READ_RESP) | (kind == ATOMIC_ACK)
         for q, qp in enumerate(manifest.qps):
             fwd, back = forward[q](words), backward[q](words)
@@ -151,8 +161,11 @@ def read_frames(source: Source, manifest: Manifest, count: int | None = None
                                         fwd & to_resp & cnp)):
                 if sel.any():
                     parts[q][slot].append(_columns(cols, rows[sel]))
+    names = ("record", "t", "src_hi", "src_lo", "dst_hi", "dst_lo")
+    every = {name: np.concatenate([c[name] for c in cnps]) if cnps else
+             np.zeros(0, np.int64 if name in ("record", "t") else np.uint64) for name in names}
     return CaptureFrames([QpFrames(*(_join(p) for p in qp_parts)) for qp_parts in parts],
-                         records, cnp_sources)
+                         records, every)
 
 
 def _scan(source: Source, count: int | None) -> Iterator[ScanBatch]:

@@ -21,7 +21,7 @@ It is the manifest ``ibwire gen --manifest`` writes (:mod:`ibwire.gen.run`), and
   frame it changed places with), ``delay_ns`` (delay), ``transmission`` (which sending of
   the PSN was touched, from 1; default 1).
 - ``cnp_interval_us``: the CNP pacing interval the notification points may apply (a CE
-  mark within it of the last CNP draws none); default 4.
+  mark within it of a CNP to the same host draws none); default 4.
 """
 
 from __future__ import annotations

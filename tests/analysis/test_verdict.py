@@ -155,3 +155,29 @@ def test_gen_cnps_pass_under_every_pacing_scope(generated, scope):
     verdict = judge(path, manifest)
     assert {j.outcome for j in verdict.judgements} == {"pass"}, "\n".join(
         j.line() for j in verdict.judgements if j.outcome != "pass")
+
+
+def test_impairs_spelling_is_read():
+    """impair names a frame's way by its interfaces (a2b, b2a; the queue pair's direction
+    is its requests'), a dup by all its records, a delay in us, a reorder by how many
+    frames overtook it, the transmission as tx; a forged frame always goes to the
+    requester."""
+    qp = {"requester": {"address": "10.77.0.2", "qpn": 17},
+          "responder": {"address": "10.77.0.1", "qpn": 17}, "direction": "b2a"}
+    faults = [
+        {"kind": "drop", "qp": 0, "psn": 5, "record": 66, "direction": "b2a", "tx": 2},
+        {"kind": "lose_ack", "qp": 0, "psn": 5, "record": 70, "direction": "a2b"},
+        {"kind": "dup", "qp": 0, "psn": 6, "record": 123, "direction": "b2a",
+         "records": [123, 124]},
+        {"kind": "delay", "qp": 0, "psn": 7, "record": 288, "direction": "b2a", "us": 3000},
+        {"kind": "reorder", "qp": 0, "psn": 8, "record": 235, "direction": "b2a", "by": 1},
+        {"kind": "nak", "qp": 0, "psn": 9, "record": 453, "direction": "b2a", "trigger": 452},
+    ]
+    m = parse_manifest({"version": 1, "tap": "switch", "qps": [qp], "faults": faults})
+    drop, lost, dup, delay, reorder, nak = m.faults
+    assert (drop.direction, drop.transmission) == ("request", 2)
+    assert lost.direction == "answer" and nak.direction == "answer"
+    assert (dup.record, dup.original) == (124, 123)
+    assert delay.delay_ns == 3_000_000 and reorder.held_by == 1
+    with pytest.raises(ManifestError, match="says no direction of its requests"):
+        parse_manifest({"qps": [{**qp, "direction": None}], "faults": faults[:1]})

@@ -234,13 +234,21 @@ def test_reordered_request(tmp_path):
     assert nak.outcome == "fail" and nak.records == [p]
     assert "never NAKed PSN 4098" in nak.detail
 
+    # impair's spelling: the capture holds the frames as they arrived at impair, in order;
+    # "by": how many frames overtook the held one
+    capture.frames[p - 1], capture.frames[q - 1] = capture.frames[q - 1], capture.frames[p - 1]
+    fault = {"kind": "reorder", "qp": 0, "psn": 4098, "record": p, "by": 1}
+    nak = check(only(verdict_of(capture, tmp_path, [fault])), "nak-once")
+    assert nak.outcome == "fail" and nak.records == [q]
+
     # gen's responder on a loss of 4098 at its port (the responder's tap: 4098 is not seen),
     # with the late 4098 put back in after the NAK: NAKed once, resent from 4098
     lost = Capture(Scenario(qps=(QpSpec("write", 1024, iters=4),),
                             faults=(Fault("drop", qp=0, psn=2),), tap="responder"))
     (nak_record,) = lost.find(bth_opcode=17, aeth_syndrome=NAK_PSN_SEQUENCE)
     after = lost.find(bth_psn=4099, bth_destqp=0x101)[0]
-    late = lost.insert(nak_record, capture.frames[q - 1][1])
+    (original,) = capture.find(bth_psn=4098, bth_destqp=0x101)
+    late = lost.insert(nak_record, capture.frames[original - 1][1])
     fault = {"kind": "reorder", "qp": 0, "psn": 4098, "record": late, "with": after}
     judgement = only(verdict_of(lost, tmp_path, [fault]))
     assert judgement.outcome == "pass", judgement.line()

@@ -156,7 +156,7 @@ def _overtaken(s: Story, fault: Fault) -> list[Check]:
     a PSN gap (the lost-request rules, the packet arriving late); else nothing to recover."""
     at = s.place(fault)
     i = s.req.at(at) if fault.record is not None else None
-    overtaken = fault.swapped_with is not None or fault.kind == "reorder"
+    overtaken = fault.kind == "reorder"
     if fault.kind == "delay" and i is not None and fault.delay_ns is not None:
         t = int(s.req["t"][i])
         j = s.req.after(at)

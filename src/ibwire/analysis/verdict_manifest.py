@@ -20,6 +20,9 @@ It is the manifest ``ibwire gen --manifest`` writes (:mod:`ibwire.gen.run`), and
   ``original`` (dup: the record of the frame copied), ``with`` (reorder: the record of the
   frame it changed places with), ``delay_ns`` (delay), ``transmission`` (which sending of
   the PSN was touched, from 1; default 1).
+- impair's spelling is read too: ``direction`` ``a2b``/``b2a`` (the queue pair's own
+  ``direction`` is its requests'), ``tx`` for ``transmission``, a dup's ``records`` (the
+  original, then the copies), a delay's ``us``, a reorder's ``by`` (frames that overtook it).
 - ``cnp_interval_us``: the CNP pacing interval the notification points may apply (a CE
   mark within it of a CNP to the same host draws none); default 4.
 """
@@ -81,6 +84,7 @@ class Fault:
     timer: int | None = None
     original: int | None = None
     swapped_with: int | None = None
+    held_by: int | None = None
     delay_ns: int | None = None
     transmission: int = 1
 
@@ -144,34 +148,62 @@ def parse_manifest(data: Any) -> Manifest:
         qps.append(Qp(k, _end(entry.get("requester"), f"{where}.requester"),
                       _end(entry.get("responder"), f"{where}.responder"), transport, mtu,
                       _int(entry, "start_psn", where, optional=True, top=PSN_MASK)))
-    faults = []
-    for n, entry in enumerate(raw_faults, 1):
-        where = f"faults[{n - 1}]"
-        if not isinstance(entry, dict):
-            raise ManifestError(f"{where} must be an object")
-        kind = entry.get("kind")
-        if kind not in KINDS:
-            raise ManifestError(f"{where}: kind {kind!r} is not one of {', '.join(KINDS)}")
-        qp = _int(entry, "qp", where)
-        if qp is None or qp >= len(qps):
-            raise ManifestError(f"{where}: qp {qp} names no queue pair (the manifest has "
-                                f"{len(qps)})")
-        direction = entry.get("direction", KINDS[kind])
-        if direction not in DIRECTIONS:
-            raise ManifestError(f"{where}: direction {direction!r} is not request or answer")
-        faults.append(Fault(
-            n, kind, qp, _int(entry, "psn", where, top=PSN_MASK) or 0,
-            _int(entry, "record", where, optional=True), direction,
-            timer=_int(entry, "timer", where, optional=True, top=31),
-            original=_int(entry, "original", where, optional=True),
-            swapped_with=_int(entry, "with", where, optional=True),
-            delay_ns=_int(entry, "delay_ns", where, optional=True),
-            transmission=_int(entry, "transmission", where, optional=True) or 1))
+    faults = [_fault(n, entry, qps, raw_qps) for n, entry in enumerate(raw_faults, 1)]
     interval = data.get("cnp_interval_us", 4.0)
     if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not (
             0 <= interval < 1e9):
         raise ManifestError(f"cnp_interval_us must be a time in microseconds, not {interval!r}")
     return Manifest(tap, tuple(qps), tuple(faults), round(interval * 1000))
+
+
+def _direction(entry: dict[str, Any], kind: str, qp: dict[str, Any], where: str) -> str:
+    """``request`` or ``answer``; impair names the way a frame went by its interfaces
+    (``a2b``, ``b2a``): the queue pair's own ``direction`` is its requests'. A forged NAK,
+    RNR NAK or CNP always goes to the requester, whatever frame triggered it."""
+    direction = entry.get("direction", KINDS[kind])
+    if direction in DIRECTIONS:
+        return direction
+    if not isinstance(direction, str):
+        raise ManifestError(f"{where}: direction {direction!r} is not request or answer")
+    if kind in ("nak", "rnr", "cnp"):
+        return "answer"
+    if isinstance(qp, dict) and qp.get("direction") is not None:
+        return "request" if direction == qp["direction"] else "answer"
+    raise ManifestError(f"{where}: direction {direction!r} is not request or answer (and "
+                        "its queue pair says no direction of its requests)")
+
+
+def _fault(n: int, entry: Any, qps: list[Qp], raw_qps: list[Any]) -> Fault:
+    where = f"faults[{n - 1}]"
+    if not isinstance(entry, dict):
+        raise ManifestError(f"{where} must be an object")
+    kind = entry.get("kind")
+    if kind not in KINDS:
+        raise ManifestError(f"{where}: kind {kind!r} is not one of {', '.join(KINDS)}")
+    qp = _int(entry, "qp", where)
+    if qp is None or qp >= len(qps):
+        raise ManifestError(f"{where}: qp {qp} names no queue pair (the manifest has "
+                            f"{len(qps)})")
+    record = _int(entry, "record", where, optional=True)
+    original = _int(entry, "original", where, optional=True)
+    copies = entry.get("records")     # impair's dup: the original, then its copies
+    if kind == "dup" and isinstance(copies, list) and len(copies) > 1 and original is None:
+        if not all(isinstance(r, int) and not isinstance(r, bool) for r in copies):
+            raise ManifestError(f"{where}: records must be record numbers, not {copies!r}")
+        original, record = copies[0], copies[-1]
+    delay_ns = _int(entry, "delay_ns", where, optional=True)
+    if delay_ns is None and entry.get("us") is not None:     # impair's delay, in us
+        delay_ns = (_int(entry, "us", where) or 0) * 1000
+    transmission = _int(entry, "transmission", where, optional=True)
+    if transmission is None:
+        transmission = _int(entry, "tx", where, optional=True)
+    return Fault(
+        n, kind, qp, _int(entry, "psn", where, top=PSN_MASK) or 0, record,
+        _direction(entry, kind, raw_qps[qp], where),
+        timer=_int(entry, "timer", where, optional=True, top=31), original=original,
+        swapped_with=_int(entry, "with", where, optional=True),
+        held_by=_int(entry, "by", where, optional=True), delay_ns=delay_ns,
+        transmission=transmission or 1)
 
 
 def read_manifest(path: str | Path) -> Manifest:

@@ -132,6 +132,8 @@ class Story:
                 continue
             if f.kind == "reorder" and f.swapped_with is not None:
                 key[i] = max(float(f.swapped_with), key[i]) + 0.5
+            elif f.kind == "reorder" and f.held_by is not None:    # after the next ones
+                key[i] = float(self.req["record"][min(i + f.held_by, n - 1)]) + 0.5
             elif f.kind == "delay" and f.delay_ns is not None:
                 t = self.req["t"][i] + f.delay_ns
                 before = np.flatnonzero(self.req["t"] < t)

@@ -181,3 +181,12 @@ def test_impairs_spelling_is_read():
     assert delay.delay_ns == 3_000_000 and reorder.held_by == 1
     with pytest.raises(ManifestError, match="says no direction of its requests"):
         parse_manifest({"qps": [{**qp, "direction": None}], "faults": faults[:1]})
+
+
+def test_a_manifest_for_another_capture_says_so(generated):
+    path, manifest = generated(Scenario(qps=(QpSpec("write", 4096, iters=3),),
+                                        faults=(Fault("drop", qp=0, psn=2),)))
+    manifest["qps"][0]["responder"]["qpn"] = 0x999
+    (judgement,) = judge(path, manifest).judgements
+    assert judgement.outcome == "not-seen"
+    assert "no request of queue pair 0 (192.0.2.1 -> 192.0.2.2/0x999)" in judgement.line()

@@ -69,6 +69,8 @@ RULES: dict[str, tuple[str, str]] = {
             "IBA Vol. 1 Annex A17 (RoCEv2 congestion notification, CNP opcode 0x81)"),
     "cnp-reaction": ("a CNP slows the sender (DCQCN)", "IBA Vol. 1 Annex A17"),
     "duplicate": ("a duplicate request is answered again", "IBA Vol. 1 9.7.5.1.2"),
+    "capture": ("the fault's queue pair and frame are in the capture",
+                "the manifest (ibwire gen, ibwire impair)"),
 }
 
 
@@ -130,8 +132,14 @@ class Verdict:
 def _judge_one(s: Story, fault: Fault, frames: CaptureFrames, interval_ns: int) -> list[Check]:
     kind, direction = fault.kind, fault.direction
     if fault.record is not None and fault.record > frames.records:
-        return [Check("recovered", "not-seen", f"the capture ends at record {frames.records}, "
+        return [Check("capture", "not-seen", f"the capture ends at record {frames.records}, "
                       f"before the fault's record {fault.record}")]
+    if not len(s.req):
+        q = s.qp
+        return [Check("capture", "not-seen", f"no request of queue pair {q.index} "
+                      f"({q.requester.address} -> {q.responder.address}/"
+                      f"{q.responder.qpn:#x}) in the capture: do the "
+                      "manifest's addresses and QPNs match it?")]
     if kind in ("drop", "corrupt") and direction == "request":
         return requests.lost_request(s, fault)
     if kind in ("reorder", "delay") and direction == "request":

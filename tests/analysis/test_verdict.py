@@ -59,8 +59,8 @@ def test_gen_passes_with_many_faults_on_two_qps(generated, verb, tap):
     size = 8 if verb in ("fetch_add", "cmp_swap") else 3000
     kinds = ("drop", "lose_ack", "corrupt", "ecn") + (("ecn_resp",) if verb == "read" else ())
     path, manifest = generated(Scenario(
-        qps=(QpSpec(verb, size, iters=12), QpSpec(verb, size, iters=5, ack_every=2 if verb in
-                                                   ("write", "send") else None)),
+        qps=(QpSpec(verb, size, iters=12, start_psn=0xFFFFF0),     # across the PSN wrap
+             QpSpec(verb, size, iters=5, ack_every=2 if verb in ("write", "send") else None)),
         faults=tuple(Fault(k, rate=0.12) for k in kinds), tap=tap, seed=3))
     verdict = judge(path, manifest)
     outcomes = {j.outcome for j in verdict.judgements}
@@ -190,3 +190,19 @@ def test_a_manifest_for_another_capture_says_so(generated):
     (judgement,) = judge(path, manifest).judgements
     assert judgement.outcome == "not-seen"
     assert "no request of queue pair 0 (192.0.2.1 -> 192.0.2.2/0x999)" in judgement.line()
+
+
+def test_nak_answered_inside_a_reread_round(generated):
+    """A READ re-requested for a lost response just before a NAK of the next READ came: the
+    requester resends the NAK's PSN next, inside that round (across the PSN wrap)."""
+    path, manifest = generated(Scenario(
+        qps=(QpSpec("read", 4096, iters=12, start_psn=0xFFFFF0),),
+        faults=(Fault("drop", rate=0.1), Fault("lose_ack", rate=0.1), Fault("corrupt",
+                                                                            rate=0.05)),
+        tap="requester", seed=7))
+    verdict = judge(path, manifest)
+    first = verdict.judgements[0]
+    assert (first.fault.kind, first.fault.psn) == ("drop", 0xFFFFFC)
+    assert first.outcome == "pass", first.line()
+    assert "after the NAK the requester resent from PSN 16777212" in first.line()
+    assert not verdict.broken

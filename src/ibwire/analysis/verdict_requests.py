@@ -102,11 +102,16 @@ def _resend(s: Story, at: int, p: int, naks: list[int], cover: int | None,
     before it when its local ACK timer fires."""
     start = naks[0] if naks else at
     j = s.first_retx(start)
-    if not naks:     # p resent in a round already under way (begun by an earlier loss)
-        own = s.resent(p, at)
-        if own is not None and (j is None or own < j):
-            return Check("resend", "pass", f"PSN {p} resent in a round of retransmissions "
-                         "already under way", [int(s.req["record"][own])])
+    # p itself resent before the next round starts: in a round under way (begun by an
+    # earlier loss, or by a READ's missing responses just before the NAK came)
+    own = s.resent(p, start)
+    if own is not None and (j is None or own <= j):
+        rec = int(s.req["record"][own])
+        if naks:
+            return Check("resend", "pass", f"after the NAK the requester resent from PSN {p}",
+                         [naks[0], rec])
+        return Check("resend", "pass", f"PSN {p} resent in a round of retransmissions "
+                     "already under way", [rec])
     cover_rec = int(s.ans["record"][cover]) if cover is not None else None
     if j is None or (arrives and cover_rec is not None and cover_rec < s.req["record"][j]):
         if arrives and cover_rec is not None:

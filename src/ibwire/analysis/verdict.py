@@ -164,6 +164,9 @@ def _overtaken(s: Story, fault: Fault) -> list[Check]:
     a PSN gap (the lost-request rules, the packet arriving late); else nothing to recover."""
     at = s.place(fault)
     i = s.req.at(at) if fault.record is not None else None
+    if fault.record is not None and i is None:
+        return [Check("capture", "not-seen", f"record {fault.record} is not a request of "
+                      f"queue pair {fault.qp}")]
     overtaken = fault.kind == "reorder"
     if fault.kind == "delay" and i is not None and fault.delay_ns is not None:
         t = int(s.req["t"][i])

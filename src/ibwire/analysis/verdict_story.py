@@ -196,15 +196,12 @@ class Story:
         rows = self.sent(psn)
         return int(rows[0]) if len(rows) else None
 
-    def first_retx(self, after: int, until: int | None = None) -> int | None:
-        """The first request after record ``after`` (before ``until``) that starts a round
-        of retransmissions."""
+    def first_retx(self, after: int) -> int | None:
+        """The first request after record ``after`` that starts a round of
+        retransmissions."""
         i = self.req.after(after)
         hit = np.flatnonzero(self.round[i:])
-        if not len(hit):
-            return None
-        j = i + int(hit[0])
-        return j if until is None or self.req["record"][j] < until else None
+        return i + int(hit[0]) if len(hit) else None
 
     def message_end_psns(self) -> np.ndarray:
         """PSNs of the requests that end a message (LAST, ONLY, READ, atomic), once each."""
@@ -226,6 +223,7 @@ class Story:
         return i + int(hit[0]) if len(hit) else None
 
     def ans_rows(self, mask: np.ndarray, after: int, until: int | None = None) -> list[int]:
+        """Rows of the answers in ``mask`` after record ``after`` (and before ``until``)."""
         i = self.ans.after(after)
         rows = [i + int(k) for k in np.flatnonzero(mask[i:])]
         if until is not None:

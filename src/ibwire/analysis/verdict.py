@@ -46,10 +46,10 @@ RULES: dict[str, tuple[str, str]] = {
                 "again: no ACK's MSN counts it twice",
                 "IBA Vol. 1 C9-105, 9.7.5.1.2; Linux rxe_resp.c duplicate_request()"),
     "dup-read": ("a duplicate READ is executed again: its responses are resent",
-                 "IBA Vol. 1 9.7.5.1.3; Linux rxe_resp.c duplicate_request()"),
+                 "IBA Vol. 1 9.7.5.1.2; Linux rxe_resp.c duplicate_request()"),
     "dup-atomic": ("a duplicate atomic is not executed again: its saved result (the same "
                    "original value) is replayed",
-                   "IBA Vol. 1 9.7.5.1.4; Linux rxe_resp.c duplicate_request() "
+                   "IBA Vol. 1 9.7.5.1.2; Linux rxe_resp.c duplicate_request() "
                    "(find_resource, replay)"),
     "rnr-wait": ("after an RNR NAK the requester waits at least the NAK's timer before it "
                  "resends", "IBA Vol. 1 9.7.5.2.8, Table 45; Linux rxe_comp.c (rnr_nak_timer)"),
@@ -58,7 +58,7 @@ RULES: dict[str, tuple[str, str]] = {
     "read-retry": ("a lost READ response is recovered by the requester re-requesting the "
                    "READ from the missing PSN", "IBA Vol. 1 9.7.5.2; Linux rxe_comp.c"),
     "atomic-retry": ("a lost atomic ACK is recovered by a retry of the atomic",
-                     "IBA Vol. 1 9.7.5.2, 9.7.5.1.4"),
+                     "IBA Vol. 1 9.7.5.2, 9.7.5.1.2"),
     "nak-lost-retry": ("a lost NAK is recovered by the requester's local ACK timeout",
                        "IBA Vol. 1 9.7.5.2; Linux rxe_comp.c retransmit_timer"),
     "stale-answer": ("a duplicated or reordered answer is ignored: nothing already "

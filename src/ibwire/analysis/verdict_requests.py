@@ -13,7 +13,8 @@ from ibwire.transport.opkinds import ATOMIC, ATOMIC_ACK, KIND, READ, READ_RESP
 from ibwire.transport.timers import rnr_timer_ns
 
 UNRELIABLE = ("not-applicable", "UC and UD requests are never acknowledged: a lost packet "
-              "loses its message, nothing is resent (IBA 9.7.5.2, 9.8)")
+              "loses its message, nothing is resent (IBA Vol. 1 chapter 9, unreliable "
+              "services)")
 
 
 def lost_request(s: Story, fault: Fault, *, arrives: bool = False) -> list[Check]:

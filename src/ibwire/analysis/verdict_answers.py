@@ -51,43 +51,45 @@ def lost_answer(s: Story, fault: Fault) -> list[Check]:
     i = s.req.after(at)
     hit = np.flatnonzero(s.retx[i:] & (psn_delta(s.req["psn"][i:], p) <= 0))
     retry = i + int(hit[0]) if len(hit) else None
-    skipped = s.first_retx(at)
-    cover = s.first_covering(p, at)
     retry_rec = int(s.req["record"][retry]) if retry is not None else None
+    cover = s.first_covering(p, at)
+    if fault.kind == "delay" and fault.record is not None and s.ans.at(fault.record) is not None:
+        cover = s.ans.at(fault.record)          # the late answer itself
     cover_rec = int(s.ans["record"][cover]) if cover is not None else None
-    if fault.kind == "delay" and fault.record is not None:
-        cover, cover_rec = s.ans.at(fault.record), fault.record
+    later = answered[s.ans["record"][answered] > at]
+    again_rec = int(s.ans["record"][later[0]]) if len(later) and what != "nak" else None
+    # what recovers it: a READ response or atomic result only by coming again, a NAK only
+    # by a retry, an ACK by any answer covering it as well
+    recovery = [r for r in (retry_rec, again_rec if what in ("read", "atomic") else
+                            cover_rec if what == "ack" else None) if r is not None]
     checks = []
-    if skipped is not None and (retry is None or skipped < retry) and (
-            cover_rec is None or int(s.req["record"][skipped]) < cover_rec) and what != "ack":
-        rec = int(s.req["record"][skipped])
+    skipped = s.first_retx(at)
+    if what != "ack" and skipped is not None and (
+            not recovery or int(s.req["record"][skipped]) < min(recovery)) and (
+            retry is None or skipped < retry):
         checks.append(Check("answer-covered", "fail", f"the requester resent from PSN "
                             f"{int(s.req['psn'][skipped])}, past PSN {p} whose {what} was "
-                            "lost", [rec]))
+                            "lost", [int(s.req["record"][skipped])]))
     if what in ("read", "atomic", "nak"):
         rule = {"read": "read-retry", "atomic": "atomic-retry", "nak": "nak-lost-retry"}[what]
-        later = answered[s.ans["record"][answered] > at]
-        again = int(later[0]) if len(later) else None
-        if what != "nak" and again is not None and (
-                retry is None or int(s.ans["record"][again]) < retry_rec):
-            rec = int(s.ans["record"][again])
+        if again_rec is not None and (retry_rec is None or again_rec < retry_rec):
             checks.append(Check(rule, "pass", f"the {what} of PSN {p} came again (record "
-                                f"{rec}), for a request resent before the loss", [rec]))
-            return checks
-        if retry is None:
+                                f"{again_rec}), for a request resent before the loss",
+                                [again_rec]))
+        elif retry_rec is None:
             checks.append(Check(rule, "not-seen", f"no retry of PSN {p} after its lost "
                                 f"{what} before the capture ends"))
-            return checks
-        checks.append(Check(rule, "pass", f"the lost {what} of PSN {p} recovered by the "
-                            f"requester's retry from PSN {int(s.req['psn'][retry])}",
-                            [retry_rec]))
-        if what == "atomic":
-            checks.append(_replayed(s, fault, retry_rec))
+        else:
+            checks.append(Check(rule, "pass", f"the lost {what} of PSN {p} recovered by the "
+                                f"requester's retry from PSN {int(s.req['psn'][retry])}",
+                                [retry_rec]))
+            if what == "atomic":
+                checks.append(_replayed(s, fault, retry_rec))
         return checks
-    if cover is None and retry is None:
+    if cover_rec is None and retry_rec is None:
         checks.append(Check("answer-covered", "not-seen", f"no later answer covers PSN {p} "
                             "and no retry before the capture ends"))
-    elif retry is None or (cover_rec is not None and cover_rec < retry_rec):
+    elif retry_rec is None or (cover_rec is not None and cover_rec < retry_rec):
         coalesced = int(s.ans["psn"][cover])
         checks.append(Check("answer-covered", "pass", f"PSN {p} covered by the answer of PSN "
                             f"{coalesced}" + (" (coalesced)" if coalesced != p else ""),

@@ -105,10 +105,10 @@ def _resend(s: Story, at: int, p: int, naks: list[int], cover: int | None,
     j = s.first_retx(start)
     # p itself resent before the next round starts: in a round under way (begun by an
     # earlier loss, or by a READ's missing responses just before the NAK came)
-    own = s.resent(p, start)
+    own = s.resent(p, at)
     if own is not None and (j is None or own <= j):
         rec = int(s.req["record"][own])
-        if naks:
+        if naks and rec > naks[0]:
             return Check("resend", "pass", f"after the NAK the requester resent from PSN {p}",
                          [naks[0], rec])
         return Check("resend", "pass", f"PSN {p} resent in a round of retransmissions "

@@ -137,6 +137,10 @@ def test_rnr_timer_honoured_and_not(tmp_path, tap):
     assert wait.outcome == "fail" and wait.records == [rnr, resend]
     assert wait.measured["gap_ns"] == 10_000
     assert f"before its timer ({timer / 1000:.1f} us, code 14) elapsed" in wait.detail
+    # stamps that run backwards (a forged NAK stamped late) give no gap to judge
+    capture.frames[rnr:] = [(t - 20_000, f) for t, f in capture.frames[rnr:]]
+    wait = check(only(verdict_of(capture, tmp_path)), "rnr-wait")
+    assert wait.outcome == "not-seen" and "timestamps run backwards" in wait.detail
 
 
 # --- impair's kinds, in hand-made manifests ---------------------------------------------------

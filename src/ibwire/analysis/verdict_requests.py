@@ -252,7 +252,11 @@ def rnr_honoured(s: Story, fault: Fault) -> list[Check]:
     resent, psn = int(s.req["record"][j]), int(s.req["psn"][j])
     measured = {"gap_ns": gap, "timer_ns": wait, "timer_code": code}
     checks = []
-    if gap < wait:
+    if gap < 0:
+        checks.append(Check("rnr-wait", "not-seen", f"the capture's timestamps run backwards "
+                            f"from the RNR NAK to the resend ({us(gap)}): no gap to measure",
+                            [rec, resent], measured))
+    elif gap < wait:
         checks.append(Check("rnr-wait", "fail", f"resent PSN {psn} {us(gap)} after the RNR "
                             f"NAK, before its timer ({us(wait)}, code {code}) elapsed",
                             [rec, resent], measured))

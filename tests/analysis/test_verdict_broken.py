@@ -120,7 +120,8 @@ def test_corrupted_packet_acknowledged(tmp_path):
 @pytest.mark.parametrize("tap", ["requester", "switch"])
 def test_rnr_timer_honoured_and_not(tmp_path, tap):
     capture = Capture(Scenario(qps=(QpSpec("write", 1024, iters=3),),
-                               faults=(Fault("rnr", qp=0, psn=1, timer=14),), tap=tap))
+                               faults=(Fault("rnr", qp=0, psn=1, timer=14),), tap=tap,
+                               start_ns=10**9))
     (rnr,) = [f["record"] for f in capture.manifest["faults"]]
     judgement = only(verdict_of(capture, tmp_path))
     wait = check(judgement, "rnr-wait")

@@ -4,6 +4,8 @@ per connection (the keys are in docs/reference/qp-findings.md), ``--csv``, ``--p
 (:mod:`ibwire.analysis.plot`).
 
 Exit status 1 when some connection has findings (a check failed), as ``ibwire check``.
+``--manifest M.json``: the verdict instead, one line per injected fault
+(:mod:`ibwire.analysis.verdict`); exit status 1 when an endpoint broke a rule.
 """
 
 from __future__ import annotations
@@ -110,6 +112,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--wide", action="store_true",
                         help="the table with every column and whole addresses, however wide "
                         "(else it fits the terminal, saying what it left out)")
+    parser.add_argument("--manifest", metavar="M.json", default=None,
+                        help="judge each fault of this manifest (ibwire gen's or ibwire "
+                        "impair's): one line per fault, pass/fail/not-seen/not-applicable/"
+                        "not-implemented with the rule and the records that show it (--json: "
+                        "one object per fault); exit 1 when an endpoint broke a rule")
     parser.add_argument("--columns", metavar="A,B,...", default=None,
                         help="the table's columns, in this order, of: "
                         + ", ".join(NAMES).replace("%", "%%"))
@@ -242,9 +249,31 @@ def finding_lines(dicts: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def run_verdict(args: argparse.Namespace) -> int:
+    """``qp --manifest``: the verdict on each fault (:mod:`ibwire.analysis.verdict`)."""
+    from ibwire.analysis.verdict import judge
+    from ibwire.cli.common import json_line
+
+    for option in ("csv", "plot", "columns"):
+        if getattr(args, option):
+            print(f"ibwire qp: --{option} does not go with --manifest", file=sys.stderr)
+            return 2
+    verdict = judge(args.file, args.manifest, count=args.count)
+    if args.json:
+        for d in verdict.as_dicts():
+            sys.stdout.write(json_line(d))
+    else:
+        for line in verdict.lines():
+            print(line)
+    return 1 if verdict.broken else 0
+
+
 def run(args: argparse.Namespace) -> int:
     from ibwire.analysis import analyse
     from ibwire.cli.common import json_line
+
+    if args.manifest is not None:
+        return run_verdict(args)
 
     for option in ("svg", "plot_format", "plot_window"):
         if getattr(args, option) and not args.plot:

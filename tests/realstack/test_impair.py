@@ -254,6 +254,42 @@ def test_lost_read_response_recovered(impair_runs: dict[str, CaseRun]) -> None:
     assert len(again) >= 2  # the lost response, then the one the re-read drew
 
 
+
+#: Outcomes of ``qp --manifest`` that are not a rule broken by rxe, per case where it is not
+#: "pass": rxe implements no DCQCN notification point (no CNP for a CE mark), and a CNP's
+#: rate reaction is not judged.
+NOT_PASS = {"write_ecn": "not-implemented", "write_cnp": "not-applicable"}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_verdict_on_rxe(impair_runs: dict[str, CaseRun], name: str) -> None:
+    """``ibwire qp crossed.pcap --manifest manifest.json``: impair's manifest judged against
+    what the real endpoints did. rxe passes every rule it follows; where it breaks one, the
+    test says which and shows the frames (a finding, not a rule to loosen)."""
+    from ibwire.analysis.verdict import judge
+
+    run = _get(impair_runs, name)
+    verdict = judge(str(run.directory / "crossed.pcap"), run.manifest)
+    outcomes = {j.outcome for j in verdict.judgements}
+    if name == "write_rnr":
+        # Finding: after an RNR NAK naming PSN p in the middle of a message, rxe resends from
+        # the message's first PSN, the oldest it holds unacknowledged, not from p (on an RNR
+        # NAK rxe_comp.c leaves comp.psn where the last ACK put it, and req_retry() in
+        # rxe_req.c rewinds to it), against the verdict's resend rule (IBA 9.7.5.2: resume
+        # at the PSN the NAK names; the packets before it are implicitly acknowledged).
+        # Harmless (the responder takes them as duplicates), but broken when p is mid-message.
+        [judgement] = verdict.judgements
+        [fault] = run.faults("rnr")
+        assert f"PSN {fault['psn']}" in judgement.line()
+        # (PSN offset 500 of 16-PSN messages: always mid-message)
+        broken = [c for c in judgement.checks if c.outcome == "fail"]
+        assert [c.rule for c in broken] == ["resend"], judgement.line()
+        assert "not the RNR NAK's PSN" in broken[0].detail, judgement.line()
+        return
+    want = NOT_PASS.get(name, "pass")
+    assert outcomes == {want}, "\n".join(j.line() for j in verdict.judgements)
+
+
 def _delivered(run: CaseRun, to_server: bool) -> int:
     """RoCE frames the forwarder sent toward the server (or the client): records of the
     capture whose destination MAC is its, but those the plan dropped."""

@@ -1,94 +1,82 @@
 """Drawing from hypothesis strategies one value at a time, on demand, from a seed.
 
 A live fuzzer decides what to draw from only as the wire goes on (the connection it learnt
-a moment ago, the frame the forwarder holds now), so it cannot hand hypothesis a strategy
-up front. :class:`Drawer` keeps one hypothesis test running in a thread (generation only,
-no database, no shrinking; the seed fixed) whose every example draws the strategy the
-caller passes to :meth:`Drawer.draw`: hypothesis's own generation (boundary values, small
-sizes first) with an arbitrary strategy per call.
+a moment ago, the frame the forwarder holds now), so it cannot hand hypothesis one strategy
+up front as ``@given`` wants, and a ``@given`` loop fed a different strategy per example is
+soon stopped by hypothesis as a flaky strategy (it remembers earlier examples' choices).
+:class:`Drawer` draws each value on a fresh ``ConjectureData`` of its own, with hypothesis's
+own generation (its provider: boundary values, small sizes, nasty constants) from one seeded
+random stream: the same seed and the same calls give the same values. A draw that overruns
+or whose ``assume``/``filter`` fails is drawn again (up to :data:`RETRIES` times).
+
+This uses hypothesis's internal ``ConjectureData`` and ``BuildContext`` (the way its own
+``find`` does); both the keyword form of recent releases and the older ``max_length``/
+``prefix`` form are handled.
 """
 
 from __future__ import annotations
 
-import queue
-import threading
+import random
 from typing import Any, TypeVar
 
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
+from hypothesis.control import BuildContext
+from hypothesis.errors import HypothesisException, UnsatisfiedAssumption
+from hypothesis.internal.conjecture.data import ConjectureData
 
 T = TypeVar("T")
-_STOP = object()
+RETRIES = 50
+_OLD_BUFFER = 8 * 1024
 
 
-class _Stopped(Exception):
-    pass
+class DrawError(RuntimeError):
+    """A strategy gave no value in :data:`RETRIES` tries."""
+
+
+def _data(rnd: random.Random) -> ConjectureData:
+    try:
+        return ConjectureData(random=rnd)
+    except TypeError:  # hypothesis before the choice-sequence refactor
+        return ConjectureData(_OLD_BUFFER, b"", random=rnd)  # type: ignore[call-arg,arg-type]
+
+
+def _stopped(exc: BaseException) -> bool:
+    """The draw ran out of room or was abandoned (hypothesis's StopTest/Overrun)."""
+    return type(exc).__name__ in ("StopTest", "Overrun", "Frozen")
 
 
 class Drawer:
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
-        self._requests: queue.Queue[Any] = queue.Queue()
-        self._answers: queue.Queue[tuple[bool, Any]] = queue.Queue()
-        self._pending: Any = None
-        self._stopping = False
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
+        self.random = random.Random(seed)
+        self.draws = 0
+        self.retries = 0
 
-    def draw(self, strategy: st.SearchStrategy[T], timeout: float = 60.0) -> T:
+    def draw(self, strategy: st.SearchStrategy[T]) -> T:
         """A value of ``strategy``."""
-        if self._stopping:
-            raise RuntimeError("the drawer is closed")
-        self._requests.put(strategy)
-        ok, value = self._answers.get(timeout=timeout)
-        if not ok:
-            raise value
-        return value  # type: ignore[no-any-return]
+        last: BaseException | None = None
+        for _ in range(RETRIES):
+            data = _data(self.random)
+            try:
+                with BuildContext(data, is_final=False, wrapped_test=None):  # type: ignore[arg-type]
+                    value = data.draw(strategy)
+            except (UnsatisfiedAssumption, HypothesisException) as exc:
+                last = exc
+            except BaseException as exc:
+                if not _stopped(exc):
+                    raise
+                last = exc
+            else:
+                self.draws += 1
+                return value
+            self.retries += 1
+        raise DrawError(f"no value of {strategy!r} in {RETRIES} tries ({last!r})")
 
     def close(self) -> None:
-        self._stopping = True
-        self._requests.put(_STOP)
-        self._thread.join(5)
+        """Nothing to release (kept for the callers that use it as a context manager)."""
 
     def __enter__(self) -> Drawer:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self.close()
-
-    def _serve(self) -> None:
-        seed = self.seed
-        while not self._stopping:
-            @settings(database=None, max_examples=10**9, phases=[Phase.generate],
-                      deadline=None, suppress_health_check=list(HealthCheck))
-            @hypothesis_seed(seed)
-            @given(st.data())
-            def loop(data: st.DataObject) -> None:
-                if self._stopping:
-                    raise _Stopped
-                request = self._pending if self._pending is not None else self._requests.get()
-                if request is _STOP:
-                    self._stopping = True
-                    raise _Stopped
-                self._pending = request  # kept if hypothesis abandons this example
-                try:
-                    value = data.draw(request)
-                except Exception as exc:  # a strategy's own error: the caller's to see
-                    if type(exc).__module__.startswith("hypothesis"):
-                        raise
-                    self._pending = None
-                    self._answers.put((False, exc))
-                    return
-                self._pending = None
-                self._answers.put((True, value))
-
-            try:
-                loop()
-            except _Stopped:
-                return
-            except Exception as exc:
-                if self._pending is not None and not self._stopping:
-                    self._answers.put((False, exc))
-                    self._pending = None
-            seed += 1

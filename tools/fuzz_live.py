@@ -338,7 +338,9 @@ def _handle(problems: list[Problem], batch: list[Shot], frames: list[bytes],
     if not problems:
         return False
     assert session.tap is not None and session.scenario is not None
-    restart = any(p.kind != "tool" for p in problems)
+    # a dead endpoint needs fresh guests; a known warning (WARN_ON_ONCE fires once a boot)
+    # does not stop the fuzzing of the live pair
+    restart = any(p.kind == "probe" for p in problems)
     new: list[tuple[LiveFinding, Problem]] = []
     for problem in problems:
         known = out.get(problem.signature)
@@ -350,13 +352,14 @@ def _handle(problems: list[Problem], batch: list[Shot], frames: list[bytes],
                               problem.guest, when=time.time())
         out.add(finding, batch, frames, conn, SCENARIO, problem.console or problem.detail)
         new.append((finding, problem))
-    if not restart:
+    if not restart and any(p.kind == "tool" for p in problems):
         session.scenario.restart_client()
         figures.tool_restarts += 1
     for finding, problem in new:
         if problem.kind == "tool" and not args.shrink_tools:
             continue
-        if args.trials <= 0:
+        if args.trials <= 0 or (args.shrink_match and args.shrink_match not in
+                                finding.signature):
             continue
         session.__exit__(None, None, None)  # the trials boot pairs of their own
         restart = True
@@ -401,8 +404,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--settle", type=float, default=1.0,
                    help="seconds between a batch and the checks")
     p.add_argument("--roles", help=f"comma-separated subset of {','.join(ROLES)}")
-    p.add_argument("--trials", type=int, default=10,
+    p.add_argument("--trials", type=int, default=8,
                    help="fresh guest pairs spent shrinking each finding (0: none)")
+    p.add_argument("--shrink-match", metavar="TEXT",
+                   help="shrink only the findings whose signature contains TEXT")
     p.add_argument("--shrink-tools", action="store_true",
                    help="also shrink findings where only the fuzzed rping exited")
     p.add_argument("--max-batches", type=int, default=0)

@@ -28,6 +28,10 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("list-corruption", r"list_(?:add|del) corruption"),
         ("panic", r"Kernel panic"),
     ))
+#: Lines that continue a report (registers, code, the call trace, its end marker).
+_CONTINUATION = re.compile(
+    r"^(?:\s|RIP:|RSP:|R[A-Z0-9]{2}:|R\d+:|FS:|CS:|CR2:|Code:|Call Trace|Modules linked in|"
+    r"CPU:|Hardware name|Workqueue:|Tainted|<|\?|---\[ end trace|WARNING: .* at lib/refcount)")
 _AT = re.compile(r" at ([\w./-]+:\d+)")
 _FRAME = re.compile(r"(?:RIP: \S+:|^\s+)([A-Za-z_][\w.]*)\+0x")
 #: Lines kept after the line that matched.
@@ -79,8 +83,12 @@ def _where(line: str, block: list[str]) -> str:
 
 
 def _report_length(block: list[str]) -> int:
-    """Lines of ``block`` that belong to the report it starts (up to its end marker)."""
-    for n, b in enumerate(block):
+    """Lines of ``block`` after its first that belong to the report it starts: its
+    continuation lines, up to its end marker."""
+    n = 0
+    for n, b in enumerate(block[1:], 1):
         if "---[ end trace" in b:
             return n
-    return min(len(block) - 1, 5)
+        if not _CONTINUATION.match(b):
+            return n - 1
+    return n

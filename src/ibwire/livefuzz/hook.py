@@ -175,6 +175,8 @@ class InFlightMutator:
         if found is None:
             return None
         out, kind = found
+        if out == bytes(frame):  # the lie drew the value the frame had
+            return None
         word = kind.split()[0] if not kind.startswith("mutated") else " ".join(
             kind.split()[:2])
         self.kinds[word] = self.kinds.get(word, 0) + 1

@@ -8,7 +8,7 @@ so both steps count their trials against one bound:
    handling);
 2. :func:`shrink_shot` -- the one packet made smaller along the dimensions its strategy drew
    it in, the way hypothesis shrinks a draw: the ``mutated()`` break dropped, the payload
-   emptied or halved, the drawn field values dropped (the builder's defaults, zero for a MAD
+   emptied or cut by a half or a quarter at either end, the drawn field values dropped (the builder's defaults, zero for a MAD
    field) by halves, a PSN or MSN offset brought back to the live value, one byte edit
    dropped at a time; a candidate is kept when it still reproduces.
 """
@@ -63,10 +63,11 @@ def candidates(shot: Shot) -> Iterator[Shot]:
         yield replace(shot, edits=(), cut=None, tail=b"", kind=shot.kind.split(" + ")[0])
     if shot.payload:
         yield replace(shot, payload=b"")
-        half = len(shot.payload) // 2
-        if half:
-            yield replace(shot, payload=shot.payload[:half])
-            yield replace(shot, payload=shot.payload[half:])
+        n = len(shot.payload)
+        for part in (n // 2, n // 4):  # a half, a quarter off either end
+            if part:
+                yield replace(shot, payload=shot.payload[:n - part])
+                yield replace(shot, payload=shot.payload[part:])
     drawn = [k for k in shot.fields if k not in STRUCTURAL]
     groups = [drawn] if drawn else []
     size = len(drawn) // 2

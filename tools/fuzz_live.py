@@ -153,12 +153,25 @@ def _shape(text: str) -> str:
     return re.sub(r"0x[0-9a-fA-F]+|\d+", "N", text)[:80]
 
 
+def aim(session: Session, shot: Shot) -> tuple[QpState, QpState]:
+    """The connection to render ``shot`` against: for a response, once its end has a
+    request outstanding."""
+    assert session.tap is not None
+    if shot.role == "response":
+        found = session.tap.when_outstanding(shot.to)
+        if found is not None:
+            return found
+    return session.connection()
+
+
 def replay_into(session: Session, batch: Sequence[Shot], out: Path, pps: float = 200.0,
                 ) -> list[bytes]:
     """Render ``batch`` against the session's connection, write it to ``out`` and send it
-    with ``ibwire replay -i br0`` inside the rig's namespace."""
+    with ``ibwire replay -i br0`` inside the rig's namespace (rendered as late as it can:
+    a batch that holds a response is rendered when its end has a request outstanding)."""
     assert session.tap is not None
-    conn = session.connection()
+    responses = [s for s in batch if s.role == "response"]
+    conn = aim(session, responses[0]) if responses else session.connection()
     frames = [render(s, conn, session.tap.mac) for s in batch]
     write_frames(out, frames)
     command = session.rig.namespace.command(
@@ -179,12 +192,15 @@ def same(problem: Problem, signature: str) -> bool:
 
 
 class Trial:
-    """Replaying shots into fresh guest pairs, each a trial."""
+    """Replaying shots into fresh guest pairs, each a trial: the shots are sent up to
+    ``repeats`` times into the pair (a finding that needs the connection in one state, a
+    request outstanding, may miss it once)."""
 
     def __init__(self, image: Image, workdir: Path, plant: bool, signature: str,
-                 log: bool = False) -> None:
+                 log: bool = False, repeats: int = 3) -> None:
         self.image, self.workdir, self.plant = image, workdir, plant
         self.signature = signature
+        self.repeats = repeats
         self.log = log
         self.count = 0
 
@@ -192,14 +208,18 @@ class Trial:
         self.count += 1
         where = self.workdir / f"trial{self.count}"
         where.mkdir(parents=True, exist_ok=True)
+        hit = False
         try:
             with Session(self.image, where / "guests", self.plant) as session:
-                replay_into(session, batch, where / "sent.pcap")
-                problems = session.check()
+                for attempt in range(self.repeats):  # a race may need another go
+                    replay_into(session, batch, where / f"sent{attempt + 1}.pcap")
+                    problems = session.check()
+                    hit = any(same(p, self.signature) for p in problems)
+                    if hit or any(p.kind == "probe" for p in problems):
+                        break
         except GuestError as exc:
             print(f"  trial {self.count}: {exc}", file=sys.stderr)
             return False
-        hit = any(same(p, self.signature) for p in problems)
         if self.log:
             print(f"  trial {self.count}: {len(batch)} packets -> "
                   f"{'reproduced' if hit else 'not reproduced'}", flush=True)
@@ -219,10 +239,10 @@ class Figures:
 
 def shrink_finding(finding: LiveFinding, batch: list[Shot], conn: tuple[QpState, QpState],
                    mac: str, image: Image, out: FindingsDir, plant: bool, trials: int,
-                   deadline: float, log: bool) -> int:
+                   deadline: float, log: bool, repeats: int = 3) -> int:
     """Bisect and shrink ``finding``'s batch by trials in fresh pairs; the trials used."""
     work = Path(tempfile.mkdtemp(prefix="ibwire-live-trials-"))
-    trial = Trial(image, work, plant, finding.signature, log)
+    trial = Trial(image, work, plant, finding.signature, log, repeats)
     bound = Trials(trials)
 
     def reproduces(part: Sequence[Shot]) -> bool:
@@ -231,7 +251,11 @@ def shrink_finding(finding: LiveFinding, batch: list[Shot], conn: tuple[QpState,
         return trial(part)
 
     one = bisect_batch(batch, reproduces, bound)
-    finding.reproduced = one is not None or None
+    if one is not None:
+        finding.reproduced = True
+    elif bound.left > 0 and len(batch) > 1:  # several packets together, or not at all?
+        bound.spend()
+        finding.reproduced = reproduces(batch)
     repro = batch
     if one is not None:
         repro = [shrink_shot(one, reproduces, bound)]
@@ -293,8 +317,7 @@ def campaign(args: argparse.Namespace) -> dict:
                         planted = False
                     frames = []
                     for shot in batch:
-                        now = session.tap.connection() or conn
-                        frames.append(render(shot, now, session.tap.mac))
+                        frames.append(render(shot, aim(session, shot), session.tap.mac))
                         session.tap.send(frames[-1:], gap)
                         figures.coverage.add(shot)
                     figures.batches += 1
@@ -365,7 +388,7 @@ def _handle(problems: list[Problem], batch: list[Shot], frames: list[bytes],
         restart = True
         figures.trials += shrink_finding(finding, batch, conn, session.tap.mac, image, out,
                                          args.plant, args.trials, deadline - 20,
-                                         args.verbose)
+                                         args.verbose, args.repeats)
     return restart
 
 
@@ -378,10 +401,14 @@ def replay(args: argparse.Namespace) -> int:
     image = build()
     work = Path(args.keep or tempfile.mkdtemp(prefix="ibwire-live-replay-"))
     with Session(image, work / "guests", args.plant) as session:
-        frames = replay_into(session, batch, work / "replayed.pcap")
-        problems = session.check()
-        print(f"sent {len(frames)} packets (rendered against the fresh connection: "
-              f"{work / 'replayed.pcap'}); kernel {session.kernel}")
+        for attempt in range(1, args.repeats + 1):
+            sent = work / f"replayed{attempt}.pcap"
+            frames = replay_into(session, batch, sent)
+            problems = session.check()
+            print(f"sent {len(frames)} packets (rendered against the fresh connection: "
+                  f"{sent}); kernel {session.kernel}")
+            if problems:
+                break
     for p in problems:
         print(f"{p.kind}: {p.signature}: {p.detail}")
         if p.console:
@@ -406,6 +433,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--roles", help=f"comma-separated subset of {','.join(ROLES)}")
     p.add_argument("--trials", type=int, default=8,
                    help="fresh guest pairs spent shrinking each finding (0: none)")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="times a trial sends its packets into its pair while nothing shows")
     p.add_argument("--shrink-match", metavar="TEXT",
                    help="shrink only the findings whose signature contains TEXT")
     p.add_argument("--shrink-tools", action="store_true",
@@ -418,6 +447,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("repro", help="a finding's repro.json (or batch.json)")
     p.add_argument("--plant", action="store_true", help="arm the planted fault first")
     p.add_argument("--keep", help="keep the consoles and the pcap sent here")
+    p.add_argument("--repeats", type=int, default=3,
+                   help="send the packets up to this many times while nothing shows")
     args = parser.parse_args(argv)
     try:
         if args.command == "replay":

@@ -150,6 +150,18 @@ class WireTap:
         raise GuestError(f"no live connection on port {port} seen on the bridge in "
                          f"{timeout:.0f} s")
 
+    def when_outstanding(self, to: int, port: int = MAIN_PORT,
+                         timeout: float = 2.0) -> tuple[QpState, QpState] | None:
+        """The connection once end ``to`` has a request outstanding (a response injected
+        then meets a send queue entry its completer is waiting on), or as it is after
+        ``timeout``."""
+        deadline = time.monotonic() + timeout
+        conn = self.connection(port)
+        while conn is not None and not conn[to].outstanding and time.monotonic() < deadline:
+            time.sleep(0.002)
+            conn = self.connection(port)
+        return conn
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join(2)

@@ -41,6 +41,9 @@ class QpState:
     """The PSN of the next request this QP expects (one past the last request to it)."""
     send_psn: int | None = None
     """The PSN of the next request this QP sends (one past its last request)."""
+    acked_psn: int | None = None
+    """One past the PSN of the last response this QP received (what its peer has answered
+    of its requests): below :attr:`send_psn`, it has requests outstanding."""
     msn: int | None = None
     """The MSN of the last ACK this QP sent (its responder's message count)."""
     comm_id: int | None = None
@@ -58,6 +61,11 @@ class QpState:
     @property
     def key(self) -> tuple[str, int]:
         return (self.address, self.qpn)
+
+    @property
+    def outstanding(self) -> bool:
+        """It has sent requests its peer has not answered yet (as far as the wire showed)."""
+        return self.send_psn is not None and self.send_psn != self.acked_psn
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items()}
@@ -108,6 +116,8 @@ class LiveState:
         if opcode in RC_RESPONSES:
             if "aeth.msn" in f and sender is not None:
                 sender.msn = f["aeth.msn"]
+            if opcode not in (0x0D, 0x0E):  # the last packet of a response
+                to.acked_psn = (psn + 1) % PSN_MOD
             return
         to.recv_psn = (psn + self._span(opcode, f)) % PSN_MOD
         to.pkey = f.get("bth.p_key", to.pkey)
@@ -162,6 +172,7 @@ class LiveState:
                 active.peer_comm_id = qp.comm_id
                 active.peer, qp.peer = qp.key, active.key
                 active.send_psn, qp.send_psn = qp.recv_psn, active.recv_psn
+                active.acked_psn, qp.acked_psn = qp.recv_psn, active.recv_psn
         elif attribute in COMM_IDS and attribute not in (REQ, REP):
             _, local, remote = COMM_IDS[attribute]
             if attribute == 0x15 and local in f:  # DREQ: that connection is going away

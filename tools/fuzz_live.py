@@ -309,7 +309,12 @@ def campaign(args: argparse.Namespace) -> dict:
                     if args.max_batches and figures.batches >= args.max_batches:
                         break
                     assert session.tap is not None and session.scenario is not None
-                    conn = session.connection()
+                    try:
+                        conn = session.connection()
+                    except GuestError as exc:  # the scenario cannot connect again
+                        print(f"fuzz_live: {exc}; booting a fresh pair", file=sys.stderr)
+                        figures.problems["lost"] = figures.problems.get("lost", 0) + 1
+                        break
                     batch = [drawer.draw(shots(conn, session.tap.mac, roles))
                              for _ in range(args.batch)]
                     if planted:
@@ -321,7 +326,10 @@ def campaign(args: argparse.Namespace) -> dict:
                         session.tap.send(frames[-1:], gap)
                         figures.coverage.add(shot)
                     figures.batches += 1
-                    problems = session.check(args.settle)
+                    try:
+                        problems = session.check(args.settle)
+                    except GuestError as exc:
+                        problems = [Problem("probe", "probe|control channel", str(exc))]
                     for problem in problems:
                         figures.problems[problem.kind] = figures.problems.get(
                             problem.kind, 0) + 1

@@ -33,7 +33,7 @@ MAC = "02:00:00:00:00:aa"
 
 
 def frames_of(path: Path) -> list[bytes]:
-    return [r.frame for r in read_capture(str(path))]
+    return [bytes(r.frame) for r in read_capture(str(path))]
 
 
 @pytest.fixture(scope="module")

@@ -42,7 +42,7 @@ def rig_possible() -> None:
 
 
 def _frames(path: Path) -> list[bytes]:
-    return [r.frame for r in read_capture(str(path))]
+    return [bytes(r.frame) for r in read_capture(str(path))]
 
 
 def test_planted_fault_is_found_shrunk_to_one_packet_and_replayed_alone(

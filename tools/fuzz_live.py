@@ -233,6 +233,8 @@ class Figures:
     sessions: int = 0
     tool_restarts: int = 0
     trials: int = 0
+    frames_sent: int = 0
+    frames_refused: int = 0
     seconds: float = 0.0
     problems: dict[str, int] = field(default_factory=dict)
 
@@ -343,6 +345,9 @@ def campaign(args: argparse.Namespace) -> dict:
                 if args.max_batches and figures.batches >= args.max_batches:
                     break
             finally:
+                if session.tap is not None:
+                    figures.frames_sent += session.tap.sent
+                    figures.frames_refused += session.tap.refused
                 session_cm.__exit__(None, None, None)
     finally:
         drawer.close()
@@ -351,6 +356,7 @@ def campaign(args: argparse.Namespace) -> dict:
     summary = {"seconds": round(figures.seconds, 1), "kernel": kernel,
                "batches": figures.batches, "sessions": figures.sessions,
                "tool_restarts": figures.tool_restarts, "trials": figures.trials,
+               "frames_sent": figures.frames_sent, "frames_refused": figures.frames_refused,
                "problems": figures.problems, **figures.coverage.as_dict(),
                "findings": [{"id": f.ident, "kind": f.kind, "signature": f.signature,
                              "seen": f.seen, "batch_packets": f.batch_packets,

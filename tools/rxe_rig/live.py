@@ -104,6 +104,7 @@ class WireTap:
         self.frames: list[bytes] = []
         self.received = 0
         self.sent = 0
+        self.refused = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
@@ -126,7 +127,11 @@ class WireTap:
 
     def send(self, frames: list[bytes], gap: float = 0.0) -> None:
         for frame in frames:
-            self.sock.send(frame)
+            try:
+                self.sock.send(frame)
+            except OSError:  # a frame the kernel refuses (too short, too long)
+                self.refused += 1
+                continue
             self.sent += 1
             if gap:
                 time.sleep(gap)

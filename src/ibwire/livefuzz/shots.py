@@ -37,6 +37,8 @@ from ibwire.tables import mad_attributes, opcodes
 from ibwire.transport.cm import COMM_IDS, REQ
 
 ROLES = ("request", "response", "cm")
+#: Ethernet, IPv4, UDP and BTH: a frame cut shorter never reaches the transport.
+MIN_FRAME = 14 + 20 + 8 + 12
 UD_SEND_ONLY = 0x64
 GSI_QKEY = 0x80010000
 #: CM class version and MAD base version Linux's CM speaks (cm.c IB_CM_CLASS_VERSION,
@@ -272,8 +274,10 @@ def _mutate(draw: st.DrawFn, shot: Shot, conn: Connection, source_mac: str) -> S
     good = GeneratedPacket(frame, "ethernet", "rocev2_ipv4", int(fields["bth.opcode"]),
                            fields, shot.payload)
     # a CRC break is undone by the reseal; a flipped Ethernet bit only misroutes the frame
+    # (nor does a cut before the BTH reach the transport)
     m = draw(mutated(st.just(good)).filter(
-        lambda m: m.kind != "crc" and not (m.kind == "bitflip" and m.where == "eth")))
+        lambda m: m.kind != "crc" and not (m.kind == "bitflip" and m.where == "eth")
+        and len(m.frame) >= MIN_FRAME))
     edits = tuple((i, a ^ b) for i, (a, b) in enumerate(zip(frame, m.frame, strict=False))
                   if a != b)
     cut = len(m.frame) if len(m.frame) < len(frame) else None

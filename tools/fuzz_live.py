@@ -87,6 +87,8 @@ class Session:
         self.consoles: Consoles | None = None
         self.kernel = ""
         self.counters: dict[str, dict[str, int]] = {}
+        self.first_counters: dict[str, dict[str, int]] = {}
+        self._traffic = -1
 
     def __enter__(self) -> Session:
         self.rig.__enter__()
@@ -100,6 +102,7 @@ class Session:
             self.kernel = self.scenario.kernel()
             self.consoles = Consoles(self.rig.guests)
             self.counters = self.scenario.counters()
+            self.first_counters = self.counters
         except BaseException:
             self.__exit__(None, None, None)
             raise
@@ -114,13 +117,35 @@ class Session:
         assert self.tap is not None and self.scenario is not None
         conn = self.tap.connection()
         if conn is None:
-            self.scenario.restart_client()
-            conn = self.tap.wait_connection()
+            self.restart_client()
+            conn = self.tap.connection()
+            assert conn is not None
         return conn
 
+    def restart_client(self) -> None:
+        """A new fuzzed rping client, and its connection learnt (the old one forgotten:
+        it may have died without a DREQ on the wire)."""
+        assert self.tap is not None and self.scenario is not None
+        with self.tap.lock:
+            for qp in self.tap.state.qps.values():
+                qp.closed = True
+        self.scenario.restart_client()
+        self.tap.wait_connection()
+
+    def traffic(self) -> int:
+        """Packets the fuzzed connection carried so far (both ways, as sniffed)."""
+        assert self.tap is not None
+        conn = self.tap.connection()
+        return sum(q.packets_in for q in conn) if conn else -1
+
+    def mark(self) -> None:
+        """Remember the fuzzed connection's traffic (before a batch)."""
+        self._traffic = self.traffic()
+
     def check(self, settle: float = 1.0) -> list[Problem]:
-        """The oracles, after ``settle`` seconds: consoles, the fuzzed tool, a probe, the
-        counters no packet should move."""
+        """The oracles, after ``settle`` seconds: consoles, the fuzzed tool (ended, or its
+        connection silent since :meth:`mark`), a probe, the counters no packet should
+        move."""
         assert self.scenario is not None and self.consoles is not None
         time.sleep(settle)
         found = [Problem("console", sign.signature, sign.line, guest, sign.excerpt)
@@ -132,6 +157,11 @@ class Session:
             found.append(Problem("tool", f"tool|rping|exit {status}|{_shape(last)}",
                                  f"rping client exited {status}: {said}",
                                  self.scenario.client.name))
+        elif self.traffic() == self._traffic:
+            # alive but silent: rping waits for a completion that never comes
+            found.append(Problem("tool", "tool|rping|stalled",
+                                 f"the fuzzed connection carried nothing for {settle:.1f} s "
+                                 "while rping ran", self.scenario.client.name))
         ok, why = self.scenario.probe()
         if not ok:
             found.append(Problem("probe", "probe|" + _shape(why.split(":")[0]), why))
@@ -212,6 +242,7 @@ class Trial:
         try:
             with Session(self.image, where / "guests", self.plant) as session:
                 for attempt in range(self.repeats):  # a race may need another go
+                    session.mark()
                     replay_into(session, batch, where / f"sent{attempt + 1}.pcap")
                     problems = session.check()
                     hit = any(same(p, self.signature) for p in problems)
@@ -235,6 +266,8 @@ class Figures:
     trials: int = 0
     frames_sent: int = 0
     frames_refused: int = 0
+    counters: dict[str, int] = field(default_factory=dict)
+    """rxe hw_counters moved over all sessions, both guests together."""
     seconds: float = 0.0
     problems: dict[str, int] = field(default_factory=dict)
 
@@ -323,6 +356,7 @@ def campaign(args: argparse.Namespace) -> dict:
                         batch.insert(len(batch) // 2, marked_shot())
                         planted = False
                     frames = []
+                    session.mark()
                     for shot in batch:
                         frames.append(render(shot, aim(session, shot), session.tap.mac))
                         session.tap.send(frames[-1:], gap)
@@ -348,6 +382,10 @@ def campaign(args: argparse.Namespace) -> dict:
                 if session.tap is not None:
                     figures.frames_sent += session.tap.sent
                     figures.frames_refused += session.tap.refused
+                for guest, values in session.counters.items():
+                    for name, value in values.items():
+                        moved = value - session.first_counters.get(guest, {}).get(name, value)
+                        figures.counters[name] = figures.counters.get(name, 0) + moved
                 session_cm.__exit__(None, None, None)
     finally:
         drawer.close()
@@ -357,6 +395,7 @@ def campaign(args: argparse.Namespace) -> dict:
                "batches": figures.batches, "sessions": figures.sessions,
                "tool_restarts": figures.tool_restarts, "trials": figures.trials,
                "frames_sent": figures.frames_sent, "frames_refused": figures.frames_refused,
+               "rxe_counters_moved": dict(sorted(figures.counters.items())),
                "problems": figures.problems, **figures.coverage.as_dict(),
                "findings": [{"id": f.ident, "kind": f.kind, "signature": f.signature,
                              "seen": f.seen, "batch_packets": f.batch_packets,
@@ -390,7 +429,10 @@ def _handle(problems: list[Problem], batch: list[Shot], frames: list[bytes],
         out.add(finding, batch, frames, conn, SCENARIO, problem.console or problem.detail)
         new.append((finding, problem))
     if not restart and any(p.kind == "tool" for p in problems):
-        session.scenario.restart_client()
+        try:
+            session.restart_client()
+        except GuestError:
+            restart = True
         figures.tool_restarts += 1
     for finding, problem in new:
         if problem.kind == "tool" and not args.shrink_tools:
@@ -417,6 +459,7 @@ def replay(args: argparse.Namespace) -> int:
     with Session(image, work / "guests", args.plant) as session:
         for attempt in range(1, args.repeats + 1):
             sent = work / f"replayed{attempt}.pcap"
+            session.mark()
             frames = replay_into(session, batch, sent)
             problems = session.check()
             print(f"sent {len(frames)} packets (rendered against the fresh connection: "

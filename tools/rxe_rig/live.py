@@ -255,18 +255,24 @@ class LiveScenario:
         self.restarts += 1
         self.start_client()
 
-    def probe(self, timeout: int = 30) -> tuple[bool, str]:
-        """A one-iteration rping on a connection of its own; (ok, what went wrong)."""
-        try:
-            for guest in (self.server, self.client):
-                guest.check("true", timeout=20)
-            result = self.client.run(f"timeout {timeout} rping -c -a {self.server.addr} "
-                                     f"-p {PROBE_PORT} -C 1 -S 64", timeout=timeout + 20)
-        except GuestError as exc:
-            return False, f"control channel: {exc}"
-        if not result.ok:
-            return False, f"probe rping exited {result.status}: {result.output.strip()[-200:]}"
-        return True, ""
+    def probe(self, timeout: int = 30, attempts: int = 2) -> tuple[bool, str]:
+        """A one-iteration rping on a connection of its own; (ok, what went wrong). A
+        failure is tried once more (rping itself sometimes trips over its own disconnect
+        on a loaded emulated machine): the endpoints stopped answering when both fail."""
+        said = []
+        for _ in range(attempts):
+            try:
+                for guest in (self.server, self.client):
+                    guest.check("true", timeout=20)
+                result = self.client.run(f"timeout {timeout} rping -c -a {self.server.addr} "
+                                         f"-p {PROBE_PORT} -C 1 -S 64", timeout=timeout + 20)
+            except GuestError as exc:
+                return False, f"control channel: {exc}"
+            if result.ok:
+                return True, ""
+            said.append(f"probe rping exited {result.status}: "
+                        f"{result.output.strip()[-200:]}")
+        return False, said[-1]
 
     def counters(self) -> dict[str, dict[str, int]]:
         out = {}

@@ -232,10 +232,16 @@ class LiveScenario:
             if self.delay_ms:
                 guest.run("tc qdisc del dev eth0 root 2>/dev/null; "
                           f"tc qdisc add dev eth0 root netem delay {self.delay_ms}ms")
-        ready = "rdma resource show cm_id | grep -q LISTEN"
         for port in (MAIN_PORT, PROBE_PORT):
-            self.server.spawn(f"rping -s -P -a {self.server.addr} -p {port}", ready=ready)
+            self.start_server(port)
         self.start_client()
+
+    def _server_command(self, port: int) -> str:
+        return f"rping -s -P -a {self.server.addr} -p {port}"
+
+    def start_server(self, port: int) -> None:
+        ready = f"rdma resource show cm_id | grep LISTEN | grep -q ':{port} '"
+        self.server.spawn(self._server_command(port), ready=ready)
 
     def start_client(self) -> None:
         self.client_job = self.client.spawn(
@@ -251,8 +257,14 @@ class LiveScenario:
         return result.status, result.output.strip()[-300:]
 
     def restart_client(self) -> None:
+        """The fuzzed connection anew: its client and its server (the probes' server stays;
+        a server whose connection was lied to may no longer take new ones)."""
         self.client.kill_all(("rping",))
+        port = str(MAIN_PORT)  # the bracket keeps the pattern off the shell running pkill
+        pattern = f"rping -s -P -a {self.server.addr} -p [{port[0]}]{port[1:]}"
+        self.server.run(f"pkill -KILL -f '{pattern}'; true")
         self.restarts += 1
+        self.start_server(MAIN_PORT)
         self.start_client()
 
     def probe(self, timeout: int = 30, attempts: int = 2) -> tuple[bool, str]:

@@ -58,7 +58,7 @@ U64_EDGES = (0, 1, 0xFFFFFFFFFFFFFFFF, 0x8000000000000000, 0xFFFFFFFFFFFFF000)
 @dataclass(frozen=True)
 class Ref:
     """A value of the live connection: ``name`` of the receiving end (``qpn``, ``recv_psn``,
-    ``send_psn``, ``msn``, ``comm_id``, ``service_id``) or of the sender (``peer_qpn``,
+    ``send_psn``, ``acked_psn``, ``msn``, ``comm_id``, ``service_id``) or of the sender (``peer_qpn``,
     ``peer_comm_id``), plus ``add`` (24-bit wrap for PSNs and MSNs)."""
 
     name: str
@@ -70,7 +70,7 @@ class Ref:
         else:
             value = getattr(to, self.name)
         value = int(value or 0) + self.add
-        if self.name in ("recv_psn", "send_psn", "msn"):
+        if self.name in ("recv_psn", "send_psn", "acked_psn", "msn"):
             value %= PSN_MOD
         return value
 

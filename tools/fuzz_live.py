@@ -20,7 +20,8 @@ the first batch: the plumbing's own test.
 
 ``replay`` boots a fresh pair, sets up the same scenario, renders the repro's packets
 against the new connection (its QPNs, PSNs and CM IDs), writes them to a pcap and sends it
-with ``ibwire replay -i br0`` inside the rig's namespace; exit status 1 when the finding
+with ``ibwire replay -i br0 -`` (started beforehand, fed the pcap on its stdin the moment
+it is rendered) inside the rig's namespace; exit status 1 when the finding
 shows again, 0 when it does not.
 """
 
@@ -195,23 +196,34 @@ def aim(session: Session, shot: Shot) -> tuple[QpState, QpState]:
 
 
 def replay_into(session: Session, batch: Sequence[Shot], out: Path, pps: float = 200.0,
-                ) -> list[bytes]:
+                warm: float = 2.0) -> list[bytes]:
     """Render ``batch`` against the session's connection, write it to ``out`` and send it
-    with ``ibwire replay -i br0`` inside the rig's namespace (rendered as late as it can:
-    a batch that holds a response is rendered when its end has a request outstanding)."""
+    with ``ibwire replay -i br0 -`` inside the rig's namespace. The replay is started
+    first and reads the capture from its stdin, so that the packets are rendered as late
+    as they can be and leave at once: a batch that holds a response is rendered when its
+    end has a request outstanding (a window of a few milliseconds in this scenario, far
+    shorter than a Python start)."""
     assert session.tap is not None
-    responses = [s for s in batch if s.role == "response"]
-    conn = aim(session, responses[0]) if responses else session.connection()
-    frames = [render(s, conn, session.tap.mac) for s in batch]
-    write_frames(out, frames)
     command = session.rig.namespace.command(
         [sys.executable, "-m", "ibwire.cli.main", "replay", "-i", "br0", "--pps", str(pps),
-         str(out)])
+         "-"])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run(command, capture_output=True, text=True, env=env)
-    if done.returncode != 0:
-        raise GuestError(f"ibwire replay failed ({done.returncode}): {done.stderr.strip()}")
+    sender = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=env)
+    try:
+        time.sleep(warm)  # its imports done, it waits on stdin
+        responses = [s for s in batch if s.role == "response"]
+        conn = aim(session, responses[0]) if responses else session.connection()
+        frames = [render(s, conn, session.tap.mac) for s in batch]
+        write_frames(out, frames)
+        _, err = sender.communicate(out.read_bytes(), timeout=60)
+    except BaseException:
+        sender.kill()
+        sender.wait()
+        raise
+    if sender.returncode != 0:
+        raise GuestError(f"ibwire replay failed ({sender.returncode}): {err.decode().strip()}")
     return frames
 
 
@@ -285,17 +297,16 @@ def shrink_finding(finding: LiveFinding, batch: list[Shot], conn: tuple[QpState,
             return False
         return trial(part)
 
-    one = bisect_batch(batch, reproduces, bound)
-    if one is not None:
+    part = bisect_batch(batch, reproduces, bound)
+    if part is not None:
         finding.reproduced = True
     elif bound.left > 0 and len(batch) > 1:  # several packets together, or not at all?
         bound.spend()
         finding.reproduced = reproduces(batch)
-    repro = batch
-    if one is not None:
-        repro = [shrink_shot(one, reproduces, bound)]
-        alone = time.monotonic() < deadline and trial(repro)
-        finding.replayed_alone = alone
+    repro = part or batch
+    if part is not None and len(part) == 1:
+        repro = [shrink_shot(part[0], reproduces, bound)]
+        finding.replayed_alone = time.monotonic() < deadline and trial(repro)
     finding.trials = trial.count
     repro_path = Path(finding.directory) / "repro.json"
     command = (f"sudo python tools/fuzz_live.py replay {shlex.quote(str(repro_path))}"

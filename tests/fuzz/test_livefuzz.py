@@ -331,15 +331,19 @@ def test_bisect_then_shrink_within_the_trial_bound():
         return any(mark in s.payload for s in part)
 
     trials = Trials(8)
-    found = bisect_batch(batch, reproduces, trials)
+    (found,) = bisect_batch(batch, reproduces, trials)
     assert found == marked and trials.used == len(runs) <= 1 + 2 * 3
-    assert bisect_batch(batch, reproduces, Trials(2)) is None  # out of trials
+    # out of trials: the smallest part reached so far, the marked shot in it
+    part = bisect_batch(batch, reproduces, Trials(3))
+    assert part is not None and marked in part and len(part) == 4
     small = shrink_shot(found, reproduces, Trials(30))
     assert mark in small.payload and len(small.payload) < len(marked.payload)
     assert small.edits == () and set(small.fields) == {"bth.opcode"}
     bounded = Trials(2)
     assert shrink_shot(found, reproduces, bounded) != found and bounded.used == 2
-    assert bisect_batch(batch, lambda part: False, Trials(3)) is None
+    assert bisect_batch(batch, lambda part: False, Trials(30)) is None
+    both = bisect_batch(batch, lambda part: batch[0] in part and batch[7] in part, Trials(30))
+    assert both is None  # neither half alone shows it (the caller then tries the whole)
 
 
 def test_findings_dir_writes_batch_repro_and_index(tmp_path: Path):

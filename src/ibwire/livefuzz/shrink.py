@@ -3,9 +3,9 @@
 Every trial is a replay into a freshly booted guest pair (tens of seconds under emulation),
 so both steps count their trials against one bound:
 
-1. :func:`bisect_batch` -- :func:`ibwire.fuzz.minimise.bisect` over the batch (halves, the
-   last packet sent tried alone first: a kernel usually complains about the packet it was
-   handling);
+1. :func:`bisect_batch` -- halving the batch (the last packet sent tried alone first: a
+   kernel usually complains about the packet it was handling), keeping the smallest part
+   that showed the finding when the trials run out;
 2. :func:`shrink_shot` -- the one packet made smaller along the dimensions its strategy drew
    it in, the way hypothesis shrinks a draw: the ``mutated()`` break dropped, the payload
    emptied or cut by a half or a quarter at either end, the drawn field values dropped (the builder's defaults, zero for a MAD
@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
-from ibwire.fuzz.minimise import bisect
 from ibwire.livefuzz.shots import Ref, Shot
 
 #: Fields a shot keeps while shrinking: they say what the packet is.
@@ -45,16 +44,32 @@ class Trials:
 
 
 def bisect_batch(batch: Sequence[Shot], reproduces: Callable[[Sequence[Shot]], bool],
-                 trials: Trials) -> Shot | None:
-    """The shot of ``batch`` that shows the finding alone, or None (it needs several, or
-    the trials ran out)."""
-    def fails(part: Sequence[Shot]) -> bool:
-        trials.spend()
-        return reproduces(part)
+                 trials: Trials) -> list[Shot] | None:
+    """The smallest part of ``batch`` found that shows the finding: one shot when the
+    halving gets there (the last shot sent tried alone first: a kernel usually complains
+    about the packet it was handling), else the part the halving had reached when the
+    trials ran out or neither half showed it alone; None when no trial showed it at all."""
+    items = list(batch)
+    seen = False
     try:
-        return bisect(batch, fails, first_guess=len(batch) - 1)
+        if len(items) > 1:
+            trials.spend()
+            if reproduces(items[-1:]):
+                return items[-1:]
+        while len(items) > 1:
+            half = len(items) // 2
+            trials.spend()
+            if reproduces(items[:half]):
+                items, seen = items[:half], True
+                continue
+            trials.spend()
+            if reproduces(items[half:]):
+                items, seen = items[half:], True
+                continue
+            break  # it needs shots of both halves
     except OutOfTrials:
-        return None
+        pass
+    return items if seen else None
 
 
 def candidates(shot: Shot) -> Iterator[Shot]:

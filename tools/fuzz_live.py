@@ -195,35 +195,83 @@ def aim(session: Session, shot: Shot) -> tuple[QpState, QpState]:
     return session.connection()
 
 
+def segments(batch: Sequence[Shot]) -> list[list[Shot]]:
+    """``batch`` cut before each response: a response is rendered and sent at its own
+    moment, when its end has a request outstanding."""
+    out: list[list[Shot]] = []
+    for shot in batch:
+        if not out or shot.role == "response":
+            out.append([])
+        out[-1].append(shot)
+    return out
+
+
+class _Sender:
+    """``ibwire replay -i br0 -`` in the rig's namespace, started ahead of need: it reads
+    the capture from its stdin, so that packets leave the moment they are rendered (a
+    response must meet an outstanding request, a window of milliseconds, far shorter than
+    a Python start)."""
+
+    def __init__(self, session: Session, pps: float) -> None:
+        command = session.rig.namespace.command(
+            [sys.executable, "-m", "ibwire.cli.main", "replay", "-i", "br0", "--pps",
+             str(pps), "-"])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            [str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+        self.started = time.monotonic()
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        env=env)
+
+    def send(self, pcap: bytes, warm: float) -> None:
+        time.sleep(max(0.0, self.started + warm - time.monotonic()))
+        _, err = self.process.communicate(pcap, timeout=60)
+        if self.process.returncode != 0:
+            raise GuestError(f"ibwire replay failed ({self.process.returncode}): "
+                             f"{err.decode().strip()}")
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
 def replay_into(session: Session, batch: Sequence[Shot], out: Path, pps: float = 200.0,
                 warm: float = 2.0) -> list[bytes]:
-    """Render ``batch`` against the session's connection, write it to ``out`` and send it
-    with ``ibwire replay -i br0 -`` inside the rig's namespace. The replay is started
-    first and reads the capture from its stdin, so that the packets are rendered as late
-    as they can be and leave at once: a batch that holds a response is rendered when its
-    end has a request outstanding (a window of a few milliseconds in this scenario, far
-    shorter than a Python start)."""
+    """Render ``batch`` against the session's connection and send it with ``ibwire replay
+    -i br0 -`` inside the rig's namespace, one replay per :func:`segments` part (each
+    started while the one before is sent); every frame sent is also written to ``out``."""
     assert session.tap is not None
-    command = session.rig.namespace.command(
-        [sys.executable, "-m", "ibwire.cli.main", "replay", "-i", "br0", "--pps", str(pps),
-         "-"])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
-    sender = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, env=env)
+    parts = segments(batch)
+    senders = [_Sender(session, pps)]
+    frames: list[bytes] = []
     try:
-        time.sleep(warm)  # its imports done, it waits on stdin
-        responses = [s for s in batch if s.role == "response"]
-        conn = aim(session, responses[0]) if responses else session.connection()
-        frames = [render(s, conn, session.tap.mac) for s in batch]
-        write_frames(out, frames)
-        _, err = sender.communicate(out.read_bytes(), timeout=60)
-    except BaseException:
-        sender.kill()
-        sender.wait()
-        raise
-    if sender.returncode != 0:
-        raise GuestError(f"ibwire replay failed ({sender.returncode}): {err.decode().strip()}")
+        for i, part in enumerate(parts):
+            if i + 1 < len(parts):
+                senders.append(_Sender(session, pps))
+            time.sleep(max(0.0, senders[i].started + warm - time.monotonic()))
+            conn = aim(session, part[0])
+            rendered = [render(s, conn, session.tap.mac) for s in part]
+            one = out.with_name(f".{out.name}.{i}")
+            write_frames(one, rendered)
+            senders[i].send(one.read_bytes(), warm)
+            one.unlink()
+            frames += rendered
+    finally:
+        for sender in senders:
+            sender.kill()
+    write_frames(out, frames)
+    return frames
+
+
+def inject(session: Session, batch: Sequence[Shot], gap: float) -> list[bytes]:
+    """Send ``batch`` through the session's tap, each shot rendered when it goes (as the
+    campaign sends them)."""
+    assert session.tap is not None
+    frames = []
+    for shot in batch:
+        frames.append(render(shot, aim(session, shot), session.tap.mac))
+        session.tap.send(frames[-1:], gap)
     return frames
 
 
@@ -234,7 +282,8 @@ def same(problem: Problem, signature: str) -> bool:
 
 
 class Trial:
-    """Replaying shots into fresh guest pairs, each a trial: the shots are sent up to
+    """Replaying shots into fresh guest pairs, each a trial: the shots are sent as the
+    campaign sent them (through the tap, each rendered as it goes, 5 ms apart), up to
     ``repeats`` times into the pair (a finding that needs the connection in one state, a
     request outstanding, may miss it once)."""
 
@@ -255,7 +304,8 @@ class Trial:
             with Session(self.image, where / "guests", self.plant) as session:
                 for attempt in range(self.repeats):  # a race may need another go
                     session.mark()
-                    replay_into(session, batch, where / f"sent{attempt + 1}.pcap")
+                    write_frames(where / f"sent{attempt + 1}.pcap",
+                                 inject(session, batch, 1 / 200))
                     problems = session.check()
                     hit = any(same(p, self.signature) for p in problems)
                     if hit or any(p.kind == "probe" for p in problems):
@@ -366,11 +416,9 @@ def campaign(args: argparse.Namespace) -> dict:
                     if planted:
                         batch.insert(len(batch) // 2, marked_shot())
                         planted = False
-                    frames = []
                     session.mark()
+                    frames = inject(session, batch, gap)
                     for shot in batch:
-                        frames.append(render(shot, aim(session, shot), session.tap.mac))
-                        session.tap.send(frames[-1:], gap)
                         figures.coverage.add(shot)
                     figures.batches += 1
                     try:

@@ -83,6 +83,11 @@ def test_state_learns_rpings_connection_from_its_cm_exchange_and_follows_the_psn
                 and r["bth.destqp"] == end.qpn and r["bth.opcode"] not in range(0x0D, 0x13)]
         assert end.recv_psn == (psns[-1] + 1) % (1 << 24)
         assert state.qps[end.peer].send_psn == end.recv_psn
+        # what its peer answered of its requests: one past the last response's PSN
+        answered = [r["bth.psn"] for r in rows[:dreq] if r.get("ip.dst") == end.address
+                    and r["bth.destqp"] == end.qpn and r["bth.opcode"] in (0x0F, 0x10, 0x11)]
+        assert end.acked_psn == (answered[-1] + 1) % (1 << 24)
+        assert end.outstanding == (end.acked_psn != end.send_psn)
     acks = [r for r in rows[:dreq] if r["bth.opcode"] == 0x11 and r["ip.src"] == passive.address]
     assert passive.msn == acks[-1]["aeth.msn"]
     assert active.mac == rows[0]["eth.src"] if rows[0]["ip.src"] == active.address else True

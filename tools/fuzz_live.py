@@ -152,7 +152,9 @@ class Session:
         found = [Problem("console", sign.signature, sign.line, guest, sign.excerpt)
                  for guest, sign, _ in self.consoles.signs()]
         ended = self.scenario.client_ended()
-        if ended is not None:
+        if ended is not None and ended[0] == 0:  # a forged DREQ ended it cleanly: no error
+            self.restart_client()
+        elif ended is not None:
             status, said = ended
             last = said.splitlines()[-1] if said else ""
             found.append(Problem("tool", f"tool|rping|exit {status}|{_shape(last)}",

@@ -451,6 +451,14 @@ def campaign(args: argparse.Namespace) -> dict:
     finally:
         drawer.close()
         subprocess.run(["rm", "-rf", str(work)], check=False)
+        if sys.exc_info()[0] is not None:  # the figures so far, whatever ended the run
+            write_summary(args, figures, out, kernel, start)
+    return write_summary(args, figures, out, kernel, start)
+
+
+def write_summary(args: argparse.Namespace, figures: Figures, out: FindingsDir,
+                  kernel: str, start: float) -> dict:
+    """``OUT/summary.json``: the campaign's figures and findings; the summary."""
     figures.seconds = time.monotonic() - start
     summary = {"seconds": round(figures.seconds, 1), "kernel": kernel,
                "batches": figures.batches, "sessions": figures.sessions,
@@ -487,7 +495,11 @@ def _handle(problems: list[Problem], batch: list[Shot], frames: list[bytes],
             continue
         finding = LiveFinding(problem.kind, problem.signature, problem.detail, kernel,
                               problem.guest, when=time.time())
-        out.add(finding, batch, frames, conn, SCENARIO, problem.console or problem.detail)
+        where = out.add(finding, batch, frames, conn, SCENARIO,
+                        problem.console or problem.detail)
+        for guest in session.rig.guests:  # the whole consoles, for what led up to it
+            if guest.console.exists():
+                (where / f"{guest.name}-console.log").write_bytes(guest.console.read_bytes())
         new.append((finding, problem))
     if not restart and any(p.kind == "tool" for p in problems):
         try:

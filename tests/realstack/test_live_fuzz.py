@@ -71,7 +71,7 @@ def test_planted_fault_is_found_shrunk_to_one_packet_and_replayed_alone(
     command = planted["command"].split()
     assert command[:4] == ["sudo", "python", "tools/fuzz_live.py", "replay"]
     capsys.readouterr()
-    assert fuzz_live.main(command[3:]) == 1
+    assert fuzz_live.main([*command[3:], "--keep", str(tmp_path / "replay")]) == 1
     said = capsys.readouterr().out
     assert PLANTED in said and "sent 1 packets" in said
 

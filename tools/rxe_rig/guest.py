@@ -162,7 +162,12 @@ class Guest:
         if "\n" in command or "\r" in command:
             raise ValueError("a guest command is one line")
         ident = next(self._ids)
-        self._sock.sendall(f"RUN {ident} {command}\n".encode())
+        try:
+            self._sock.sendall(f"RUN {ident} {command}\n".encode())
+        except OSError as exc:  # QEMU closed the channel: the guest is gone
+            self._check_alive()
+            raise GuestError(f"{self.name}: control channel: {exc}; console: "
+                             f"{self.console_tail()}") from exc
         deadline = time.monotonic() + timeout
         encoded: list[str] = []
         while True:

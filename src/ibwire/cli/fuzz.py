@@ -2,7 +2,10 @@
 
 Targets: ``wireshark`` (tshark through pyshark, the ``fuzz`` extra), a command with ``{pcap}``
 that prints one JSON object of ibwire field keys per packet, or ``python:MODULE:FUNCTION``
-(run in a child process). Each new finding (crash, exit, sanitizer, timeout, diff) is
+(run in a child process), or ``live:IFACE_A,IFACE_B``: the RoCE frames between two real
+endpoints mutated in flight (``--rate`` of them) through ``ibwire impair``'s forwarder
+(:mod:`ibwire.livefuzz.hook`; the oracles are the endpoints': see tools/fuzz_live.py for
+a rig that watches kernels). Each new finding (crash, exit, sanitizer, timeout, diff) is
 isolated to one packet, shrunk, and written to ``--out DIR`` (``findings.jsonl`` and
 ``repro/*.pcap``). Exit status: 0 nothing found, 1 something found, 2 the target could not
 be run at all.
@@ -19,7 +22,10 @@ MODES = ("all", "valid", "invalid", "bytes")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", required=True, metavar="T",
-                        help="wireshark | python:MODULE:FUNCTION | 'CMD ... {pcap} ...'")
+                        help="wireshark | python:MODULE:FUNCTION | 'CMD ... {pcap} ...' | "
+                        "live:IFACE_A,IFACE_B (mutate in flight between two endpoints)")
+    parser.add_argument("--rate", type=float, default=0.01, metavar="R",
+                        help="live: the share of RoCE frames mutated (default 0.01)")
     parser.add_argument("--mode", choices=MODES, default="all",
                         help="valid frames, invalid (one thing wrong), bytes (byte edits), "
                         "or all (default)")
@@ -71,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:
         print("ibwire fuzz needs hypothesis: pip install 'ibwire[fuzz]'", file=sys.stderr)
         return 2
+    if args.target.startswith("live:"):
+        return _live(args)
     from ibwire.fuzz.compare import read_allow
     from ibwire.fuzz.findings import FindingsDir
     from ibwire.fuzz.generate import Shape
@@ -116,3 +124,28 @@ def run(args: argparse.Namespace) -> int:
     for reason, count in sorted(summary.skipped.items()):
         print(f"not compared: {count} packets: {reason}")
     return 1 if summary.findings else 0
+
+
+def _live(args: argparse.Namespace) -> int:
+    """``--target live:IFACE_A,IFACE_B``: mutate frames in flight between two endpoints."""
+    from ibwire.errors import IbwireError
+    from ibwire.livefuzz.hook import run_inflight
+
+    ifaces = args.target[len("live:"):].split(",")
+    if len(ifaces) != 2 or not all(ifaces) or ifaces[0] == ifaces[1]:
+        print("ibwire fuzz: live target wants two interfaces: live:IFACE_A,IFACE_B",
+              file=sys.stderr)
+        return 2
+    if not 0.0 <= args.rate <= 1.0:
+        print(f"ibwire fuzz: --rate {args.rate} is not between 0 and 1", file=sys.stderr)
+        return 2
+    try:
+        summary = run_inflight(ifaces[0], ifaces[1], args.out, args.rate, args.seed,
+                               duration=args.time_limit)
+    except IbwireError as exc:
+        print(f"ibwire fuzz: {exc}", file=sys.stderr)
+        return 2
+    kinds = ", ".join(f"{k} {v}" for k, v in sorted(summary["kinds"].items()))
+    print(f"{summary['frames']} RoCE frames forwarded, {summary['mutated']} mutated "
+          f"({kinds or 'none'}) -> {args.out}/mutations.pcap")
+    return 0

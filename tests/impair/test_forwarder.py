@@ -214,3 +214,41 @@ def test_frames_the_kernel_dropped_are_counted(lab: Lab) -> None:
     finally:
         a.close()
         port.close()
+
+
+def test_live_fuzz_mutates_in_flight_through_the_forwarder(lab: Lab, tmp_path: Path) -> None:
+    """``ibwire fuzz --target live:A,B`` (issue #34's in-flight mode) on impair's real
+    Forwarder: every RoCE frame goes through the mutator; what host B receives is each frame
+    as sent on, the mutated ones as the mutation log says they were sent."""
+    from ibwire.livefuzz.hook import run_inflight
+
+    out = tmp_path / "live"
+    done: dict[str, object] = {}
+
+    def run() -> None:
+        with lab.inside("f"):
+            done["summary"] = run_inflight("fa", "fb", out, rate=0.5, seed=3, duration=4)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    time.sleep(1.5)
+    a, b = lab.raw("a"), lab.raw("b")
+    sent = [f for side, f in conversation() if side == "a"]
+    try:
+        for frame in sent:
+            a.send(frame)
+            time.sleep(0.002)
+        arrived = drain(b, 1.0)
+    finally:
+        thread.join(20)
+        a.close()
+        b.close()
+    summary = done["summary"]
+    assert isinstance(summary, dict)
+    assert summary["frames"] == len(sent) and 0 < summary["mutated"] < len(sent)
+    log = [json.loads(line) for line in (out / "mutations.jsonl").read_text().splitlines()]
+    assert len(log) == summary["mutated"]
+    changed = [f for f in arrived if f not in sent]
+    mutated_sent = [bytes(r.frame) for r in read_capture(str(out / "mutations.pcap"))
+                    if bytes(r.frame) not in sent]
+    assert changed and set(changed) <= set(mutated_sent)

@@ -180,3 +180,19 @@ def test_a_text_that_is_not_a_str_raises_a_type_error(filler):
     templates.add([(TEXT, "s", 0, 0)])
     with pytest.raises(TypeError):
         _fill(filler, templates, [0, 0], [], [["a", 5]])
+
+
+def test_a_column_is_read_as_the_op_reads_it_whatever_its_signedness(filler):
+    """Numbers are uint64 and seconds int64 (the module's contract), from a column of either
+    kind: the twin once wrote a signed column's -5 as "-5" where the C engine writes
+    18446744073709551611, and 2**63 ns of an unsigned column as +9.2e9 s (found by
+    tools/fuzzing/asan_loop.py)."""
+    templates = Templates()
+    templates.add([(NUMBER, "v", 0, 0), (LITERAL, " ", 0, 0), (HEX, "v", 0, PREFIX),
+                   (LITERAL, " ", 0, 0), (SECONDS, "v", 0, 0)])
+    signed = np.array([-5, 1], np.int64)
+    out = _fill(filler, templates, [0, 0], [signed], [])
+    assert out == "18446744073709551611 0xfffffffffffffffb -0.000000\n1 0x1 0.000000\n"
+    unsigned = np.array([1 << 63], np.uint64)
+    out = _fill(filler, templates, [0], [unsigned], [])
+    assert out == f"{1 << 63} {1 << 63:#x} {-(1 << 63) / 1e9:.6f}\n"

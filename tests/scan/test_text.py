@@ -4,6 +4,8 @@ op writes what Python's own formatting writes, and bad input is refused, never r
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 from types import ModuleType
 
 import numpy as np
@@ -196,3 +198,25 @@ def test_a_column_is_read_as_the_op_reads_it_whatever_its_signedness(filler):
     unsigned = np.array([1 << 63], np.uint64)
     out = _fill(filler, templates, [0], [unsigned], [])
     assert out == f"{1 << 63} {1 << 63:#x} {-(1 << 63) / 1e9:.6f}\n"
+
+
+OVERRUN = """
+import numpy as np
+from ibwire.scan import _text
+from ibwire.scan.text import LITERAL, TEXT, Templates
+templates = Templates()
+templates.add([(TEXT, "s", 0, 0), (LITERAL, "x" * 4000, 0, 0)])
+starts, ops, pool = templates.flat()
+out = _text.fill(np.zeros(3, np.int32), starts, ops, pool, [], [["y" * 4000] * 3], "\\n")
+print(out == (b"y" * 4000 + b"x" * 4000 + b"\\n") * 3)
+"""
+
+
+def test_a_text_does_not_use_up_the_room_the_ops_after_it_write_into():
+    """A row's text was written into the room reserved for the row's other ops, which then
+    wrote past the end of the output: a heap overflow (glibc aborted at the final realloc;
+    found by tools/fuzzing/asan_loop.py under ASan). In a child process: it crashed."""
+    built_or_skip(_text, "ibwire.scan._text")
+    done = subprocess.run([sys.executable, "-c", OVERRUN], capture_output=True, text=True,
+                          timeout=120)
+    assert (done.returncode, done.stdout.strip()) == (0, "True"), done.stderr[-2000:]

@@ -2,7 +2,7 @@
 
 Every fault is an ibwire error that names header, field and byte offset, and both twins report
 the same one. Nothing else may escape (the C engine additionally runs under ASan/UBSan in
-tools/asan_crc.sh).
+tools/asan.sh).
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ op writes what Python's own formatting writes, and bad input is refused, never r
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 from types import ModuleType
 
 import numpy as np
@@ -180,3 +182,41 @@ def test_a_text_that_is_not_a_str_raises_a_type_error(filler):
     templates.add([(TEXT, "s", 0, 0)])
     with pytest.raises(TypeError):
         _fill(filler, templates, [0, 0], [], [["a", 5]])
+
+
+def test_a_column_is_read_as_the_op_reads_it_whatever_its_signedness(filler):
+    """Numbers are uint64 and seconds int64 (the module's contract), from a column of either
+    kind: the twin once wrote a signed column's -5 as "-5" where the C engine writes
+    18446744073709551611, and 2**63 ns of an unsigned column as +9.2e9 s (found by
+    tools/fuzzing/asan_loop.py)."""
+    templates = Templates()
+    templates.add([(NUMBER, "v", 0, 0), (LITERAL, " ", 0, 0), (HEX, "v", 0, PREFIX),
+                   (LITERAL, " ", 0, 0), (SECONDS, "v", 0, 0)])
+    signed = np.array([-5, 1], np.int64)
+    out = _fill(filler, templates, [0, 0], [signed], [])
+    assert out == "18446744073709551611 0xfffffffffffffffb -0.000000\n1 0x1 0.000000\n"
+    unsigned = np.array([1 << 63], np.uint64)
+    out = _fill(filler, templates, [0], [unsigned], [])
+    assert out == f"{1 << 63} {1 << 63:#x} {-(1 << 63) / 1e9:.6f}\n"
+
+
+OVERRUN = """
+import numpy as np
+from ibwire.scan import _text
+from ibwire.scan.text import LITERAL, TEXT, Templates
+templates = Templates()
+templates.add([(TEXT, "s", 0, 0), (LITERAL, "x" * 4000, 0, 0)])
+starts, ops, pool = templates.flat()
+out = _text.fill(np.zeros(3, np.int32), starts, ops, pool, [], [["y" * 4000] * 3], "\\n")
+print(out == (b"y" * 4000 + b"x" * 4000 + b"\\n") * 3)
+"""
+
+
+def test_a_text_does_not_use_up_the_room_the_ops_after_it_write_into():
+    """A row's text was written into the room reserved for the row's other ops, which then
+    wrote past the end of the output: a heap overflow (glibc aborted at the final realloc;
+    found by tools/fuzzing/asan_loop.py under ASan). In a child process: it crashed."""
+    built_or_skip(_text, "ibwire.scan._text")
+    done = subprocess.run([sys.executable, "-c", OVERRUN], capture_output=True, text=True,
+                          timeout=120)
+    assert (done.returncode, done.stdout.strip()) == (0, "True"), done.stderr[-2000:]

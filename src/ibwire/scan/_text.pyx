@@ -199,7 +199,11 @@ def fill(cnp.ndarray template, cnp.ndarray starts, cnp.ndarray ops, bytes pool, 
                 elif kind == TEXT:
                     text = PyUnicode_AsUTF8AndSize(
                         <object>PyList_GET_ITEM(<object>texts[arg], r), &length)
-                    put(&o, text, length)
+                    # the text and, after it, the row's reservation again: the ops after
+                    # it write unchecked into what the text would otherwise have used up
+                    grow(&o, length + room[t])
+                    memcpy(o.data + o.size, text, length)
+                    o.size += length
                 else:
                     v = columns[arg][r]
                     if kind == NUMBER:

@@ -33,7 +33,11 @@ def fill(template: np.ndarray, starts: np.ndarray, ops: np.ndarray, pool: bytes,
          end: str) -> bytes:
     all_ops = ops.tolist()
     first = starts.tolist()
-    values: list[list[Any] | None] = [None if a is None else a.tolist() for a in ints]
+    # the column's 8 bytes as the C engine reads them: unsigned, and signed for SECONDS
+    unsigned: list[list[Any] | None] = [None if a is None else a.view(np.uint64).tolist()
+                                        for a in ints]
+    signed: list[list[Any] | None] = [None if a is None else a.view(np.int64).tolist()
+                                      for a in ints]
     out: list[str] = []
     for r, t in enumerate(template.tolist()):
         for kind, arg, width, flags in all_ops[first[t]:first[t + 1]]:
@@ -42,7 +46,7 @@ def fill(template: np.ndarray, starts: np.ndarray, ops: np.ndarray, pool: bytes,
             elif kind == TEXT:
                 out.append(strs[arg][r])  # type: ignore[index]
             else:
-                v = values[arg][r]  # type: ignore[index]
+                v = (signed if kind == SECONDS else unsigned)[arg][r]  # type: ignore[index]
                 if kind == NUMBER:
                     out.append(f"{v:{width}d}" if width else str(v))
                 elif kind == SECONDS:

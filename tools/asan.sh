@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# Builds the ICRC/VCRC engine and the batch scanner with AddressSanitizer +
+# Builds every compiled module of ibwire (setup.py's EXTENSIONS: the ICRC/VCRC engine, the
+# scanner, the counting scan, the pcap engine's pcapng EPB walk and ERF block locator, the
+# file map, the text filler, the rewrite kernel and the row grouping) with AddressSanitizer +
 # UndefinedBehaviorSanitizer in a temporary copy of the repository and runs, under them:
-#   1. tests/crc and tests/scan (both twins; PYTHONMALLOC=malloc so ASan sees every buffer);
+#   1. each module's own tests (C engine and twin compared; PYTHONMALLOC=malloc so ASan sees
+#      every buffer): tests/crc, tests/scan (scanner, tally, text filler), the pcap engine
+#      and file map tests of tests/pcap, tests/rewrite/test_rewrite_kernel.py (damaged frames
+#      through the kernel and its numpy twin) and tests/analysis/test_streams.py;
 #   2. a C fuzz loop straight on kernel.c: random bytes and mutated valid frames in buffers
 #      malloc'd to their exact size, through locate/verify/icrc/vcrc/fix and the batch, for
 #      every CRC-32 code path the CPU has;
-#   3. a Python fuzz loop through icrc/vcrc/verify/fix (also lenient)/verify_batch, the scanner's
-#      scan_frames (every column), its pcapng EPB walk, and the counting scan's check_pcap,
-#      check_pcapng (frames at the record or behind SLL/SLL2 headers), pcap_sync and
-#      pcapng_sync, with exact-size numpy buffers.
-# Bounded (FUZZ_CASES, default 300000 per loop); exits non-zero on any sanitizer report or
-# test failure. Usage: tools/asan_crc.sh [pytest args...]
+#   3. tools/fuzzing/asan_loop.py: random and mutated inputs into every module with
+#      exact-size buffers: CRC engine, scanner, counting scan and pcapng walk (lying record
+#      and block lengths), text filler (valid templates against the twin, garbage it must
+#      refuse), row grouping, rewrite kernel against its twin, ERF block locator, file maps
+#      of files that shrink under them.
+# Bounded (FUZZ_CASES, default 300000: the C loop's and the CRC/scan loop's cases, the other
+# loops a share of it); exits non-zero on any sanitizer report or test failure.
+# Usage: tools/asan.sh [pytest args...]   (the coverage-guided campaign: tools/fuzz_native.sh)
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,23 +27,26 @@ trap 'rm -rf "$WORK"' EXIT
 
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 LIBASAN="$(gcc -print-file-name=libasan.so)"
-export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=0:exitcode=86"
+# handle_sigbus=0: the file map (pcap/filemap.c) installs its own SIGBUS handler, and its
+# tests check that nothing else is there before and after
+export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:abort_on_error=0:exitcode=86:handle_sigbus=0"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:exitcode=87"
 
 echo "== copying the repository to $WORK"
 mkdir -p "$WORK/repo"
 (cd "$REPO" && tar cf - --exclude=.git --exclude=build --exclude='*.so' --exclude=.hypothesis \
-    --exclude='src/ibwire/crc/_engine.c' --exclude='src/ibwire/scan/_engine.c' \
-    --exclude='src/ibwire/scan/_tally.c' setup.py pyproject.toml src specs tests captures) \
+    --exclude='__pycache__' --exclude='src/ibwire/*/_[a-z]*.c' \
+    setup.py pyproject.toml src specs tests tools captures) \
     | (cd "$WORK/repo" && tar xf -)
 
 echo "== building with $SAN"
 (cd "$WORK/repo" && IBWIRE_CFLAGS="-O1 -g $SAN" IBWIRE_LDFLAGS="$SAN" \
     python setup.py build_ext --inplace --force >"$WORK/build.log" 2>&1) || {
     cat "$WORK/build.log"; exit 1; }
-ls "$WORK"/repo/src/ibwire/crc/_engine*.so "$WORK"/repo/src/ibwire/scan/_engine*.so \
-    "$WORK"/repo/src/ibwire/scan/_tally*.so \
-    >/dev/null || { cat "$WORK/build.log"; exit 1; }
+built=$(ls "$WORK"/repo/src/ibwire/*/_*.so 2>/dev/null | wc -l)
+if [ "$built" -ne 8 ]; then  # every module of setup.py's EXTENSIONS
+    cat "$WORK/build.log"; echo "!! $built of 8 extensions built"; exit 1
+fi
 
 status=0
 run() {  # run a step, keep going, remember any failure or sanitizer report
@@ -53,7 +63,10 @@ san_python() {
         IBWIRE_SHARED="$REPO/../shared" python "$@")
 }
 
-run pytest san_python -m pytest tests/crc tests/scan -q -p no:cacheprovider "$@"
+run pytest san_python -m pytest tests/crc tests/scan tests/pcap/test_erf_block.py \
+    tests/pcap/test_filemap.py tests/pcap/test_map_release.py tests/pcap/test_capture_fuzz.py \
+    tests/pcap/test_capture_formats.py tests/rewrite/test_rewrite_kernel.py \
+    tests/analysis/test_streams.py -q -p no:cacheprovider "$@"
 
 # ---------------------------------------------------------------- C fuzz loop
 cat >"$WORK/fuzz.c" <<'EOF'
@@ -177,83 +190,7 @@ gcc -O1 -g $SAN -I"$WORK/repo/src/ibwire/crc" "$WORK/fuzz.c" \
 run fuzz_c "$WORK/fuzz" "$FUZZ_CASES" "$WORK/corpus.bin"
 
 # ---------------------------------------------------------------- Python fuzz loop
-cat >"$WORK/fuzz.py" <<'EOF'
-import random
-import struct
-import sys
-
-import numpy as np
-from crc_frames import bth, native_ib, rocev1, rocev2
-
-from ibwire.crc import _engine as crc
-from ibwire.errors import IbwireError
-from ibwire.scan import _engine as scan
-from ibwire.scan import _tally as tally
-
-cases = int(sys.argv[1])
-rng = random.Random(11)
-seeds = []
-for i in range(200):
-    body = bth(rng.randrange(256)) + rng.randbytes(rng.choice([0, 8, 100, 300, 2000]))
-    seeds += [(native_ib(body[: len(body) // 4 * 4]).frame, "infiniband"),
-              (rocev1(body).frame, "ethernet"), (rocev2(body, v6=i % 2 == 1).frame, "ethernet"),
-              (rocev2(body, ip={"options": bytes(4 * (i % 11))}).frame[14:], "ip")]
-links = ["ethernet", "infiniband", "ip", "grh"]
-errors = 0
-for i in range(cases):
-    if i % 4 == 0:
-        frame, link = rng.randbytes(rng.randrange(120)), rng.choice(links)
-    else:
-        frame, link = rng.choice(seeds)
-        frame = bytearray(frame)
-        for _ in range(rng.randrange(4)):
-            frame[rng.randrange(len(frame))] = rng.randrange(256)
-        if rng.random() < 0.3:
-            frame = frame[: rng.randrange(len(frame) + 1)]
-        if rng.random() < 0.1:
-            link = rng.choice(links)
-    arr = np.frombuffer(bytes(frame), np.uint8).copy()  # exactly sized heap buffer
-    lenient = {"lenient": True}
-    for fn, kw in ((crc.icrc, {}), (crc.vcrc, {}), (crc.verify, {}), (crc.locate, {}),
-                   (crc.fix, {}), (crc.verify, lenient), (crc.fix, lenient)):
-        try:
-            fn(arr, link, **kw)
-        except IbwireError:
-            errors += 1
-    scan.scan_frames(arr, [0], [len(arr)], [links.index(link)])
-    # the counting scan: the frame as a pcap record (its caplen sometimes lying), then raw
-    caplen = len(frame) + rng.choice([0, 0, 0, 1, -1, 1000])
-    record = struct.pack("<IIII", 1, 0, max(caplen, 0), len(frame)) + bytes(frame)
-    rec = np.frombuffer(record, np.uint8).copy()
-    swapped = rng.random() < 0.2
-    header = rng.choice([0, 0, 1, 2])  # the frame, or behind a Linux SLL/SLL2 header
-    tally.check_pcap(rec, 0, len(rec), swapped, 1 << 18, 64, links.index(link), header, 2)
-    at = rng.randrange(len(arr) + 1)
-    tally.check_pcap(arr, at, len(arr), swapped, 1 << 18, 0, 255 if i % 5 == 0 else 0,
-                     rng.choice([0, 1, 2]), 1)
-    tally.pcap_sync(arr, at, len(arr), swapped, 1 << 18, 10**6, rng.randrange(1, 9), 300)
-    # the pcapng EPB walk: the frame as an EPB (lengths sometimes lying), then raw bytes
-    faces = [(rng.randrange(3), rng.choice([0, 1, 1000, 10**19, 93, 127]),
-              rng.choice([0, -1, 1 << 62, -(1 << 63)]), rng.choice([0, 64]), 1)]
-    body = struct.pack("<IIIII", 0, 7, 9, max(caplen, 0), len(frame)) + bytes(frame)
-    body += bytes(-len(body) % 4)
-    size = 12 + len(body) + rng.choice([0, 0, 0, 4, -4, 1000])
-    block = np.frombuffer(struct.pack("<II", 6, max(size, 0)) + body
-                          + struct.pack("<I", max(size, 0)), np.uint8).copy()
-    counting = [(rng.choice([0, 64]), links.index(link), rng.choice([-1, 0, 1, 2]))]
-    for buf, start in ((block, 0), (arr, at)):
-        try:
-            scan.pcapng_epbs(buf, start, len(buf), swapped, 1 << 18, faces, 4)
-        except ValueError:  # a clock the walker never makes (kind 1 with param 0 ...)
-            errors += 1
-        tally.check_pcapng(buf, start, len(buf), swapped, 1 << 18, counting, 2)
-        tally.pcapng_sync(buf, start, len(buf), swapped, 1 << 18, rng.randrange(1, 4), 300)
-    if i % 64 == 0:
-        crc.verify_batch(arr, [0, 0], [len(arr), len(arr) // 2], np.array([0, 1], np.uint8))
-print(f"python fuzz: {cases} cases, {errors} ibwire errors, no crash")
-EOF
-run fuzz_python san_python -c "import sys; sys.path.insert(0, 'tests/crc'); \
-    sys.argv = ['fuzz', '$FUZZ_CASES']; exec(open('$WORK/fuzz.py').read())"
+run fuzz_python san_python -m tools.fuzzing.asan_loop "$FUZZ_CASES"
 
 if [ "$status" -eq 0 ]; then
     echo "== ASan/UBSan: clean"

@@ -74,15 +74,16 @@ def report(c: Connection) -> Any:
                     pmtu=o.fixed_pmtu or o.pmtu_seen or None)
 
 
-def batches(source: Source, count: int | None = None, threads: int = 2) -> Iterator[Any]:
-    """The scanner's batches for the analysis (columns and frames), at most ``count``
-    records; ``threads`` as for ``scan_capture``."""
+def batches(source: Source, count: int | None = None, threads: int = 2,
+            fields: tuple[str, ...] = SCAN_FIELDS) -> Iterator[Any]:
+    """The scanner's batches for the analysis (``fields``' columns and frames), at most
+    ``count`` records; ``threads`` as for ``scan_capture``."""
     from dataclasses import replace
 
     from ibwire.scan import scan_capture
 
     left = count
-    for batch in scan_capture(source, fields=SCAN_FIELDS, window=WINDOW, threads=threads):
+    for batch in scan_capture(source, fields=fields, window=WINDOW, threads=threads):
         if left is not None:
             if left <= 0:
                 break

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -170,17 +170,9 @@ def read_frames(source: Source, manifest: Manifest, count: int | None = None
 
 def _scan(source: Source, count: int | None) -> Iterator[ScanBatch]:
     """The scanner's batches of ``source``, its first ``count`` records when given."""
-    from ibwire.scan import scan_capture
+    from ibwire.analysis import batches
 
-    left = count
-    for batch in scan_capture(source, fields=FIELDS, threads=1):
-        if left is not None:
-            if left <= 0:
-                break
-            if len(batch) > left:
-                batch = replace(batch, columns={k: v[:left] for k, v in batch.columns.items()})
-            left -= len(batch)
-        yield batch
+    yield from batches(source, count, threads=1, fields=FIELDS)
 
 
 def _columns(cols: dict[str, np.ndarray], rows: np.ndarray) -> dict[str, np.ndarray]:

@@ -236,14 +236,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         progress.close()
     if args.manifest:
-        from ibwire.pcap.writer import AtomicFile
+        from ibwire.pcap.atomic import write_atomically
 
-        out = AtomicFile(args.manifest)
-        try:
-            out.file.write(json.dumps(manifest, indent=1).encode() + b"\n")
-        except BaseException:
-            out.abort()
-            raise
-        out.commit()
+        write_atomically(args.manifest, json.dumps(manifest, indent=1).encode() + b"\n")
     print(f"{args.output}: {manifest['records']} records written")
     return 0

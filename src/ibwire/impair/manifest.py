@@ -109,15 +109,9 @@ class Manifest:
         return out
 
     def write(self, path: str, manifest: dict[str, Any]) -> None:
-        from ibwire.pcap.writer import AtomicFile
+        from ibwire.pcap.atomic import write_atomically
 
-        out = AtomicFile(path)
-        try:
-            out.file.write(json.dumps(manifest, indent=1).encode() + b"\n")
-        except BaseException:
-            out.abort()
-            raise
-        out.commit()
+        write_atomically(path, json.dumps(manifest, indent=1).encode() + b"\n")
 
 
 def _address(fields: dict[str, Any]) -> tuple[Any, Any]:

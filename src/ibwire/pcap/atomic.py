@@ -114,3 +114,15 @@ class AtomicFile:
             os.unlink(self.temp_path)
         except FileNotFoundError:
             pass
+
+
+def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
+    """``data`` into ``path`` through an :class:`AtomicFile`: a reader sees the old file or
+    the whole new one, never a part."""
+    out = AtomicFile(path)
+    try:
+        out.file.write(data)
+    except BaseException:
+        out.abort()
+        raise
+    out.commit()

@@ -26,7 +26,8 @@ def test_version_says_which_engines_run(engine):
 
     line, status = done.stdout.splitlines()
     assert line == (f"ibwire {ibwire.__version__} (crc {engine}, scan {engine}, pcap {engine}, "
-                    f"filemap {engine}, text {engine}, streams {engine}, observer {engine})")
+                    f"filemap {engine}, text {engine}, streams {engine}, observer {engine}, "
+                    f"impair {engine})")
     assert status == "0 False"
 
 

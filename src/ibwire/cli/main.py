@@ -50,7 +50,7 @@ def terminal_columns() -> int:
 
 ENGINES = {"crc": "crc/_engine", "scan": "scan/_engine", "pcap": "pcap/_engine",
            "filemap": "pcap/_filemap", "text": "scan/_text", "streams": "analysis/_streams",
-           "observer": "transport/_observer"}
+           "observer": "transport/_observer", "impair": "impair/_fast"}
 """Each engine that has a C build and a pure-Python twin, and where its extension is."""
 
 

@@ -42,6 +42,7 @@ from ibwire.livefuzz.drawer import Drawer
 from ibwire.livefuzz.shots import LENGTH_EDGES, PSN_EDGES, U32_EDGES, U64_EDGES
 from ibwire.livefuzz.state import PSN_MOD, ROCE_V2
 from ibwire.pcap.writer import PcapWriter
+from ibwire.scan.program import field_bits
 from ibwire.strategies import GeneratedPacket, mad_fields, mutated
 from ibwire.tables import mad_attributes, opcodes
 
@@ -58,8 +59,6 @@ EDGES: dict[str, tuple[int, ...]] = {
     "aeth.msn": (0, 1, PSN_MOD - 1, 1 << 23), "bth.p_key": (0, 0x7FFF, 0x8000, 0xFFFE),
     "deth.q_key": (0, 0x80010000, 0x7FFFFFFF, 0xFFFFFFFF),
 }
-_WIDTHS = {"reth.dmalen": 32, "reth.r_key": 32, "atomiceth.r_key": 32, "aeth.syndrome": 8,
-           "aeth.msn": 24, "bth.p_key": 16, "deth.q_key": 32}
 
 
 @dataclass(frozen=True)
@@ -75,7 +74,7 @@ class Mutated:
 
 def _lie(key: str) -> st.SearchStrategy[int]:
     edges = EDGES.get(key, (0,))
-    bits = _WIDTHS.get(key, 64)
+    bits = field_bits(key)  # as the header declares it
     return st.one_of(st.sampled_from(edges), st.integers(0, (1 << bits) - 1))
 
 

@@ -151,6 +151,13 @@ def columns() -> tuple[Column, ...]:
 
 
 @cache
+def field_bits(name: str) -> int:
+    """The declared width in bits of header field ``name`` (``"aeth.msn"``: 24)."""
+    c = column(name)
+    return next(f.bits for f in SLOTS[c.slot].fields if f.name == c.field)
+
+
+@cache
 def column(name: str) -> Column:
     """The header-field column called ``name`` (``"bth.psn"``)."""
     for c in columns():

@@ -41,30 +41,26 @@ def mark_ce(frame: bytearray, network_at: int) -> bool:
         frame[network_at + 1] |= ECN_CE
         checksum.ipv4_header(frame, network_at)
         return True
-    if version == 6 and _ethertype(frame) == 0x86DD:
+    if version == 6 and _ethertype(frame)[0] == 0x86DD:
         frame[network_at + 1] |= ECN_CE << 4
         return True
     return False
 
 
-def _ethertype(frame: bytes | bytearray) -> int:
+def _ethertype(frame: bytes | bytearray) -> tuple[int, int]:
+    """The EtherType past any VLAN tags, and where the network header starts."""
     at = 12
     etype = int.from_bytes(frame[at:at + 2], "big")
     while etype in ETH_VLAN:
         at += 4
         etype = int.from_bytes(frame[at:at + 2], "big")
-    return etype
+    return etype, at + 2
 
 
 def complete_checksum(frame: bytearray) -> bool:
     """Fills in the TCP or UDP checksum of an Ethernet frame (IPv4 or IPv6, VLAN tags
     skipped) whose sender left it to offload; False when it is neither."""
-    at = 12
-    etype = int.from_bytes(frame[at:at + 2], "big")
-    while etype in ETH_VLAN:
-        at += 4
-        etype = int.from_bytes(frame[at:at + 2], "big")
-    l3 = at + 2
+    etype, l3 = _ethertype(frame)
     if etype == 0x0800 and len(frame) >= l3 + 20:
         ihl = (frame[l3] & 0x0F) * 4
         proto = frame[l3 + 9]

@@ -56,6 +56,7 @@ from rxe_rig.image import Image, build
 from rxe_rig.live import (
     TRAP_MARK,
     Consoles,
+    ForwarderTap,
     LiveScenario,
     WireTap,
     planted_trap,
@@ -80,9 +81,11 @@ class Session:
     """A freshly booted guest pair with the live scenario running and the bridge tapped."""
 
     def __init__(self, image: Image, workdir: Path, plant: bool = False,
-                 log: bool = False) -> None:
-        self.rig = Rig(workdir=workdir, image=image, log=log)
+                 log: bool = False, inflight: float | None = None, seed: int = 0) -> None:
+        self.rig = Rig(workdir=workdir, image=image, log=log,
+                       join="bridge" if inflight is None else "impair")
         self.plant = plant
+        self.inflight, self.seed = inflight, seed
         self.tap: WireTap | None = None
         self.scenario: LiveScenario | None = None
         self.consoles: Consoles | None = None
@@ -94,7 +97,8 @@ class Session:
     def __enter__(self) -> Session:
         self.rig.__enter__()
         try:
-            self.tap = WireTap(self.rig.namespace)
+            self.tap = WireTap(self.rig.namespace) if self.inflight is None else \
+                ForwarderTap(self.rig.namespace, self.inflight, self.seed)
             self.scenario = LiveScenario(self.rig)
             self.scenario.start()
             if self.plant:
@@ -330,6 +334,12 @@ class Figures:
     trials: int = 0
     frames_sent: int = 0
     frames_refused: int = 0
+    inflight_frames: int = 0
+    """RoCE frames the in-flight mutator saw (--inflight)."""
+    inflight_mutated: int = 0
+    inflight_unkept: int = 0
+    """Mutations that could not be kept as a shot (no connection known yet: the CM
+    exchange that sets it up; not RoCEv2 over untagged IPv4)."""
     counters: dict[str, int] = field(default_factory=dict)
     """rxe hw_counters moved over all sessions, both guests together."""
     seconds: float = 0.0
@@ -394,7 +404,8 @@ def campaign(args: argparse.Namespace) -> dict:
             figures.sessions += 1
             try:
                 session_cm = Session(image, work / f"session{figures.sessions}", args.plant,
-                                     log=args.verbose)
+                                     log=args.verbose, inflight=args.inflight,
+                                     seed=args.seed + figures.sessions)
                 session = session_cm.__enter__()
             except GuestError as exc:
                 print(f"fuzz_live: session failed to start: {exc}", file=sys.stderr)
@@ -419,14 +430,20 @@ def campaign(args: argparse.Namespace) -> dict:
                         batch.insert(len(batch) // 2, marked_shot())
                         planted = False
                     session.mark()
+                    flight = session.tap.mutated if isinstance(session.tap, ForwarderTap) \
+                        else 0
                     frames = inject(session, batch, gap)
-                    for shot in batch:
-                        figures.coverage.add(shot)
                     figures.batches += 1
                     try:
                         problems = session.check(args.settle)
                     except GuestError as exc:
                         problems = [Problem("probe", "probe|control channel", str(exc))]
+                    if isinstance(session.tap, ForwarderTap):  # and what was mutated
+                        batch = batch + session.tap.hook.since(flight)
+                        frames = frames + [f for m in session.tap.mutator.since(flight)
+                                           for f in m.sent]
+                    for shot in batch:
+                        figures.coverage.add(shot)
                     for problem in problems:
                         figures.problems[problem.kind] = figures.problems.get(
                             problem.kind, 0) + 1
@@ -443,6 +460,10 @@ def campaign(args: argparse.Namespace) -> dict:
                 if session.tap is not None:
                     figures.frames_sent += session.tap.sent
                     figures.frames_refused += session.tap.refused
+                if isinstance(session.tap, ForwarderTap):
+                    figures.inflight_frames += session.tap.mutator.frames
+                    figures.inflight_mutated += session.tap.mutated
+                    figures.inflight_unkept += session.tap.hook.shots.count(None)
                 for guest, values in session.counters.items():
                     for name, value in values.items():
                         moved = value - session.first_counters.get(guest, {}).get(name, value)
@@ -464,6 +485,9 @@ def write_summary(args: argparse.Namespace, figures: Figures, out: FindingsDir,
                "batches": figures.batches, "sessions": figures.sessions,
                "tool_restarts": figures.tool_restarts, "trials": figures.trials,
                "frames_sent": figures.frames_sent, "frames_refused": figures.frames_refused,
+               "inflight": None if args.inflight is None else {
+                   "rate": args.inflight, "frames": figures.inflight_frames,
+                   "mutated": figures.inflight_mutated, "unkept": figures.inflight_unkept},
                "rxe_counters_moved": dict(sorted(figures.counters.items())),
                "problems": figures.problems, **figures.coverage.as_dict(),
                "findings": [{"id": f.ident, "kind": f.kind, "signature": f.signature,
@@ -570,6 +594,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shrink-tools", action="store_true",
                    help="also shrink findings where only the fuzzed rping exited")
     p.add_argument("--max-batches", type=int, default=0)
+    p.add_argument("--inflight", type=float, metavar="RATE",
+                   help="join the guests through ibwire impair's forwarder and mutate this "
+                        "share of the RoCE frames in flight, besides the injected batches "
+                        "(--batch 0: in flight only)")
     p.add_argument("--plant", action="store_true",
                    help="arm the planted fault and hide its packet in the first batch")
     p.add_argument("-v", "--verbose", action="store_true")

@@ -21,7 +21,8 @@ from ibwire.errors import IbwireError
 from ibwire.livefuzz.console import scan
 from ibwire.livefuzz.drawer import Drawer
 from ibwire.livefuzz.findings import FindingsDir, LiveFinding, read_shots
-from ibwire.livefuzz.hook import InFlightMutator, forwarder_class, mutations
+from ibwire.livefuzz.hook import InFlightMutator, Mutated, forwarder_class, mutations
+from ibwire.livefuzz.retarget import InFlightShots, shot_of_mutation
 from ibwire.livefuzz.shots import Coverage, Ref, Shot, render, shots
 from ibwire.livefuzz.shrink import Trials, bisect_batch, shrink_shot
 from ibwire.livefuzz.state import LiveState, QpState
@@ -368,3 +369,67 @@ def test_findings_dir_writes_batch_repro_and_index(tmp_path: Path):
     index = [json.loads(line) for line in (tmp_path / "findings.jsonl").read_text().splitlines()]
     assert index[0]["repro_packets"] == 1 and index[0]["command"].endswith("replay x")
     assert len(frames_of(where / "repro.pcap")) == 1
+
+
+# -- in-flight mutations kept as shots -------------------------------------------------------
+
+
+def test_an_inflight_mutation_becomes_a_shot_that_gives_back_the_frame_and_moves(
+        gen_frames: list[bytes]):
+    """Rendered against the connection it was taken from, the shot is the frame that was
+    sent; against a fresh one, the same lie at the same place of that connection's PSN
+    space, with its addresses and QPN."""
+    write_first = next(f for f in gen_frames if parse(f).fields().get("bth.opcode") == 0x06)
+    f = parse(write_first).fields()
+    a = QpState("192.0.2.1", 300, f["eth.src"], recv_psn=5)
+    b = QpState(f["ip.dst"], f["bth.destqp"], f["eth.dst"], recv_psn=(f["bth.psn"] - 2) % 2**24)
+    fresh = (QpState("10.9.0.1", 7, "52:54:00:00:00:0a", recv_psn=1),
+             QpState("10.9.0.2", 0x1234, "52:54:00:00:00:0b", recv_psn=0xFFFFFF))
+    drawer = Drawer(8)
+    kinds = set()
+    for _ in range(60):
+        found = drawer.draw(mutations(write_first))
+        assert found is not None
+        sent, kind = found
+        m = Mutated(0, write_first, (sent,), kind, 0x06)
+        shot = shot_of_mutation(m, (a, b), 1, MAC)
+        assert shot is not None and shot.template == write_first
+        assert render(shot, (a, b), MAC) == sent
+        moved = render(shot, fresh, MAC)
+        assert len(moved) == len(sent)
+        if kind in ("reth.dmalen", "reth.va", "pkey"):  # headers intact: they read back
+            g, h = parse(moved).fields(), parse(sent).fields()
+            assert (g["ip.dst"], g["bth.destqp"], g["eth.dst"]) == \
+                ("10.9.0.2", 0x1234, "52:54:00:00:00:0b")
+            assert g["bth.psn"] == (0xFFFFFF + 2) % 2**24
+            assert {k: v for k, v in g.items() if not k.startswith(("eth.", "ip.")) and
+                    k not in ("bth.destqp", "bth.psn", "icrc")} == \
+                {k: v for k, v in h.items() if not k.startswith(("eth.", "ip.")) and
+                 k not in ("bth.destqp", "bth.psn", "icrc")}
+            assert crc.verify(moved, "ethernet").icrc_ok
+            kinds.add(kind)
+    assert kinds
+
+
+def test_the_inflight_hook_learns_the_connection_and_keeps_its_mutations_as_shots(
+        gen_frames: list[bytes]):
+    hook = InFlightShots(InFlightMutator(rate=1.0, seed=5), MAC)
+    sides = {}
+    for frame in gen_frames:
+        sides.setdefault(frame[6:12], len(sides) % 2)
+        hook(frame, sides[frame[6:12]])
+    kept = [s for s in hook.shots if s is not None]
+    assert len(hook.shots) == len(hook.mutator.log) > 0.75 * len(gen_frames)
+    # only the CM exchanges before each connection is known are left out
+    assert len(kept) >= len(hook.shots) - 3 * 4
+    assert {s.role for s in kept} == {"request", "response", "cm"}
+    assert len(hook.state.qps) >= 2  # learnt from what came, not what was sent (DREQ ends it)
+    assert hook.since(len(hook.shots) - 5) == [s for s in hook.shots[-5:] if s is not None]
+    a_mac, b_mac = list(sides)
+    # to B's MAC: out on the port B's frames arrive on (direction 0 is "out on B")
+    assert hook.direction_to(b_mac + a_mac + b"\x08\x00") == 1 - sides[b_mac] == 0
+    coverage = Coverage()
+    for shot in kept:
+        coverage.add(shot)
+    assert any(k.startswith("in-flight ") for k in coverage.kinds)
+    assert any(v for v in coverage.attributes.values())

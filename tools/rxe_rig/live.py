@@ -28,6 +28,8 @@ import threading
 import time
 
 from ibwire.livefuzz.console import Sign, scan
+from ibwire.livefuzz.hook import InFlightMutator
+from ibwire.livefuzz.retarget import InFlightShots
 from ibwire.livefuzz.state import LiveState, QpState
 
 from .guest import Guest, GuestError
@@ -49,6 +51,11 @@ def service_id(port: int) -> int:
 #: failed to put on the wire, a link that went down.
 SILENT_COUNTERS = ("send_err", "link_downed")
 TRAP_MARK = b"IBWIRE-TRAP"
+#: The taps ``ibwire impair`` joins in a rig started with ``join="impair"``.
+TAPS = ("tap0", "tap1")
+#: Source MAC of frames injected through the forwarder (locally administered; rxe does not
+#: check it).
+INJECT_MAC = "02:1b:00:00:00:fe"
 TRAP_SCRIPT = r"""
 socket(S, 17, 3, 0x0300) or die "socket: $!";
 $| = 1;
@@ -62,6 +69,15 @@ while (defined(recv(S, $b, 65535, 0))) {
 """
 
 
+def enter_namespace(name: str) -> None:
+    """Moves the calling thread (only it) into network namespace ``name``: the sockets it
+    opens from then on live there."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    with open(f"/var/run/netns/{name}") as ns:
+        if libc.setns(ns.fileno(), CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), "setns")
+
+
 def _in_namespace(name: str, make: type[socket.socket] | None = None) -> socket.socket:
     """An AF_PACKET socket created inside network namespace ``name`` (by a thread that
     enters it; the process stays where it is)."""
@@ -69,10 +85,7 @@ def _in_namespace(name: str, make: type[socket.socket] | None = None) -> socket.
 
     def enter() -> None:
         try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            with open(f"/var/run/netns/{name}") as ns:
-                if libc.setns(ns.fileno(), CLONE_NEWNET) != 0:
-                    raise OSError(ctypes.get_errno(), "setns")
+            enter_namespace(name)
             out.append(socket.socket(socket.AF_PACKET, socket.SOCK_RAW,
                                      socket.htons(ETH_P_ALL)))
         except BaseException as exc:
@@ -171,6 +184,67 @@ class WireTap:
         self._stop.set()
         self._thread.join(2)
         self.sock.close()
+
+
+class ForwarderTap(WireTap):
+    """The rig's two taps joined by ``ibwire impair``'s forwarder (a rig started with
+    ``join="impair"``), run in a thread inside the rig's namespace, with the in-flight
+    mutator as its hook (:class:`~ibwire.livefuzz.retarget.InFlightShots`: ``rate`` of the
+    RoCE frames mutated, each mutation kept as a shot). The connection is learnt from what
+    the forwarder carries; injected frames go out through it, on the port of their
+    destination MAC. The same interface as :class:`WireTap`."""
+
+    def __init__(self, namespace: Namespace, rate: float, seed: int = 0,
+                 source_mac: str = INJECT_MAC) -> None:
+        from ibwire.impair import Forwarder
+
+        self.mutator = InFlightMutator(rate, seed)
+        self.hook = InFlightShots(self.mutator, source_mac)
+        self.state, self.lock, self.mac = self.hook.state, self.hook.lock, source_mac
+        self.record, self.frames = False, []
+        self.received = self.sent = self.refused = 0
+        self.forwarder: Forwarder | None = None
+        failed: list[BaseException] = []
+        ready = threading.Event()
+
+        def forward() -> None:
+            try:
+                enter_namespace(namespace.name)
+                self.forwarder = Forwarder(TAPS[0], TAPS[1], hook=self.hook, force=True)
+            except BaseException as exc:
+                failed.append(exc)
+                return
+            finally:
+                ready.set()
+            self.forwarder.run()
+
+        self._thread = threading.Thread(target=forward, daemon=True)
+        self._thread.start()
+        ready.wait(30)
+        if failed or self.forwarder is None:
+            raise GuestError(f"the forwarder between {TAPS[0]} and {TAPS[1]} did not start: "
+                             f"{failed[0] if failed else 'no answer in 30 s'}")
+
+    @property
+    def mutated(self) -> int:
+        return len(self.hook.shots)
+
+    def send(self, frames: list[bytes], gap: float = 0.0) -> None:
+        assert self.forwarder is not None
+        for frame in frames:
+            if len(frame) < 14:
+                self.refused += 1
+                continue
+            self.forwarder.inject(frame, self.hook.direction_to(frame))
+            self.sent += 1
+            if gap:
+                time.sleep(gap)
+
+    def close(self) -> None:
+        if self.forwarder is not None:
+            self.forwarder.stop()
+        self._thread.join(10)
+        self.mutator.close()
 
 
 def _mac_of(namespace: Namespace, interface: str) -> str:

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import base64
 import json
+import socket
 from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import strategies as st
 
-from ibwire.builder import build
+from ibwire.builder import build, ipv4_checksum
 from ibwire.errors import IbwireError
 from ibwire.fuzz.generate import reseal
 from ibwire.headers import ALL
@@ -39,6 +40,7 @@ from ibwire.transport.cm import COMM_IDS, REQ
 ROLES = ("request", "response", "cm")
 #: Ethernet, IPv4, UDP and BTH: a frame cut shorter never reaches the transport.
 MIN_FRAME = 14 + 20 + 8 + 12
+ROCE_PORT = 4791
 UD_SEND_ONLY = 0x64
 GSI_QKEY = 0x80010000
 #: CM class version and MAD base version Linux's CM speaks (cm.c IB_CM_CLASS_VERSION,
@@ -89,6 +91,11 @@ class Shot:
     cut: int | None = None
     tail: bytes = b""
     reseal: bool = True
+    template: bytes = b""
+    """A frame seen in flight (:mod:`ibwire.livefuzz.retarget`): rendered by putting the
+    connection's addresses, QPN and PSN into these bytes instead of building from
+    ``fields`` (which then only hold ``bth.psn`` as a :class:`Ref` and what the figures
+    count)."""
 
     def as_json(self) -> dict[str, Any]:
         def value(v: Any) -> Any:
@@ -102,7 +109,8 @@ class Shot:
         return {"role": self.role, "to": self.to, "kind": self.kind,
                 "fields": {k: value(v) for k, v in self.fields.items()},
                 "payload": self.payload.hex(), "edits": [list(e) for e in self.edits],
-                "cut": self.cut, "tail": self.tail.hex(), "reseal": self.reseal}
+                "cut": self.cut, "tail": self.tail.hex(), "reseal": self.reseal,
+                "template": self.template.hex()}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Shot:
@@ -117,7 +125,8 @@ class Shot:
         return cls(data["role"], data["to"], data["kind"],
                    {k: value(v) for k, v in data["fields"].items()},
                    bytes.fromhex(data["payload"]), tuple(tuple(e) for e in data["edits"]),
-                   data["cut"], bytes.fromhex(data.get("tail", "")), data["reseal"])
+                   data["cut"], bytes.fromhex(data.get("tail", "")), data["reseal"],
+                   bytes.fromhex(data.get("template", "")))
 
     def dumps(self) -> str:
         return json.dumps(self.as_json(), sort_keys=True)
@@ -149,10 +158,47 @@ def resolved(shot: Shot, conn: Connection, source_mac: str) -> dict[str, Any]:
     return fields
 
 
+#: Where a template's addresses, QPN and PSN sit: RoCEv2 over IPv4, no VLAN tag (the rig's).
+ETH_DST, ETH_SRC, IP, IP_SRC, IP_DST = 0, 6, 14, 26, 30
+
+
+def templated(frame: bytes) -> bool:
+    """Whether ``frame`` can be a shot's template: RoCEv2 over untagged IPv4 with its BTH."""
+    if len(frame) < MIN_FRAME or frame[12:14] != b"\x08\x00" or frame[IP] >> 4 != 4:
+        return False
+    udp = IP + (frame[IP] & 0x0F) * 4
+    return frame[IP + 9] == 17 and len(frame) >= udp + 8 + 12 and \
+        int.from_bytes(frame[udp + 2:udp + 4], "big") == ROCE_PORT
+
+
+def retargeted(shot: Shot, conn: Connection, source_mac: str) -> bytearray:
+    """``shot.template`` with ``conn``'s MACs, addresses, QPN (but for CM: QP1) and the PSN
+    its ``bth.psn`` Ref resolves to; the IPv4 header checksum computed again."""
+    to, frm = conn[shot.to], conn[1 - shot.to]
+    frame = bytearray(shot.template)
+    frame[ETH_DST:ETH_DST + 6] = bytes.fromhex((to.mac or "ff:" * 5 + "ff").replace(":", ""))
+    frame[ETH_SRC:ETH_SRC + 6] = bytes.fromhex((frm.mac or source_mac).replace(":", ""))
+    frame[IP_SRC:IP_SRC + 4] = socket.inet_aton(frm.address)
+    frame[IP_DST:IP_DST + 4] = socket.inet_aton(to.address)
+    ihl = (frame[IP] & 0x0F) * 4
+    frame[IP + 10:IP + 12] = b"\0\0"
+    frame[IP + 10:IP + 12] = ipv4_checksum(bytes(frame[IP:IP + ihl])).to_bytes(2, "big")
+    bth = IP + ihl + 8
+    if shot.role != "cm":
+        frame[bth + 5:bth + 8] = int(to.qpn).to_bytes(3, "big")
+    psn = shot.fields.get("bth.psn")
+    if isinstance(psn, Ref):
+        frame[bth + 9:bth + 12] = psn.resolve(to, frm).to_bytes(3, "big")
+    return frame
+
+
 def render(shot: Shot, conn: Connection, source_mac: str) -> bytes:
     """The frame ``shot`` makes against ``conn`` (ICRC computed again after the edits)."""
-    fields = resolved(shot, conn, source_mac)
-    frame = bytearray(build("rocev2_ipv4", fields, shot.payload))
+    if shot.template:
+        frame = retargeted(shot, conn, source_mac)
+    else:
+        frame = bytearray(build("rocev2_ipv4", resolved(shot, conn, source_mac),
+                                shot.payload))
     for offset, mask in shot.edits:
         if offset < len(frame):
             frame[offset] ^= mask
@@ -316,6 +362,12 @@ class Coverage:
         if shot.role == "cm":
             attr = shot.kind.split()[0]
             self.attributes[attr] = self.attributes.get(attr, 0) + 1
+        if shot.template:  # a mutation in flight: "[cm.REQ ]in-flight KIND"
+            word = shot.kind.split("in-flight ", 1)[-1]
+            word = " ".join(word.split()[:2]) if word.startswith("mutated") else \
+                word.split()[0]
+            self.kinds[f"in-flight {word}"] = self.kinds.get(f"in-flight {word}", 0) + 1
+            return
         lies, _, broken = shot.kind.partition(" + ")
         words = [w for w in lies.split() if w != "live-ids" and not w.startswith("cm.")]
         if broken:

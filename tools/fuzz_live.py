@@ -18,6 +18,13 @@ findings). ``--plant`` arms a guest-side trap (a packet-socket reader that write
 to /dev/kmsg when a frame carrying ``IBWIRE-TRAP`` arrives) and hides one such packet in
 the first batch: the plumbing's own test.
 
+``--inflight RATE`` joins the guests through ``ibwire impair``'s forwarder instead of the
+bridge and mutates that share of their RoCE frames in flight (:mod:`ibwire.livefuzz.hook`),
+besides the injected batches (``--batch 0``: in flight only). Each mutation is kept as a
+shot against the connection as it stood (:mod:`ibwire.livefuzz.retarget`), so a finding's
+batch holds the packets injected *and* mutated since the last healthy probe, and shrinks
+and replays the same way; ``summary.json`` counts them under ``inflight``.
+
 ``replay`` boots a fresh pair, sets up the same scenario, renders the repro's packets
 against the new connection (its QPNs, PSNs and CM IDs), writes them to a pcap and sends it
 with ``ibwire replay -i br0 -`` (started beforehand, fed the pcap on its stdin the moment
@@ -413,6 +420,7 @@ def campaign(args: argparse.Namespace) -> dict:
                 continue
             kernel = kernel or session.kernel
             restart = False
+            flight = 0  # in-flight mutations already in a batch
             try:
                 while not restart and time.monotonic() < deadline - 30:
                     if args.max_batches and figures.batches >= args.max_batches:
@@ -430,8 +438,6 @@ def campaign(args: argparse.Namespace) -> dict:
                         batch.insert(len(batch) // 2, marked_shot())
                         planted = False
                     session.mark()
-                    flight = session.tap.mutated if isinstance(session.tap, ForwarderTap) \
-                        else 0
                     frames = inject(session, batch, gap)
                     figures.batches += 1
                     try:
@@ -439,9 +445,11 @@ def campaign(args: argparse.Namespace) -> dict:
                     except GuestError as exc:
                         problems = [Problem("probe", "probe|control channel", str(exc))]
                     if isinstance(session.tap, ForwarderTap):  # and what was mutated
-                        batch = batch + session.tap.hook.since(flight)
-                        frames = frames + [f for m in session.tap.mutator.since(flight)
-                                           for f in m.sent]
+                        upto = session.tap.mutated
+                        for shot, sent in session.tap.hook.since(flight, upto):
+                            batch.append(shot)
+                            frames.append(sent)
+                        flight = upto
                     for shot in batch:
                         figures.coverage.add(shot)
                     for problem in problems:

@@ -424,7 +424,13 @@ def test_the_inflight_hook_learns_the_connection_and_keeps_its_mutations_as_shot
     assert len(kept) >= len(hook.shots) - 3 * 4
     assert {s.role for s in kept} == {"request", "response", "cm"}
     assert len(hook.state.qps) >= 2  # learnt from what came, not what was sent (DREQ ends it)
-    assert hook.since(len(hook.shots) - 5) == [s for s in hook.shots[-5:] if s is not None]
+    last = hook.since(len(hook.shots) - 5)
+    assert [s for s, _ in last] == [s for s in hook.shots[-5:] if s is not None]
+    assert all(render(s, (QpState("10.1.0.1", 5, "52:54:00:00:00:01", recv_psn=0),
+                          QpState("10.1.0.2", 6, "52:54:00:00:00:02", recv_psn=0)), MAC)
+               != sent for s, sent in last)  # each with the frame it sent, moved elsewhere
+    assert [sent for _, sent in hook.since(0)] == [
+        m.sent[0] for m, s in zip(hook.mutator.log, hook.shots, strict=True) if s is not None]
     a_mac, b_mac = list(sides)
     # to B's MAC: out on the port B's frames arrive on (direction 0 is "out on B")
     assert hook.direction_to(b_mac + a_mac + b"\x08\x00") == 1 - sides[b_mac] == 0

@@ -125,11 +125,14 @@ class InFlightShots:
                 self.shots.append(shot)
         return out
 
-    def since(self, mark: int) -> list[Shot]:
-        """The shots of the mutations after the first ``mark`` (a previous
-        ``len(shots)``)."""
+    def since(self, mark: int, end: int | None = None) -> list[tuple[Shot, bytes]]:
+        """The mutations after the first ``mark`` (a previous ``len(shots)``), up to
+        ``end``, that were kept as shots: each shot and the frame it sent."""
         with self.lock:
-            return [s for s in self.shots[mark:] if s is not None]
+            shots = self.shots[mark:end]
+        # the mutator logs before the shot is kept: its log is as long or one longer
+        log = self.mutator.log[mark:mark + len(shots)]
+        return [(s, m.sent[0]) for s, m in zip(shots, log, strict=True) if s is not None]
 
     def direction_to(self, frame: bytes) -> int:
         """The direction that delivers ``frame`` to its destination MAC (0: out on B)."""

@@ -87,7 +87,7 @@ class CaseRun:
 
 
 def _once(rig: Rig, case: Case, directory: Path) -> CaseRun:
-    from rxe_rig.runner import _exchange  # tools/ is on the path (conftest)
+    from rxe_rig.runner import exchange  # tools/ is on the path (conftest)
 
     server, client = rig.guests[0], rig.guests[1]
     scenario = SCENARIOS[case.scenario]
@@ -96,7 +96,7 @@ def _once(rig: Rig, case: Case, directory: Path) -> CaseRun:
     with rig.impairing(*case.faults, capture=directory / "crossed.pcap",
                        manifest=directory / "manifest.json") as proc:
         before = rig.on_each(rig.counters)
-        results = _exchange(scenario, server, client, commands)
+        results = exchange(scenario, server, client, commands)
         after = rig.on_each(rig.counters)
         time.sleep(0.5)
     (directory / "impair.txt").write_text(getattr(proc, "summary", ""))

@@ -90,7 +90,7 @@ def _once(rig: Rig, scenario: Scenario, directory: Path) -> dict:
     start_all([capture, *delivered])
     try:
         before = rig.on_each(rig.counters)
-        results = _exchange(scenario, server, client, commands)
+        results = exchange(scenario, server, client, commands)
         after = rig.on_each(rig.counters)
     finally:
         figures, *to_guests = stop_all([capture, *delivered])
@@ -128,8 +128,11 @@ def _once(rig: Rig, scenario: Scenario, directory: Path) -> dict:
     }
 
 
-def _exchange(scenario: Scenario, server: Guest, client: Guest,
-              commands: tuple[str, str]) -> tuple[Result, Result]:
+def exchange(scenario: Scenario, server: Guest, client: Guest,
+             commands: tuple[str, str]) -> tuple[Result, Result]:
+    """One run of ``scenario``'s tools: the server command started (and waited ready), then
+    the client's; both results, server's first (when either fails, the scenario's tools
+    still running in either guest are killed before the results are taken)."""
     ready = {"tcp": f"ss -Hltn 'sport = :{PERFTEST_PORT}' | grep -q {PERFTEST_PORT}",
              "cm": "rdma resource show cm_id | grep -q LISTEN", "wait": "sleep 2"}
     job = server.spawn(commands[0], ready=ready[scenario.ready])

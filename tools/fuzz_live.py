@@ -457,6 +457,8 @@ def campaign(args: argparse.Namespace) -> dict:
                             problem.kind, 0) + 1
                     restart = _handle(problems, batch, frames, conn, session, out, figures,
                                       image, args, deadline, kernel)
+                    # the figures so far (of the sessions ended), whatever ends the run
+                    write_summary(args, figures, out, kernel, start)
                     if args.verbose:
                         print(f"fuzz_live: batch {figures.batches}: {len(batch)} packets "
                               f"({figures.coverage.packets} in all), "

@@ -438,7 +438,13 @@ def campaign(args: argparse.Namespace) -> dict:
                         batch.insert(len(batch) // 2, marked_shot())
                         planted = False
                     session.mark()
-                    frames = inject(session, batch, gap)
+                    try:
+                        frames = inject(session, batch, gap)
+                    except GuestError as exc:  # a shot's lie ended the connection for good
+                        print(f"fuzz_live: {exc} (mid-batch); booting a fresh pair",
+                              file=sys.stderr)
+                        figures.problems["lost"] = figures.problems.get("lost", 0) + 1
+                        break
                     figures.batches += 1
                     try:
                         problems = session.check(args.settle)

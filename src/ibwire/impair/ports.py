@@ -194,6 +194,17 @@ class Port:
             csum.append(bool(status & TP_STATUS_CSUMNOTREADY))
         return Batch.of(frames, np.array(stamps, np.int64), np.array(csum, bool))
 
+    def pump_arrays(self) -> tuple[Any, ...]:
+        """(socket, receive buffer, offsets, lengths, stamps, checksum flags): what the C
+        pump (:class:`ibwire.impair._fast.Pump`) reads a batch into, as :meth:`receive`."""
+        return (self.fd, self._slots, *self._columns)
+
+    def handed_back(self, first: int, count: int) -> Batch:
+        """Frames ``first`` to ``count`` of the batch the pump read last on this port."""
+        offsets, lengths, stamps, csum = self._columns
+        return Batch(self._slots, offsets[first:count], lengths[first:count],
+                     stamps[first:count], csum[first:count].view(bool))
+
     def send_batch(self, batch: Batch) -> int:
         """Sends every frame of ``batch`` in order."""
         if self.fast is not None:

@@ -214,6 +214,7 @@ cdef class Pump:
         cdef int64_t[::1] bs
         if capture:
             self.block = np.empty(CAPTURE_BYTES, np.uint8)
+            self.block[::4096] = 0  # its pages faulted in now, not while forwarding
             self.block_stamps = np.empty(ROWS, np.int64)
             blk = self.block
             bs = self.block_stamps

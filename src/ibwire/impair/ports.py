@@ -154,6 +154,7 @@ class Port:
         if self.fast is not None:
             self.most = min(most, self.fast.MOST)
             self._slots = np.empty(self.most * SLOT, np.uint8)
+            self._slots[::4096] = 0  # fault its pages in now, not in the first batches
             self._columns = (np.empty(self.most, np.int64), np.empty(self.most, np.int64),
                              np.empty(self.most, np.int64), np.empty(self.most, np.uint8))
 

@@ -215,3 +215,32 @@ def test_coarse_rows_name_the_connection_and_psn() -> None:
     assert requests.tolist() == [QPN] and answers.tolist() == [1 << 24 | 5]
     assert coarse.rule_rows([], state, [0], hook=True).tolist() == [
         [-1, coarse.ANY_IB, -1, -1, -1], [0, coarse.REQUESTS, -1, QPN, -1]]
+
+
+def test_ring_reads_frames_longer_than_its_slots_whole_and_in_order(lab: Lab) -> None:
+    """A receive ring of 1 KiB slots: the frames that do not fit come whole through the
+    socket (TP_STATUS_COPY), in their place among the others."""
+    if not lab.fast:
+        pytest.skip("the receive ring is the compiled path's")
+    with lab.inside("f"):
+        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+        s.setsockopt(263, 23, 1)
+        ring = _io.fast.Ring(s.fileno(), 1024, 64)
+        s.bind(("fa", 3))
+    a = lab.raw("a")
+    frames = [build("rocev2_ipv4", {"bth.psn": i}, bytes(n), opcode="RC_SEND_ONLY")
+              for i, n in enumerate((64, 1400, 200, 1440, 1300, 8))]
+    for f in frames:
+        a.send(f)
+    time.sleep(0.1)
+    slot = 65536
+    buffer = np.zeros(8 * slot, np.uint8)
+    offsets, lengths, stamps = (np.zeros(8, np.int64) for _ in range(3))
+    csum = np.zeros(8, np.uint8)
+    n = _io.fast.receive_ring(ring, buffer, slot, 8, offsets, lengths, stamps, csum)
+    got = [bytes(buffer[o:o + k]) for o, k in zip(offsets[:n], lengths[:n], strict=True)]
+    ring.close()
+    s.close()
+    a.close()
+    assert got == frames and ring.cut == 0
+    assert np.all(stamps[:n] > 0)

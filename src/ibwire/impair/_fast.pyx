@@ -20,11 +20,20 @@ cdef extern from "relay.h":
                         int count, uint8_t *ib, int32_t *network, int32_t *bth, int32_t *icrc,
                         uint8_t *opcode, uint32_t *destqp, uint32_t *psn, uint8_t *syndrome,
                         uint32_t *msn) nogil
+    struct relay_ring:
+        int fd
+        int64_t cut
+    int relay_ring_open(relay_ring *r, int fd, uint32_t frame_size, uint32_t frame_nr) nogil
+    void relay_ring_close(relay_ring *r) nogil
+    int relay_ring_receive(relay_ring *r, uint8_t *buffer, int64_t slot, int most,
+                           int64_t *offsets, int64_t *lengths, int64_t *stamps,
+                           uint8_t *csum) nogil
     int relay_complete_checksum(uint8_t *f, int64_t len) nogil
     int64_t relay_monotonic_ns() nogil
     struct relay_pump:
         int fd[2]
         int wake
+        relay_ring *ring[2]
         int64_t slot
         int most
         uint8_t *buffer[2]
@@ -75,6 +84,48 @@ def receive(int fd, uint8_t[::1] buffer, int64_t slot, int most, int64_t[::1] of
                           &csum[0])
     if n < 0:
         raise OSError(-n, "recvmmsg")
+    return n
+
+
+#: A receive ring's slots: room for a jumbo frame (9 KiB MTU, VLAN tags); longer frames
+#: (GSO super-frames) come whole through the socket (ring.c).
+RING_FRAME = 16384
+#: Slots of a receive ring (32 MiB of kernel memory a port).
+RING_FRAMES = 2048
+
+
+cdef class Ring:
+    """A socket's PACKET_RX_RING (TPACKET_V2, ring.c); OSError where the kernel refuses."""
+
+    cdef relay_ring r
+
+    def __init__(self, int fd, uint32_t frame_size=RING_FRAME, uint32_t frames=RING_FRAMES):
+        cdef int e = relay_ring_open(&self.r, fd, frame_size, frames)
+        if e < 0:
+            raise OSError(-e, "PACKET_RX_RING")
+
+    @property
+    def cut(self):
+        """Frames longer than a slot that could not be read whole (lost)."""
+        return self.r.cut
+
+    def close(self):
+        relay_ring_close(&self.r)
+
+    def __dealloc__(self):
+        relay_ring_close(&self.r)
+
+
+def receive_ring(Ring ring, uint8_t[::1] buffer, int64_t slot, int most,
+                 int64_t[::1] offsets, int64_t[::1] lengths, int64_t[::1] stamps,
+                 uint8_t[::1] csum):
+    """:func:`receive` from a :class:`Ring`."""
+    if most > MOST or buffer.shape[0] < most * slot or offsets.shape[0] < most:
+        raise ValueError("buffer or arrays too small for the batch")
+    cdef int n
+    with nogil:
+        n = relay_ring_receive(&ring.r, &buffer[0], slot, most, &offsets[0], &lengths[0],
+                               &stamps[0], &csum[0])
     return n
 
 
@@ -155,8 +206,8 @@ RULE_WORDS = 5
 cdef class Pump:
     """Both ports forwarded in C (pump.c) until a frame needs Python.
 
-    ``ports``: each port's (fd, receive buffer, offsets, lengths, stamps, csum) as
-    :class:`ibwire.impair.ports.Port` keeps them; ``wake``: a pipe whose readability ends a
+    ``ports``: each port's (fd, receive ring or None, receive buffer, offsets, lengths,
+    stamps, csum) as :class:`ibwire.impair.ports.Port` keeps them; ``wake``: a pipe whose readability ends a
     call; ``kinds``: :data:`ibwire.transport.opkinds.KIND` and the codes of REQUEST, ACK,
     READ_RESP, ATOMIC_ACK; ``capture``: lay out pcap records of the frames forwarded."""
 
@@ -177,7 +228,8 @@ cdef class Pump:
         self.p.slot = slot
         self.p.most = most
         for d in range(2):
-            fd, buffer, offsets, lengths, stamps, csum = ports[d]
+            fd, ring, buffer, offsets, lengths, stamps, csum = ports[d]
+            self.p.ring[d] = NULL if ring is None else &(<Ring>ring).r
             buf = buffer
             o = offsets
             l = lengths

@@ -2,7 +2,8 @@
  * must.
  *
  * One call polls both sockets (and the forwarder's wake pipe), reads what arrived on a port
- * as one batch (relay_receive: recvmmsg(2)), and walks it in order. A frame stays in C
+ * as one batch (relay_ring_receive from the port's receive ring, ring.c, or relay_receive:
+ * recvmmsg(2)), and walks it in order. A frame stays in C
  * unless it is an IB/RoCE frame that
  *   - carries a MAD (DestQP 0 or 1: the CM exchange the live state learns from),
  *   - is a request to a (direction, DestQP) the state has no connection for, or an answer
@@ -224,8 +225,11 @@ int relay_pump_run(struct relay_pump *p)
                     (p->captured + most > p->row_capacity
                      || p->capture_used > p->capture_size / 2)))
                 return PUMP_FULL;
-            int n = relay_receive(p->fd[d], p->buffer[d], p->slot, most, p->offsets[d],
-                                  p->lengths[d], p->stamps[d], p->csum[d]);
+            int n = p->ring[d] != NULL
+                ? relay_ring_receive(p->ring[d], p->buffer[d], p->slot, most, p->offsets[d],
+                                     p->lengths[d], p->stamps[d], p->csum[d])
+                : relay_receive(p->fd[d], p->buffer[d], p->slot, most, p->offsets[d],
+                                p->lengths[d], p->stamps[d], p->csum[d]);
             if (n < 0)
                 return n;
             if (n == 0)

@@ -18,7 +18,22 @@
 
 #define MOST 256
 #define CONTROL 128
-#define HEADROOM 4
+
+void relay_put_vlan(uint8_t *buffer, int64_t *at, int64_t *len, uint32_t status, uint16_t tci,
+                    uint16_t tpid)
+{
+    if (!(status & TP_STATUS_VLAN_VALID) || *len < 12)
+        return;
+    if (!(status & TP_STATUS_VLAN_TPID_VALID))
+        tpid = 0x8100;
+    uint8_t *f = buffer + *at;
+    memmove(f - HEADROOM, f, 12);
+    *at -= HEADROOM;
+    f = buffer + *at;
+    f[12] = tpid >> 8; f[13] = tpid & 0xff;
+    f[14] = tci >> 8; f[15] = tci & 0xff;
+    *len += HEADROOM;
+}
 
 int relay_receive(int fd, uint8_t *buffer, int64_t slot, int most, int64_t *offsets,
                   int64_t *lengths, int64_t *stamps, uint8_t *csum)
@@ -56,17 +71,8 @@ int relay_receive(int fd, uint8_t *buffer, int64_t slot, int most, int64_t *offs
                 struct tpacket_auxdata aux;
                 memcpy(&aux, CMSG_DATA(c), sizeof(aux));
                 needs = (aux.tp_status & TP_STATUS_CSUMNOTREADY) != 0;
-                if ((aux.tp_status & TP_STATUS_VLAN_VALID) && len >= 12) {
-                    uint16_t tpid = (aux.tp_status & TP_STATUS_VLAN_TPID_VALID)
-                                    ? aux.tp_vlan_tpid : 0x8100;
-                    uint8_t *f = buffer + at;
-                    memmove(f - HEADROOM, f, 12);
-                    at -= HEADROOM;
-                    f = buffer + at;
-                    f[12] = tpid >> 8; f[13] = tpid & 0xff;
-                    f[14] = aux.tp_vlan_tci >> 8; f[15] = aux.tp_vlan_tci & 0xff;
-                    len += HEADROOM;
-                }
+                relay_put_vlan(buffer, &at, &len, aux.tp_status, aux.tp_vlan_tci,
+                               aux.tp_vlan_tpid);
             } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
                 struct timespec ts;
                 memcpy(&ts, CMSG_DATA(c), sizeof(ts));

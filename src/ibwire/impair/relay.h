@@ -5,6 +5,9 @@
 
 static inline void sched_yield_wrapper(void) { sched_yield(); }
 
+/* Frame i of a batch is read into slot i, this far into it (room for a VLAN tag put back). */
+#define HEADROOM 4
+
 /* One frame's IB transport packet (relay_classify_one): ib 0 for any other frame. */
 struct relay_ib {
     uint8_t ib, opcode, syndrome;
@@ -14,6 +17,21 @@ struct relay_ib {
 
 int relay_receive(int fd, uint8_t *buffer, int64_t slot, int most, int64_t *offsets,
                   int64_t *lengths, int64_t *stamps, uint8_t *csum);
+void relay_put_vlan(uint8_t *buffer, int64_t *at, int64_t *len, uint32_t status, uint16_t tci,
+                    uint16_t tpid);
+
+/* A PACKET_RX_RING (TPACKET_V2) of a socket (ring.c). */
+struct relay_ring {
+    int fd;
+    uint8_t *map;
+    int64_t size;
+    uint32_t frame_size, frame_nr, head;
+    int64_t cut;  /* frames longer than a slot the kernel could not queue whole: lost */
+};
+int relay_ring_open(struct relay_ring *r, int fd, uint32_t frame_size, uint32_t frame_nr);
+void relay_ring_close(struct relay_ring *r);
+int relay_ring_receive(struct relay_ring *r, uint8_t *buffer, int64_t slot, int most,
+                       int64_t *offsets, int64_t *lengths, int64_t *stamps, uint8_t *csum);
 int relay_send(int fd, const uint8_t *buffer, const int64_t *offsets, const int64_t *lengths,
                int count, int *failed);
 int64_t relay_pack_record(const uint8_t *frame, int64_t length, int64_t stamp, uint8_t *out);
@@ -36,6 +54,7 @@ enum pump_reason { PUMP_DEADLINE = 0, PUMP_HANDOFF = 1, PUMP_WAKE = 2, PUMP_SIGN
 struct relay_pump {
     /* the ports: sockets, receive buffers and their batch columns (relay_receive's) */
     int fd[2], wake;
+    struct relay_ring *ring[2];  /* NULL: recvmmsg */
     int64_t slot;
     int most;
     uint8_t *buffer[2];

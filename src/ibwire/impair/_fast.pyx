@@ -87,11 +87,12 @@ def receive(int fd, uint8_t[::1] buffer, int64_t slot, int most, int64_t[::1] of
     return n
 
 
-#: A receive ring's slots: room for a jumbo frame (9 KiB MTU, VLAN tags); longer frames
-#: (GSO super-frames) come whole through the socket (ring.c).
-RING_FRAME = 16384
+#: A receive ring's slots: room for a RoCE frame of the largest IB MTU (4096 bytes of payload
+#: and its headers, VLAN tags); longer frames (jumbo, GSO super-frames) come whole through
+#: the socket (ring.c).
+RING_FRAME = 8192
 #: Slots of a receive ring (32 MiB of kernel memory a port).
-RING_FRAMES = 2048
+RING_FRAMES = 4096
 
 
 cdef class Ring:

@@ -6,9 +6,10 @@
  * buffer laid out as relay_receive lays it out (the rest of the forwarder does not know
  * the difference) and gives the slots back.
  *
- * A frame longer than a ring slot (a tap's or veth's GSO super-frame, up to 64 KiB) is cut
- * in the ring; with PACKET_COPY_THRESH the kernel also queues it whole on the socket and
- * marks the slot TP_STATUS_COPY, and it is read from there with recv(2), in its place. */
+ * A frame longer than a ring slot (a jumbo frame, a tap's or veth's GSO super-frame, up to
+ * 64 KiB) is cut in the ring; with PACKET_COPY_THRESH the kernel also queues it whole on the
+ * socket and marks the slot TP_STATUS_COPY, and it is read from there with recv(2), in its
+ * place. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/if_packet.h>

@@ -31,7 +31,8 @@ EXTENSIONS = [
     ("ibwire.rewrite._kernel", ["src/ibwire/rewrite/_kernel.pyx", "src/ibwire/crc/kernel.c"]),
     ("ibwire.analysis._streams", ["src/ibwire/analysis/_streams.pyx"]),
     ("ibwire.transport._observer", ["src/ibwire/transport/_observer.pyx"]),
-    ("ibwire.impair._fast", ["src/ibwire/impair/_fast.pyx", "src/ibwire/impair/relay.c"]),
+    ("ibwire.impair._fast", ["src/ibwire/impair/_fast.pyx", "src/ibwire/impair/relay.c",
+                            "src/ibwire/impair/pump.c", "src/ibwire/impair/ring.c"]),
 ]
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import struct
@@ -226,12 +227,16 @@ def main() -> int:
         bridge(lab, False)
         for name, faults in (("ibwire impair, no fault", ()),
                              ("ibwire impair, --drop qp=0,psn=1000000",
-                              ("--drop", "qp=0,psn=1000000"))):
-            manifest = Path(tempfile.mkdtemp(prefix="bench-impair-")) / "m.json"
+                              ("--drop", "qp=0,psn=1000000")),
+                             ("ibwire impair, no fault, -w capture", ("-w", "CAPTURE"))):
+            where = Path(tempfile.mkdtemp(prefix="bench-impair-"))
+            manifest = where / "m.json"
+            faults = tuple(str(where / "c.pcap") if f == "CAPTURE" else f for f in faults)
             proc = impair(lab, manifest, *faults)
             lat = probes(lab, rx, args.probes)
             rate, lost = blast(lab, rx, args.frames)
             summary, m = stop(proc, manifest)
+            shutil.rmtree(where, ignore_errors=True)
             arrived = m["arrived"]["a2b"] + m["arrived"]["b2a"]
             per_cpu = arrived / m["cpu_seconds"] if m["cpu_seconds"] else 0.0
             rows.append((name, rate, lost, lat, per_cpu))

@@ -64,6 +64,17 @@ class CaptureLog:
         self.records += len(lengths)
         return first
 
+    def add_prepared(self, block: Any, count: int, longest: int, stamps: Any) -> int:
+        """Appends ``count`` records the C pump laid out in ``block`` (pcap records, ns,
+        this host's byte order; None without a capture: only counted); returns the first
+        one's number."""
+        first = self.records + 1
+        self.records += count
+        if self.writer is not None and count:
+            self.stamps.append(np.asarray(stamps, np.int64).copy())
+            self.writer.write_prepared(block, count, longest)
+        return first
+
     def close(self) -> np.ndarray | None:
         """Writes the capture; returns None when the records kept their numbers, else the
         new number of each (index: the old number)."""

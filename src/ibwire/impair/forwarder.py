@@ -1,6 +1,18 @@
 """The forwarder: frames in on one interface, out on the other, the fault plan applied.
 
-One thread, one loop: poll(2) on both ports, read what has arrived on a port as one batch,
+With the compiled fast path, the loop is the C pump's (``pump.c``, :class:`ibwire.impair.
+_fast.Pump`): it polls both ports and forwards, records and summarises every frame that
+neither a rule nor the live state needs in Python (:mod:`ibwire.impair.coarse` says which),
+and returns when one does, handing back that frame and the rest of its batch: those go
+through :meth:`Forwarder._batch` below before the pump reads anything else, so no frame
+overtakes one handed to Python (order is kept per direction, and between the directions
+as they were handled). The pump also returns at least every ``PUMP_SLICE`` seconds (progress,
+held frames, ``duration``), on a signal (Python's handler runs), on :meth:`Forwarder.stop` or
+:meth:`Forwarder.inject` (the wake pipe), and when its rows or capture block are full; then
+the live state learns from the rows it summarised and its pcap records are written.
+
+Without it (or ``fast=False``) one thread, one loop: poll(2) on both ports, read what has
+arrived on a port as one batch,
 classify it (:mod:`ibwire.impair.classify`: numpy columns, no Python per frame; the compiled fast path's classifier where built), teach the live connections (:class:`ibwire.impair.state.LiveState`), then:
 when no rule may hit a frame of the batch (each rule narrowed with numpy over the
 columns) and there is no hook, send the batch on as it is (one system call with the
@@ -16,6 +28,7 @@ from __future__ import annotations
 import os
 import random
 import select
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -23,15 +36,15 @@ from typing import Any
 
 import numpy as np
 
-from ibwire.impair import forge
+from ibwire.impair import _io, coarse, forge
 from ibwire.impair.capture import CaptureLog
 from ibwire.impair.classify import classify
 from ibwire.impair.manifest import Manifest
 from ibwire.impair.plan import Plan, Rule
-from ibwire.impair.ports import Batch, ImpairError, Port, check_ports
+from ibwire.impair.ports import SLOT, Batch, ImpairError, Port, check_ports
 from ibwire.impair.rules import act, candidates, selects
 from ibwire.impair.state import LiveState
-from ibwire.transport.opkinds import KIND, REQUEST
+from ibwire.transport.opkinds import ACK, ATOMIC_ACK, KIND, READ_RESP, REQUEST
 from ibwire.transport.psn import PSN_MASK
 
 Hook = Callable[[bytes, int, LiveState], "Sequence[bytes] | None"]
@@ -41,6 +54,9 @@ BATCH = 256
 REORDER_WAIT_NS = 100_000_000
 #: How often progress is reported (s).
 PROGRESS_EVERY = 1.0
+#: The longest the C pump forwards without returning to Python (s).
+PUMP_SLICE = 0.1
+_HANDOFF, _WAKE = 1, 2
 DIRECTION_NAMES = ("a2b", "b2a")
 
 
@@ -106,6 +122,14 @@ class Forwarder:
         self.cpu_seconds = 0.0
         self._cpu = 0.0
         self.batches = 0
+        self._pump: Any = None
+        self._pump_key: tuple[Any, ...] | None = None
+        #: answer keys (direction << 24 | DestQP) no connection took, and how many
+        #: connections there were when they were found (a new one may take them)
+        self._unbound: set[int] = set()
+        self._unbound_at = 0
+        #: frames handed from the C pump to Python (tests count them)
+        self.handed = 0
 
     # --- the public controls ---------------------------------------------------------------
 
@@ -143,6 +167,7 @@ class Forwarder:
         poller.register(self._wake_r, select.POLLIN)
         which = {port.fd: d for d, port in enumerate(self.ports)}
         next_progress = time.monotonic() + PROGRESS_EVERY
+        self._pump = self._make_pump()
         finished = False
         try:
             while not self._stopping:
@@ -152,23 +177,18 @@ class Forwarder:
                 left = None if count is None else count - sum(self.arrived)
                 if left is not None and left <= 0:
                     break
-                wait = 0.2 if end is None else max(0.0, min(0.2, end - now))
-                if self._held:
-                    due = min(h.due for h in self._held)
-                    wait = max(0.0, min(wait, (due - time.time_ns()) / 1e9))
-                for fd, _ in poller.poll(wait * 1000):
-                    if fd == self._wake_r:
-                        try:
-                            os.read(self._wake_r, 4096)
-                        except OSError:
-                            pass
-                        continue
-                    most = self.batch if left is None else min(self.batch, left)
-                    batch = self.ports[which[fd]].receive(most)
-                    if len(batch):
-                        self._batch(which[fd], batch)
-                        if left is not None:
-                            left -= len(batch)
+                if self._pump is not None and not any(h.after for h in self._held):
+                    until = now + PUMP_SLICE
+                    if self.progress is not None:
+                        until = min(until, next_progress)
+                    if end is not None:
+                        until = min(until, end)
+                    if self._held:
+                        due = min(h.due for h in self._held)
+                        until = min(until, now + (due - time.time_ns()) / 1e9)
+                    self._pump_once(left, until - now)
+                else:
+                    self._poll_once(poller, which, left, end, now)
                 self._send_injected()
                 self._release(time.time_ns())
                 if self.progress is not None and time.monotonic() >= next_progress:
@@ -180,6 +200,107 @@ class Forwarder:
             self._send_injected()
             self._finish(finished)
         return self.manifest
+
+    def _poll_once(self, poller: select.poll, which: dict[int, int], left: int | None,
+                   end: float | None, now: float) -> None:
+        """One poll(2) of both ports, each batch read handled in Python."""
+        wait = 0.2 if end is None else max(0.0, min(0.2, end - now))
+        if self._held:
+            due = min(h.due for h in self._held)
+            wait = max(0.0, min(wait, (due - time.time_ns()) / 1e9))
+        for fd, _ in poller.poll(wait * 1000):
+            if fd == self._wake_r:
+                self._drain_wake()
+                continue
+            most = self.batch if left is None else min(self.batch, left)
+            batch = self.ports[which[fd]].receive(most)
+            if len(batch):
+                self._batch(which[fd], batch)
+                if left is not None:
+                    left -= len(batch)
+
+    def _drain_wake(self) -> None:
+        try:
+            os.read(self._wake_r, 4096)
+        except OSError:
+            pass
+
+    # --- the C pump -----------------------------------------------------------------------
+
+    def _make_pump(self) -> Any:
+        """The C pump over both ports, or None (no compiled fast path, ``fast=False``, or a
+        capture on a big-endian host, whose pcap records the pump does not lay out)."""
+        assert self.log is not None
+        fast = _io.fast
+        if (not self.fast or fast is None or not hasattr(fast, "Pump")
+                or any(p.fast is None for p in self.ports)
+                or (self.log.writer is not None and sys.byteorder != "little")):
+            return None
+        return fast.Pump([p.pump_arrays() for p in self.ports], self._wake_r, SLOT,
+                         min(p.most for p in self.ports), KIND.astype(np.uint8),
+                         (REQUEST, ACK, READ_RESP, ATOMIC_ACK), self.log.writer is not None)
+
+    def _pump_filter(self) -> None:
+        """Gives the pump the rows of :mod:`ibwire.impair.coarse`, rebuilt when something
+        they depend on changed."""
+        state = self.state
+        if len(state.connections) != self._unbound_at:
+            self._unbound.clear()
+            self._unbound_at = len(state.connections)
+        key = (len(state.connections), len(state.by_requester), tuple(self._rnr),
+               tuple(r.spent() for r in self.plan.rules), len(self._unbound))
+        if key == self._pump_key:
+            return
+        self._pump_key = key
+        rows = coarse.rule_rows(self.plan.rules, state, self._rnr, self.hook is not None)
+        self._pump.filter(rows, *coarse.known_keys(state, self._unbound))
+
+    def _pump_once(self, left: int | None, wait: float) -> None:
+        """One call of the pump, then what it summarised learnt, its records written and
+        the batch it handed back (if any) handled here."""
+        assert self.log is not None
+        pump = self._pump
+        self._pump_filter()
+        reason = pump.run(-1 if left is None else left,
+                          time.monotonic_ns() + max(0, int(wait * 1e9)))
+        arrived, forwarded, failed, checksums, batches, (port, first, count) = pump.results()
+        handed = count - first if reason == _HANDOFF else 0
+        for d in (0, 1):
+            self.arrived[d] += arrived[d]
+            self.forwarded[d] += forwarded[d]
+            self.ports[1 - d].failed += failed[d]
+        self.checksums_completed += checksums
+        self.batches += batches
+        self._learn(pump)
+        captured = pump.captured()
+        if captured is not None:
+            self.log.add_prepared(*captured)
+        else:
+            self.log.add_prepared(None, sum(arrived) - handed, 0, None)
+        if reason == _WAKE:
+            self._drain_wake()
+        if reason == _HANDOFF:
+            self.handed += handed
+            batch = self.ports[port].handed_back(first, count)
+            self._batch(port, batch, counted=True)
+
+    def _learn(self, pump: Any) -> None:
+        """The live state fed the rows the pump summarised, each direction's in order."""
+        n = pump.rows
+        if not n:
+            return
+        direction = pump.rows_direction[:n]
+        columns = {"bth.opcode": pump.rows_opcode[:n], "bth.destqp": pump.rows_destqp[:n],
+                   "bth.psn": pump.rows_psn[:n], "aeth.msn": pump.rows_msn[:n]}
+        stamps = pump.rows_stamp[:n]
+        for d in (0, 1):
+            mine = direction == d
+            if not mine.any():
+                continue
+            every = bool(mine.all())
+            cols = {k: v if every else v[mine] for k, v in columns.items()}
+            cols["ib"] = np.ones(len(cols["bth.psn"]), bool)
+            self.state.feed(d, cols, None, stamps if every else stamps[mine])
 
     def close(self) -> None:
         for port in self.ports:
@@ -198,10 +319,12 @@ class Forwarder:
 
     # --- one batch ----------------------------------------------------------------------------
 
-    def _batch(self, d: int, batch: Batch) -> None:
+    def _batch(self, d: int, batch: Batch, counted: bool = False) -> None:
+        """One batch going ``d`` (``counted``: the pump counted its arrival already)."""
         assert self.log is not None
-        self.arrived[d] += len(batch)
-        self.batches += 1
+        if not counted:
+            self.arrived[d] += len(batch)
+            self.batches += 1
         if batch.csum.any():
             for i in np.flatnonzero(batch.csum).tolist():
                 view = batch.frame(i)
@@ -215,6 +338,8 @@ class Forwarder:
         tx = self.state.feed(d, cols, frames, batch.stamps)
         out = self.ports[1 - d]
         kinds = KIND[cols["bth.opcode"]]
+        if self._pump is not None:
+            self._unbound |= coarse.unbound_answers(self.state, d, cols, kinds)
         touch = ib if self.hook is not None else candidates(
             self.plan.rules, self.state, self._rnr, d, cols, kinds, tx)
         if not touch.any():

@@ -1,5 +1,9 @@
 """The forwarder's two ports: an AF_PACKET socket on each interface (packet(7)).
 
+With the compiled fast path each socket has a receive ring (``PACKET_RX_RING``, TPACKET_V2:
+``ring.c``; recvmmsg(2) where the kernel refuses one): the kernel copies a frame into it in
+the context that delivered it, not in the forwarder's.
+
 Each socket receives every frame that arrives on its interface (``ETH_P_ALL``; not those
 the host sends on it: ``PACKET_IGNORE_OUTGOING``, or the ``PACKET_OUTGOING`` packet type
 where the kernel lacks that option), stamped by the kernel on arrival (``SO_TIMESTAMPNS``),
@@ -120,7 +124,8 @@ class Port:
     """One interface's AF_PACKET socket: frames in with their arrival time and status,
     frames out. ``receive`` reads what has arrived (up to ``most`` frames) without waiting."""
 
-    def __init__(self, name: str, most: int = 64, fast: bool = True) -> None:
+    def __init__(self, name: str, most: int = 64, fast: bool = True, ring: bool = True
+                 ) -> None:
         self.name = name
         try:
             sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
@@ -147,6 +152,7 @@ class Port:
         self.failed = 0
         self.oversize = 0
         self.kernel_drops = 0
+        self._cut = 0
         self.most = most
         from ibwire.impair import _io
 
@@ -154,6 +160,13 @@ class Port:
         if self.fast is not None:
             self.most = min(most, self.fast.MOST)
             self._slots = np.empty(self.most * SLOT, np.uint8)
+            self._slots[::4096] = 0  # fault its pages in now, not in the first batches
+            self.ring: Any = None
+            if ring:
+                try:
+                    self.ring = self.fast.Ring(self.fd)
+                except OSError:
+                    self.ring = None  # recvmmsg(2) then
             self._columns = (np.empty(self.most, np.int64), np.empty(self.most, np.int64),
                              np.empty(self.most, np.int64), np.empty(self.most, np.uint8))
 
@@ -163,8 +176,12 @@ class Port:
         if self.fast is not None:
             most = min(most, self.most)
             offsets, lengths, stamps, csum = self._columns
-            n = self.fast.receive(self.fd, self._slots, SLOT, most, offsets, lengths, stamps,
-                                  csum)
+            if self.ring is not None:
+                n = self.fast.receive_ring(self.ring, self._slots, SLOT, most, offsets,
+                                           lengths, stamps, csum)
+            else:
+                n = self.fast.receive(self.fd, self._slots, SLOT, most, offsets, lengths,
+                                      stamps, csum)
             return Batch(self._slots, offsets[:n], lengths[:n], stamps[:n],
                          csum[:n].view(bool))
         frames: list[bytearray] = []
@@ -193,6 +210,17 @@ class Port:
             stamps.append(stamp)
             csum.append(bool(status & TP_STATUS_CSUMNOTREADY))
         return Batch.of(frames, np.array(stamps, np.int64), np.array(csum, bool))
+
+    def pump_arrays(self) -> tuple[Any, ...]:
+        """(socket, receive ring or None, receive buffer, offsets, lengths, stamps, checksum flags): what the C
+        pump (:class:`ibwire.impair._fast.Pump`) reads a batch into, as :meth:`receive`."""
+        return (self.fd, self.ring, self._slots, *self._columns)
+
+    def handed_back(self, first: int, count: int) -> Batch:
+        """Frames ``first`` to ``count`` of the batch the pump read last on this port."""
+        offsets, lengths, stamps, csum = self._columns
+        return Batch(self._slots, offsets[first:count], lengths[first:count],
+                     stamps[first:count], csum[first:count].view(bool))
 
     def send_batch(self, batch: Batch) -> int:
         """Sends every frame of ``batch`` in order."""
@@ -237,8 +265,14 @@ class Port:
             _packets, drops = struct.unpack("=II", self.sock.getsockopt(SOL_PACKET,
                                                                        PACKET_STATISTICS, 8))
             self.kernel_drops += drops
+        ring = getattr(self, "ring", None)
+        if ring is not None:
+            self.kernel_drops += ring.cut - self._cut
+            self._cut = ring.cut
         return self.kernel_drops
 
     def close(self) -> None:
         self.count_kernel_drops()
+        if getattr(self, "ring", None) is not None:
+            self.ring.close()
         self.sock.close()

@@ -18,7 +18,22 @@
 
 #define MOST 256
 #define CONTROL 128
-#define HEADROOM 4
+
+void relay_put_vlan(uint8_t *buffer, int64_t *at, int64_t *len, uint32_t status, uint16_t tci,
+                    uint16_t tpid)
+{
+    if (!(status & TP_STATUS_VLAN_VALID) || *len < 12)
+        return;
+    if (!(status & TP_STATUS_VLAN_TPID_VALID))
+        tpid = 0x8100;
+    uint8_t *f = buffer + *at;
+    memmove(f - HEADROOM, f, 12);
+    *at -= HEADROOM;
+    f = buffer + *at;
+    f[12] = tpid >> 8; f[13] = tpid & 0xff;
+    f[14] = tci >> 8; f[15] = tci & 0xff;
+    *len += HEADROOM;
+}
 
 int relay_receive(int fd, uint8_t *buffer, int64_t slot, int most, int64_t *offsets,
                   int64_t *lengths, int64_t *stamps, uint8_t *csum)
@@ -56,17 +71,8 @@ int relay_receive(int fd, uint8_t *buffer, int64_t slot, int most, int64_t *offs
                 struct tpacket_auxdata aux;
                 memcpy(&aux, CMSG_DATA(c), sizeof(aux));
                 needs = (aux.tp_status & TP_STATUS_CSUMNOTREADY) != 0;
-                if ((aux.tp_status & TP_STATUS_VLAN_VALID) && len >= 12) {
-                    uint16_t tpid = (aux.tp_status & TP_STATUS_VLAN_TPID_VALID)
-                                    ? aux.tp_vlan_tpid : 0x8100;
-                    uint8_t *f = buffer + at;
-                    memmove(f - HEADROOM, f, 12);
-                    at -= HEADROOM;
-                    f = buffer + at;
-                    f[12] = tpid >> 8; f[13] = tpid & 0xff;
-                    f[14] = aux.tp_vlan_tci >> 8; f[15] = aux.tp_vlan_tci & 0xff;
-                    len += HEADROOM;
-                }
+                relay_put_vlan(buffer, &at, &len, aux.tp_status, aux.tp_vlan_tci,
+                               aux.tp_vlan_tpid);
             } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
                 struct timespec ts;
                 memcpy(&ts, CMSG_DATA(c), sizeof(ts));
@@ -114,20 +120,24 @@ int relay_send(int fd, const uint8_t *buffer, const int64_t *offsets, const int6
     return sent;
 }
 
+int64_t relay_pack_record(const uint8_t *frame, int64_t length, int64_t stamp, uint8_t *out)
+{
+    uint32_t head[4];
+    head[0] = (uint32_t)(stamp / 1000000000);
+    head[1] = (uint32_t)(stamp % 1000000000);
+    head[2] = head[3] = (uint32_t)length;
+    memcpy(out, head, 16);
+    memcpy(out + 16, frame, length);
+    return 16 + length;
+}
+
 int64_t relay_pack_records(const uint8_t *buffer, const int64_t *offsets,
                            const int64_t *lengths, const int64_t *stamps, int count,
                            uint8_t *out)
 {
     int64_t at = 0;
-    for (int i = 0; i < count; i++) {
-        uint32_t head[4];
-        head[0] = (uint32_t)(stamps[i] / 1000000000);
-        head[1] = (uint32_t)(stamps[i] % 1000000000);
-        head[2] = head[3] = (uint32_t)lengths[i];
-        memcpy(out + at, head, 16);
-        memcpy(out + at + 16, buffer + offsets[i], lengths[i]);
-        at += 16 + lengths[i];
-    }
+    for (int i = 0; i < count; i++)
+        at += relay_pack_record(buffer + offsets[i], lengths[i], stamps[i], out + at);
     return at;
 }
 
@@ -139,57 +149,67 @@ int64_t relay_pack_records(const uint8_t *buffer, const int64_t *offsets,
 static inline uint32_t be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
 static inline uint32_t be24(const uint8_t *p) { return (uint32_t)p[0] << 16 | p[1] << 8 | p[2]; }
 
+int relay_classify_one(const uint8_t *f, int64_t len, struct relay_ib *out)
+{
+    int64_t at = 12, end = 0, b = -1;
+    memset(out, 0, sizeof(*out));
+    out->network = out->bth = out->icrc = -1;
+    if (len < 14)
+        return 0;
+    uint32_t type = be16(f + at);
+    for (int tags = 0; tags < 2 && (type == 0x8100 || type == 0x88A8) && at + 6 <= len;
+         tags++) {
+        at += 4;
+        type = be16(f + at);
+    }
+    int64_t l3 = at + 2;
+    if (type == 0x0800 && l3 + 20 <= len) {
+        int64_t ihl = (f[l3] & 0x0F) * 4;
+        if ((f[l3] >> 4) != 4 || f[l3 + 9] != 17 || (be16(f + l3 + 6) & 0x3FFF) != 0)
+            return 0;
+        int64_t udp = l3 + ihl;
+        if (udp + 8 > len || be16(f + udp + 2) != 4791)
+            return 0;
+        b = udp + 8;
+        end = l3 + be16(f + l3 + 2);
+    } else if (type == 0x86DD && l3 + 40 <= len) {
+        int64_t udp = l3 + 40;
+        if (f[l3 + 6] != 17 || udp + 8 > len || be16(f + udp + 2) != 4791)
+            return 0;
+        b = udp + 8;
+        end = udp + be16(f + l3 + 4);
+    } else if (type == 0x8915 && l3 + 40 <= len) {
+        if (f[l3 + 6] != 0x1B)  /* GRH next header: IBA transport */
+            return 0;
+        b = l3 + 40;
+        end = b + be16(f + l3 + 4);
+    } else {
+        return 0;
+    }
+    if (end > len || b + 12 + 4 > end)
+        return 0;
+    out->ib = 1; out->network = (int32_t)l3; out->bth = (int32_t)b;
+    out->icrc = (int32_t)(end - 4);
+    out->opcode = f[b];
+    out->destqp = be24(f + b + 5);
+    out->psn = be24(f + b + 9);
+    if (b + 16 <= end - 4) {
+        out->syndrome = f[b + 12];
+        out->msn = be24(f + b + 13);
+    }
+    return 1;
+}
+
 void relay_classify(const uint8_t *buffer, const int64_t *offsets, const int64_t *lengths,
                     int count, uint8_t *ib, int32_t *network, int32_t *bth, int32_t *icrc,
                     uint8_t *opcode, uint32_t *destqp, uint32_t *psn, uint8_t *syndrome,
                     uint32_t *msn)
 {
+    struct relay_ib one;
     for (int i = 0; i < count; i++) {
-        const uint8_t *f = buffer + offsets[i];
-        int64_t len = lengths[i], at = 12, end = 0, b = -1;
-        ib[i] = 0; network[i] = bth[i] = icrc[i] = -1;
-        opcode[i] = 0; destqp[i] = psn[i] = msn[i] = 0; syndrome[i] = 0;
-        if (len < 14)
-            continue;
-        uint32_t type = be16(f + at);
-        for (int tags = 0; tags < 2 && (type == 0x8100 || type == 0x88A8) && at + 6 <= len;
-             tags++) {
-            at += 4;
-            type = be16(f + at);
-        }
-        int64_t l3 = at + 2;
-        if (type == 0x0800 && l3 + 20 <= len) {
-            int64_t ihl = (f[l3] & 0x0F) * 4;
-            if ((f[l3] >> 4) != 4 || f[l3 + 9] != 17 || (be16(f + l3 + 6) & 0x3FFF) != 0)
-                continue;
-            int64_t udp = l3 + ihl;
-            if (udp + 8 > len || be16(f + udp + 2) != 4791)
-                continue;
-            b = udp + 8;
-            end = l3 + be16(f + l3 + 2);
-        } else if (type == 0x86DD && l3 + 40 <= len) {
-            int64_t udp = l3 + 40;
-            if (f[l3 + 6] != 17 || udp + 8 > len || be16(f + udp + 2) != 4791)
-                continue;
-            b = udp + 8;
-            end = udp + be16(f + l3 + 4);
-        } else if (type == 0x8915 && l3 + 40 <= len) {
-            if (f[l3 + 6] != 0x1B)  /* GRH next header: IBA transport */
-                continue;
-            b = l3 + 40;
-            end = b + be16(f + l3 + 4);
-        } else {
-            continue;
-        }
-        if (end > len || b + 12 + 4 > end)
-            continue;
-        ib[i] = 1; network[i] = (int32_t)l3; bth[i] = (int32_t)b; icrc[i] = (int32_t)(end - 4);
-        opcode[i] = f[b];
-        destqp[i] = be24(f + b + 5);
-        psn[i] = be24(f + b + 9);
-        if (b + 16 <= end - 4) {
-            syndrome[i] = f[b + 12];
-            msn[i] = be24(f + b + 13);
-        }
+        relay_classify_one(buffer + offsets[i], lengths[i], &one);
+        ib[i] = one.ib; network[i] = one.network; bth[i] = one.bth; icrc[i] = one.icrc;
+        opcode[i] = one.opcode; destqp[i] = one.destqp; psn[i] = one.psn;
+        syndrome[i] = one.syndrome; msn[i] = one.msn;
     }
 }

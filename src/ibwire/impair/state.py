@@ -128,7 +128,10 @@ class LiveState:
         """Learn from one batch going ``direction`` (``cols``: :mod:`ibwire.impair.classify`'s
         columns; ``frames[i]``: frame ``i``'s bytes). Returns, per row, the transmission of
         its PSN (1 first, 2 a resend; 0 not a request or an answer). With ``count_all`` the
-        count is exact (3 the second resend ...); else 1 or 2 from the highest PSN seen."""
+        count is exact (3 the second resend ...); else 1 or 2 from the highest PSN seen.
+        ``frames`` None: rows the C pump summarised (frames it forwarded itself, of known
+        connections, no MAD): the PSNs, counts, MSN and times are learnt, the latest
+        frames kept are those Python saw (a connection's addresses do not change)."""
         ib = cols["ib"]
         n = len(ib)
         tx = np.zeros(n, np.int64)
@@ -138,7 +141,7 @@ class LiveState:
         destqp = cols["bth.destqp"]
         kinds = np.where(ib, KIND[opcode], 0)
         low = ib & (destqp <= CM_QP)
-        if low.any():
+        if low.any() and frames is not None:
             self._cm(direction, [frames[i] for i in np.flatnonzero(low & (destqp == CM_QP))])
         psn = cols["bth.psn"].astype(np.int64)
         requests = (kinds == REQUEST) & ~low  # QP0/QP1 carry MADs (the CM), not a connection
@@ -153,21 +156,24 @@ class LiveState:
                 tx[rows] = self._requests(c, psn[rows])
                 c.requests += len(rows)
                 c.last_ns = int(stamps[rows[-1]])
-                c.request_frame = bytes(frames[int(rows[-1])])
+                if frames is not None:
+                    c.request_frame = bytes(frames[int(rows[-1])])
         answers = (kinds == ACK) | (kinds == READ_RESP) | (kinds == ATOMIC_ACK)
         if answers.any():
             for qpn in _distinct(destqp[answers]):
                 rows = np.flatnonzero(answers & (destqp == qpn)) if qpn != -1 else \
                     np.flatnonzero(answers)
                 qpn = int(destqp[rows[0]])
-                c = self.requester_of(direction, qpn) or self._bind(direction, qpn,
-                                                                    frames[int(rows[0])])
+                c = self.requester_of(direction, qpn)
+                if c is None and frames is not None:
+                    c = self._bind(direction, qpn, frames[int(rows[0])])
                 if c is None:
                     continue
                 tx[rows] = self._answers(c, psn[rows])
                 c.answers += len(rows)
                 c.last_ns = int(stamps[rows[-1]])
-                c.answer_frame = bytes(frames[int(rows[-1])])
+                if frames is not None:
+                    c.answer_frame = bytes(frames[int(rows[-1])])
                 aeth = rows[_HAS_AETH[opcode[rows]]]
                 if len(aeth):
                     c.msn = int(cols["aeth.msn"][aeth[-1]])

@@ -90,10 +90,13 @@ class _Template:
             table ^= np.where(_BYTE_BITS[:, bit] == 1, basis[bit], 0).astype(np.uint32)
         return table
 
-    def rows(self, values: dict[str, np.ndarray], header: int) -> _Rows:
+    def rows(self, values: dict[str, np.ndarray], header: int, *, bad_icrc: bool = False
+             ) -> _Rows:
         """``len(values)`` rows: ``header`` spare bytes, then the frame patched with ``values``
         (big-endian integers per field) and its CRCs recomputed; kept as the template and
-        the patched columns until :func:`_scatter` writes them out."""
+        the patched columns until :func:`_scatter` writes them out. ``bad_icrc``: every bit
+        of the ICRC inverted, as :meth:`ibwire.gen.frames.Framer.build` corrupts one (the
+        VCRC, which covers it, then changes by a constant)."""
         n = len(next(iter(values.values())))
         patches: list[tuple[int, np.ndarray]] = []
         icrc = np.full(n, self.icrc, dtype=np.uint32)
@@ -108,6 +111,8 @@ class _Template:
                 if self.vcrc_at >= 0:
                     vcrc ^= self.vcrc_tables[at + i][delta[:, i]]
             patches.append((header + at, raw))
+        if bad_icrc:
+            icrc ^= np.uint32(0xFFFFFFFF)
         crc_bytes = icrc.astype(f"{self.icrc_order}u4").view(np.uint8).reshape(n, 4)
         if self.vcrc_at >= 0:
             old = self.frame[self.icrc_at:self.icrc_at + 4]
@@ -274,9 +279,11 @@ class _Plan:
         self.observed = observed
         self.drained = drained
 
-    def manifest(self, records: int) -> dict[str, Any]:
+    def manifest(self, records: int, faults: list[dict[str, Any]] | None = None,
+                 resent: dict[str, int] | None = None) -> dict[str, Any]:
         """The manifest, as :meth:`ibwire.gen.Generation._finish` writes it, once every batch
-        of :meth:`chunks` was read."""
+        of :meth:`chunks` was read; ``faults`` the fault entries (records filled in),
+        ``resent`` the requester's resends by cause (one QP's; none when None)."""
         s = self.generation.scenario
         src, dst = self.generation.framer.address("fwd")
         out = []
@@ -288,11 +295,14 @@ class _Plan:
                 "transport": spec.transport, "verb": spec.verb, "mtu": spec.mtu,
                 "start_psn": q.start_psn, "message_bytes": spec.size, "posted": spec.iters,
                 "completed": spec.iters, "error": None, "cm_packets": 0,
-                "model": {"resent_packets": {"nak": 0, "timeout": 0, "rnr": 0, "read": 0},
+                "model": {"resent_packets": dict(resent or {"nak": 0, "timeout": 0, "rnr": 0,
+                                                            "read": 0}),
                           "duplicate_requests": 0, "duplicate_acks": 0},
                 **observed.result()})
         return {"version": 1, "seed": s.seed, "encapsulation": s.encapsulation, "tap": s.tap,
-                "linktype": self.generation.linktype, "records": records, "faults": [],
+                "linktype": self.generation.linktype, "records": records,
+                "faults": sorted(faults or [], key=lambda f: (f["record"] is None,
+                                                              f["record"] or 0)),
                 "qps": out}
 
     def _observe(self, when: np.ndarray, meta: np.ndarray) -> None:

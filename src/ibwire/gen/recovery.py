@@ -1,0 +1,308 @@
+"""Rate faults in closed form: the lossless conversation with go-back-N recovery rounds
+spliced in, in numpy batches.
+
+``--drop rate=R`` and ``--corrupt rate=R`` strike request packets the seed picks: the
+simulation of :mod:`ibwire.gen.run` draws one ``random.Random(seed).random()`` per rate kind
+(drop, then corrupt) for each request packet the first time it is sent, in sending order.
+On one reliable QP whose packets are all sent back to back (the fast plan's verbs, no
+window), the draws are those of the packets in PSN order, so the victims are known up front
+(the same Mersenne Twister stream, drawn by numpy), and what the transport model does with
+them (:mod:`ibwire.transport`: the requester's go-back-N, the responder's one NAK per gap)
+follows in rounds:
+
+- a round sends from PSN index ``a`` at time ``f``, back to back; the responder accepts up to
+  the first victim ``v`` that is sent for the first time in it (resends are never struck),
+  ACKs what it accepts (AckReq) on arrival, drops the rest; the first packet after ``v``
+  that arrives intact draws the NAK "PSN sequence error" naming ``v``;
+- the NAK reaches the requester one wire time and one delay later; the first packet the
+  requester starts sending at or after that moment (or the moment itself, if it was idle)
+  is the resend of ``v``: the next round.
+
+A round costs a few integer operations; the frames, the taps' times and the observers'
+rows of all rounds are then made in batches as the lossless plan makes them
+(:mod:`ibwire.gen.fast`). Where the model would do anything else (a local ACK timeout: the
+last packets struck with none after them to draw a NAK, or a timer shorter than a round),
+:func:`rate_plan` says None and the conversation is simulated.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ibwire.gen.fast import (
+    BATCH,
+    Batch,
+    _ip_id_columns,
+    _merge,
+    _Plan,
+    _Qp,
+    _template,
+    _tie,
+    generation_segmenter,
+    plan,
+)
+from ibwire.transport import PSN_MASK
+from ibwire.transport.segment import ACK_SYNDROME
+from ibwire.transport.timers import local_ack_timeout_ns
+
+if TYPE_CHECKING:
+    from ibwire.gen.run import Generation
+
+#: The rate fault kinds this plan takes, in the order the simulation draws for them.
+RATE_KINDS = ("drop", "corrupt")
+
+
+def draws(seed: int, count: int) -> np.ndarray:
+    """The first ``count`` values ``random.Random(seed).random()`` returns, drawn by numpy
+    from the same Mersenne Twister state (both make a double of two 32-bit outputs the
+    same way)."""
+    state = random.Random(seed).getstate()[1]
+    stream = np.random.RandomState()
+    stream.set_state(("MT19937", np.array(state[:624], dtype=np.uint32), state[624]))
+    return stream.random_sample(count)
+
+
+def rate_plan(generation: Generation) -> RatePlan | None:
+    """The closed-form plan of ``generation``'s scenario when its faults are all drop or
+    corrupt rates on one reliable QP the fast plan could take lossless, else None."""
+    s = generation.scenario
+    if len(s.qps) != 1 or not s.faults or any(
+            f.rate is None or f.kind not in RATE_KINDS for f in s.faults):
+        return None
+    base = plan(generation, resumed=True)
+    if base is None or not base.qps[0].reliable:
+        return None
+    rates = {f.kind: f.rate for f in s.faults}     # the last of a kind wins, as in run.py
+    out = RatePlan(generation, base.qps, base.ack_wire, rates)
+    return out if out.rounds() else None
+
+
+class RatePlan(_Plan):
+    """A :class:`ibwire.gen.fast._Plan` whose conversation has recovery rounds."""
+
+    def __init__(self, generation: Generation, qps: list[_Qp], ack_wire: int,
+                 rates: dict[str, float]) -> None:
+        super().__init__(generation, qps, ack_wire)
+        q = qps[0]
+        s = generation.scenario
+        self.rates = rates
+        kinds = [k for k in RATE_KINDS if k in rates]
+        u = draws(s.seed, len(kinds) * q.packets).reshape(q.packets, len(kinds))
+        self.struck = {k: u[:, i] < rates[k] for i, k in enumerate(kinds)}
+        self.lost = self.struck.get("drop", np.zeros(q.packets, dtype=bool))
+        self.bad = self.struck.get("corrupt", np.zeros(q.packets, dtype=bool))
+        cls = _classes(q, np.arange(q.packets, dtype=np.int64))
+        self.wire = np.array(q.wire, dtype=np.int64)[cls]
+        self.cls = cls
+        self.edges = np.concatenate(([0], np.cumsum(self.wire)))   # W[j]: wire before j
+        nak = generation_segmenter(s, 0).nak(q.start_psn, 0)._replace(dest_qp=q.requester_qpn)
+        self.nak = _template(generation.framer, nak, s.udp_sport(0), "rev")
+        self.nak_opcode, self.nak_syndrome = nak.opcode, nak.aeth.syndrome   # type: ignore[union-attr]
+        self.nak_wire = (generation._wire_ns(bytes(self.nak.frame)) if self.nak is not None
+                         else 0)
+        self.faults: list[dict[str, Any]] = []
+        self.resent = {"nak": 0, "timeout": 0, "rnr": 0, "read": 0}
+
+    def begin(self, start: int, first: int) -> None:
+        super().begin(start, first)
+        self.rounds()
+
+    def rounds(self) -> bool:
+        """Play the recovery rounds from :attr:`start`; False when the model would do what
+        this plan does not (then the conversation is simulated)."""
+        q = self.qps[0]
+        if self.nak is None:
+            return False
+        n, edges, delay = q.packets, self.edges, self.delay
+        failing = self.lost | self.bad
+        struck = np.flatnonzero(failing)
+        # the first packet at or after j that arrives intact (n: none)
+        intact = np.where(failing, n, np.arange(n, dtype=np.int64))
+        intact = np.concatenate((np.minimum.accumulate(intact[::-1])[::-1], [n, n]))
+        runs: list[tuple[int, int, int, int, int]] = []   # (a, end, f, v, trigger)
+        a, f, high = 0, self.start, 0
+        while True:
+            at = int(np.searchsorted(struck, high))
+            v = int(struck[at]) if at < len(struck) else n
+            if v >= n:
+                runs.append((a, n, f, n, -1))
+                break
+            trigger = int(intact[v + 1])
+            if trigger >= n:
+                return False    # nothing after the victim draws a NAK: a timeout
+            t_nak = (f + int(edges[trigger + 1] - edges[a]) + delay + self.nak_wire + delay)
+            j = min(int(np.searchsorted(edges, t_nak - f + int(edges[a]))), n)
+            runs.append((a, j, f, v, trigger))
+            high = max(high, j)
+            a, f = v, max(f + int(edges[j] - edges[a]), t_nak)
+        self.runs = np.array(runs, dtype=np.int64)
+        return self._sends() and self._timer_holds()
+
+    def _sends(self) -> bool:
+        """The send sequence of all rounds and each packet's fate, as columns."""
+        q = self.qps[0]
+        a, end, f, v, trigger = self.runs.T
+        lengths = end - a
+        total = int(lengths.sum())
+        run = np.repeat(np.arange(len(a)), lengths)
+        offset = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths,
+                                                              lengths)
+        index = a[run] + offset
+        high = np.concatenate(([0], np.maximum.accumulate(end)[:-1]))
+        first = index >= high[run]
+        self.resent["nak"] = int((~first).sum())
+        self.index = index
+        self.sent = f[run] + self.edges[index] - self.edges[a[run]]
+        self.first = first
+        self.lost_now = first & self.lost[index]
+        self.bad_now = first & self.bad[index]
+        self.accepted = index < v[run]
+        self.triggers = index == trigger[run]
+        self.acks = self.accepted & self._ackreq(q, index)
+        answered = self.acks | self.triggers
+        self.answer_rank = np.cumsum(answered) - 1        # each answer's place on its port
+        self.answer_psn = np.where(self.triggers, v[run], index)
+        return True
+
+    def _timer_holds(self) -> bool:
+        """Whether the local ACK timer never fires: every ACK or NAK reaches the requester
+        within a timeout of the one before (and the first of the first send)."""
+        q, spec = self.qps[0], self.generation.scenario.qps[0]
+        timeout = local_ack_timeout_ns(spec.timeout)
+        if timeout is None:
+            return True
+        arrive = self.sent + self.wire[self.index] + self.delay
+        back = arrive[self.acks | self.triggers]
+        back = back + np.where(self.triggers[self.acks | self.triggers], self.nak_wire,
+                               self.ack_wire) + self.delay
+        gaps = np.diff(np.concatenate(([self.start], back)))
+        del q
+        return not len(gaps) or int(gaps.max()) < timeout
+
+    def manifest(self, records: int, faults: list[dict[str, Any]] | None = None,
+                 resent: dict[str, int] | None = None) -> dict[str, Any]:
+        return super().manifest(records, self.faults, self.resent)
+
+    def batches(self) -> Iterator[Batch]:
+        """The records in capture order, a batch per :data:`BATCH` packets sent."""
+        q = self.qps[0]
+        s = self.generation.scenario
+        delay, tap = self.delay, self.tap
+        ids = self.generation.ip_ids
+        fwd0, rev0 = ids["fwd"], ids["rev"]
+        total = len(self.index)
+        answered = self.acks | self.triggers
+        ids["fwd"] = (fwd0 + total) & 0xFFFF
+        ids["rev"] = (rev0 + int(answered.sum())) & 0xFFFF
+        # the fault entries, in the order the simulation draws them
+        entries: dict[int, list[dict[str, Any]]] = {}
+        kinds = [k for k in RATE_KINDS if k in self.rates]
+        for j in np.flatnonzero(self.lost | self.bad).tolist():
+            psn = (q.start_psn + j) & PSN_MASK
+            entries[j] = [{"kind": k, "qp": 0, "psn": psn, "record": None}
+                          for k in kinds if self.struck[k][j]]
+            self.faults += entries[j]
+        del s
+        pending: list[tuple] = []
+        for p0 in range(0, total, BATCH):
+            p1 = min(total, p0 + BATCH)
+            made = self._made(p0, p1, fwd0, rev0)
+            if p1 < total:
+                nxt = int(self.sent[p1])
+                seen = {"requester": nxt, "switch": nxt + delay // 2,
+                        "responder": nxt + int(self.wire[self.index[p1]]) + delay}[tap]
+                horizon: tuple[int, int] | None = (seen, int(_tie(np.array([seen]),
+                                                                  np.array([nxt]), 0)[0]))
+            else:
+                horizon = None
+            out, pending = _merge(made + pending, horizon)
+            if out is not None:
+                yield self._emitted(out, entries)
+        if pending:
+            out, _ = _merge(pending, None)
+            if out is not None:
+                yield self._emitted(out, entries)
+
+    def _emitted(self, batch: Batch, entries: dict[int, list[dict[str, Any]]]) -> Batch:
+        """:meth:`_emit`, and the record of each fault the tap saw (meta column 10: the
+        struck packet's index, -1 for the rest)."""
+        for position in np.flatnonzero(batch.meta[:, 10] >= 0).tolist():
+            for entry in entries[int(batch.meta[position, 10])]:
+                entry["record"] = self.records + position + 1
+        return self._emit(batch)
+
+    def _made(self, p0: int, p1: int, fwd0: int, rev0: int) -> list[tuple]:
+        """The groups (rows, tie, when, meta) of the packets sent ``p0`` to ``p1`` in the
+        send sequence and of the answers they draw."""
+        q = self.qps[0]
+        delay, tap = self.delay, self.tap
+        index, sent = self.index[p0:p1], self.sent[p0:p1]
+        wire = self.wire[index]
+        arrive = sent + wire + delay
+        lost, bad = self.lost_now[p0:p1], self.bad_now[p0:p1]
+        cls = self.cls[index]
+        psn = (q.start_psn + index) & PSN_MASK
+        ackreq = self._ackreq(q, index)
+        msg = index // q.n
+        seen = {"requester": sent, "switch": sent + delay // 2, "responder": arrive}[tap]
+        fwd_ids = (fwd0 + np.arange(p0, p1, dtype=np.int64)) & 0xFFFF
+        struck = self.first[p0:p1] & (self.lost[index] | self.bad[index])
+        made: list[tuple] = []
+        show = ~lost if tap == "responder" else np.ones(len(index), dtype=bool)
+        for c, template in enumerate(q.templates):
+            for corrupt in (False, True):
+                pick = show & (cls == c) & (bad == corrupt)
+                if not pick.any():
+                    continue
+                values = {"word": psn[pick] | ackreq[pick].astype(np.int64) << 31}
+                if "ipid" in template.fields:
+                    values.update(_ip_id_columns(template, fwd_ids[pick]))
+                if "va" in template.fields:
+                    values["va"] = 0x10000 + msg[pick] * q.stride
+                if "imm" in template.fields:
+                    values["imm"] = msg[pick]
+                count = int(pick.sum())
+                va = values["va"] if "va" in values else np.zeros(count, np.int64)
+                meta = np.column_stack((
+                    np.full(count, q.k), np.full(count, q.opcodes[c]), psn[pick],
+                    ackreq[pick], np.zeros(count, np.int64),
+                    np.full(count, q.dmalen if "va" in template.fields else 0),
+                    np.full(count, q.payloads[c]), va, np.zeros(count, np.int64),
+                    np.full(count, int(corrupt)),
+                    np.where(struck[pick], index[pick], -1))).astype(np.int64)
+                made.append((template.rows(values, 16, bad_icrc=corrupt),
+                             _tie(seen[pick], sent[pick], 0), seen[pick], meta))
+        acks, triggers = self.acks[p0:p1], self.triggers[p0:p1]
+        rank = self.answer_rank[p0:p1]
+        for template, pick, syndrome, opcode, answer_wire in (
+                (q.ack, acks, ACK_SYNDROME, q.ack_opcode, self.ack_wire),
+                (self.nak, triggers, self.nak_syndrome, self.nak_opcode, self.nak_wire)):
+            if template is None or not pick.any():
+                continue
+            x = arrive[pick]
+            self.done = max(self.done, int(x[-1]) + answer_wire + delay)
+            answer = self.answer_psn[p0:p1][pick]
+            done = (answer + 1) // q.n if syndrome == ACK_SYNDROME else answer // q.n
+            values = {"word": (q.start_psn + answer) & PSN_MASK, "msn": done & PSN_MASK}
+            if "ipid" in template.fields:
+                values.update(_ip_id_columns(template, (rev0 + rank[pick]) & 0xFFFF))
+            when = {"requester": x + answer_wire + delay, "switch": x + delay // 2,
+                    "responder": x}[tap]
+            count = len(x)
+            meta = np.column_stack((
+                np.full(count, q.k), np.full(count, opcode), values["word"],
+                np.zeros(count, np.int64), np.full(count, syndrome),
+                *[np.zeros(count, np.int64)] * 5, np.full(count, -1))).astype(np.int64)
+            made.append((template.rows(values, 16), _tie(when, x, 1), when, meta))
+        self.done = max(self.done, int(sent[-1] + wire[-1]))
+        return made
+
+
+def _classes(q: _Qp, index: np.ndarray) -> np.ndarray:
+    """Template index of each PSN index (first, middle, last of its message)."""
+    j = index % q.n
+    return np.where(j == 0, 0, np.where(j == q.n - 1, 2, 1)) if q.n > 3 else j

@@ -280,10 +280,12 @@ class _Plan:
         self.drained = drained
 
     def manifest(self, records: int, faults: list[dict[str, Any]] | None = None,
-                 resent: dict[str, int] | None = None) -> dict[str, Any]:
+                 resent: dict[str, int] | None = None, duplicates: int = 0
+                 ) -> dict[str, Any]:
         """The manifest, as :meth:`ibwire.gen.Generation._finish` writes it, once every batch
         of :meth:`chunks` was read; ``faults`` the fault entries (records filled in),
-        ``resent`` the requester's resends by cause (one QP's; none when None)."""
+        ``resent`` the requester's resends by cause and ``duplicates`` the duplicate
+        SEND/WRITE packets its responder ACKed (one QP's; none when None)."""
         s = self.generation.scenario
         src, dst = self.generation.framer.address("fwd")
         out = []
@@ -297,7 +299,7 @@ class _Plan:
                 "completed": spec.iters, "error": None, "cm_packets": 0,
                 "model": {"resent_packets": dict(resent or {"nak": 0, "timeout": 0, "rnr": 0,
                                                             "read": 0}),
-                          "duplicate_requests": 0, "duplicate_acks": 0},
+                          "duplicate_requests": duplicates, "duplicate_acks": duplicates},
                 **observed.result()})
         return {"version": 1, "seed": s.seed, "encapsulation": s.encapsulation, "tap": s.tap,
                 "linktype": self.generation.linktype, "records": records,

@@ -104,6 +104,7 @@ class RatePlan(_Plan):
         self.nak_opcode, self.nak_syndrome = nak.opcode, nak.aeth.syndrome   # type: ignore[union-attr]
         self.nak_wire = (generation._wire_ns(bytes(self.nak.frame)) if self.nak is not None
                          else 0)
+        self.timeout = local_ack_timeout_ns(s.qps[0].timeout)
         self.faults: list[dict[str, Any]] = []
         self.resent = {"nak": 0, "timeout": 0, "rnr": 0, "read": 0}
 
@@ -123,29 +124,58 @@ class RatePlan(_Plan):
         # the first packet at or after j that arrives intact (n: none)
         intact = np.where(failing, n, np.arange(n, dtype=np.int64))
         intact = np.concatenate((np.minimum.accumulate(intact[::-1])[::-1], [n, n]))
-        runs: list[tuple[int, int, int, int, int]] = []   # (a, end, f, v, trigger)
+        # each round: (first index, end, first send time, first victim, NAK trigger (-1:
+        # none), end of the duplicates, resent for a timeout)
+        runs: list[tuple[int, int, int, int, int, int, int]] = []
         a, f, high = 0, self.start, 0
+        restart = self.start    # when the local ACK timer last started
         while True:
             at = int(np.searchsorted(struck, high))
             v = int(struck[at]) if at < len(struck) else n
             if v >= n:
-                runs.append((a, n, f, n, -1))
+                runs.append((a, n, f, n, -1, a, 0))
                 break
             trigger = int(intact[v + 1])
             if trigger >= n:
-                return False    # nothing after the victim draws a NAK: a timeout
+                # nothing after the victim draws a NAK: the requester sends to the end,
+                # then its local ACK timer (started by the last ACK) sends again from the
+                # first PSN not acknowledged; what the responder had is duplicates, ACKed
+                runs.append((a, n, f, v, -1, a, 0))
+                if self.timeout is None:
+                    return False
+                last = self._last_ackreq(a, v)
+                if last >= 0:
+                    restart = max(restart, f + int(edges[last + 1] - edges[a]) + delay
+                                  + self.ack_wire + delay)
+                una = last + 1 if last >= 0 else a
+                due = restart + self.timeout
+                if una < v:
+                    # the first duplicate's ACK acknowledges up to the victim: the requester
+                    # goes on from there with the next packet it sends after that ACK
+                    back = due + int(self.wire[una]) + delay + self.ack_wire + delay
+                    jump = max(una + 1, int(np.searchsorted(edges, back - due + int(edges[una]))))
+                    if jump < v:
+                        runs.append((una, jump, due, n, -1, v, 1))
+                        una, due = v, due + int(edges[jump] - edges[una])
+                runs.append((una, n, due, n, -1, v, 1))
+                break
             t_nak = (f + int(edges[trigger + 1] - edges[a]) + delay + self.nak_wire + delay)
             j = min(int(np.searchsorted(edges, t_nak - f + int(edges[a]))), n)
-            runs.append((a, j, f, v, trigger))
+            runs.append((a, j, f, v, trigger, a, 0))
             high = max(high, j)
-            a, f = v, max(f + int(edges[j] - edges[a]), t_nak)
+            a, f, restart = v, max(f + int(edges[j] - edges[a]), t_nak), t_nak
         self.runs = np.array(runs, dtype=np.int64)
         return self._sends() and self._timer_holds()
+
+    def _last_ackreq(self, a: int, v: int) -> int:
+        """The last PSN index in ``a .. v - 1`` that asks for an ACK, or -1."""
+        asks = np.flatnonzero(self._ackreq(self.qps[0], np.arange(a, v, dtype=np.int64)))
+        return a + int(asks[-1]) if len(asks) else -1
 
     def _sends(self) -> bool:
         """The send sequence of all rounds and each packet's fate, as columns."""
         q = self.qps[0]
-        a, end, f, v, trigger = self.runs.T
+        a, end, f, v, trigger, dup_end, timed_out = self.runs.T
         lengths = end - a
         total = int(lengths.sum())
         run = np.repeat(np.arange(len(a)), lengths)
@@ -154,38 +184,46 @@ class RatePlan(_Plan):
         index = a[run] + offset
         high = np.concatenate(([0], np.maximum.accumulate(end)[:-1]))
         first = index >= high[run]
-        self.resent["nak"] = int((~first).sum())
+        resent = ~first
+        self.resent["timeout"] = int((resent & (timed_out[run] == 1)).sum())
+        self.resent["nak"] = int(resent.sum()) - self.resent["timeout"]
         self.index = index
         self.sent = f[run] + self.edges[index] - self.edges[a[run]]
         self.first = first
         self.lost_now = first & self.lost[index]
         self.bad_now = first & self.bad[index]
-        self.accepted = index < v[run]
+        duplicate = index < dup_end[run]
+        self.duplicates = int(duplicate.sum())
+        self.accepted = (index < v[run]) & ~duplicate
         self.triggers = index == trigger[run]
-        self.acks = self.accepted & self._ackreq(q, index)
+        self.acks = self.accepted & self._ackreq(q, index) | duplicate
         answered = self.acks | self.triggers
         self.answer_rank = np.cumsum(answered) - 1        # each answer's place on its port
-        self.answer_psn = np.where(self.triggers, v[run], index)
+        # an ACK names its packet, a NAK the victim, a duplicate's ACK the latest accepted
+        self.answer_psn = np.where(self.triggers, v[run],
+                                   np.where(duplicate, dup_end[run] - 1, index))
         return True
 
     def _timer_holds(self) -> bool:
-        """Whether the local ACK timer never fires: every ACK or NAK reaches the requester
-        within a timeout of the one before (and the first of the first send)."""
-        q, spec = self.qps[0], self.generation.scenario.qps[0]
-        timeout = local_ack_timeout_ns(spec.timeout)
-        if timeout is None:
+        """Whether the local ACK timer fires only where the rounds say (a timeout round
+        starts on the timer): every ACK or NAK reaches the requester within a timeout of
+        the one before (the first of the first send, the first after a timeout of it)."""
+        if self.timeout is None:
             return True
-        arrive = self.sent + self.wire[self.index] + self.delay
-        back = arrive[self.acks | self.triggers]
-        back = back + np.where(self.triggers[self.acks | self.triggers], self.nak_wire,
-                               self.ack_wire) + self.delay
-        gaps = np.diff(np.concatenate(([self.start], back)))
-        del q
-        return not len(gaps) or int(gaps.max()) < timeout
+        answered = self.acks | self.triggers
+        back = (self.sent + self.wire[self.index] + self.delay)[answered]
+        back = back + np.where(self.triggers[answered], self.nak_wire, self.ack_wire) + (
+            self.delay)
+        starts = [self.start] + [int(f) for f in self.runs[self.runs[:, 6] == 1, 2]]
+        points = np.sort(np.concatenate((back, starts)))
+        gaps = np.diff(points)
+        ends_at_timeout = np.isin(points[1:], starts[1:])
+        return not len(gaps) or int(gaps[~ends_at_timeout].max(initial=0)) < self.timeout
 
     def manifest(self, records: int, faults: list[dict[str, Any]] | None = None,
-                 resent: dict[str, int] | None = None) -> dict[str, Any]:
-        return super().manifest(records, self.faults, self.resent)
+                 resent: dict[str, int] | None = None, duplicates: int = 0
+                 ) -> dict[str, Any]:
+        return super().manifest(records, self.faults, self.resent, self.duplicates)
 
     def batches(self) -> Iterator[Batch]:
         """The records in capture order, a batch per :data:`BATCH` packets sent."""

@@ -1,15 +1,19 @@
 """Rate faults (``--drop rate=R`` ...): whatever path ``Generation`` takes for them (``fast``,
-the default), its records and manifest are those of the per-packet transport model with
-frames built field by field (``fast=False``), over a grid of seeds, verbs, sizes, fault
-kinds and rates. A fast path that diverges from the model fails here."""
+the default: the closed-form recovery rounds of :mod:`ibwire.gen.recovery` where they apply),
+its records and manifest are those of the per-packet transport model with frames built field
+by field (``fast=False``), over a grid of seeds, verbs, sizes, fault kinds and rates. A fast
+path that diverges from the model fails here."""
 
 from __future__ import annotations
 
 import itertools
+import random
 
+import numpy as np
 import pytest
 
 from ibwire.gen import Fault, Generation, Link, QpSpec, Scenario
+from ibwire.gen.recovery import RATE_KINDS, RatePlan, draws
 
 VERBS = ("send", "write", "read", "fetch_add", "cmp_swap")
 #: (rate kind, the verbs whose packets it can strike): ecn_resp marks READ responses only.
@@ -36,11 +40,55 @@ def compare(s: Scenario) -> dict:
     return model.manifest
 
 
+def closed_form(s: Scenario) -> bool:
+    """Whether ``s`` takes the recovery rounds (not the simulation)."""
+    return isinstance(Generation(s).plan(), RatePlan)
+
+
 @pytest.mark.parametrize(("kind", "verb", "rate", "size", "seed"), GRID)
 def test_rate_faults_are_the_models(kind, verb, rate, size, seed):
-    manifest = compare(scenario(kind, verb, rate, size, seed))
+    s = scenario(kind, verb, rate, size, seed)
+    manifest = compare(s)
     if rate >= 0.2:    # the grid's high rates strike (the comparison is not vacuous)
         assert manifest["faults"] and all(f["kind"] == kind for f in manifest["faults"])
+    if kind in RATE_KINDS and verb in ("send", "write"):
+        assert closed_form(s)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2**40 + 3, -5])
+def test_victims_are_drawn_as_the_simulation_draws_them(seed):
+    expected = random.Random(seed)
+    assert np.array_equal(draws(seed, 2000), [expected.random() for _ in range(2000)])
+
+
+@pytest.mark.parametrize(("size", "iters", "faults", "seed", "delay"), [
+    (1024, 300, (Fault("drop", rate=0.3),), 16, 1_000),
+    (5000, 60, (Fault("corrupt", rate=0.3), Fault("drop", rate=0.15)), 2, 0),
+    (5000, 80, (Fault("drop", rate=0.3),), 7, 1_000)])
+@pytest.mark.parametrize("tap", ["requester", "responder", "switch"])
+def test_the_last_victims_are_resent_on_the_local_ack_timeout(size, iters, faults, seed, delay,
+                                                              tap):
+    """Nothing after the last victims draws a NAK: the local ACK timer fires, the requester
+    sends again from its first unacknowledged PSN, the responder ACKs what it already had
+    (duplicates) and, where such an ACK comes back before the duplicates are all sent
+    (no delay), the requester skips to the victim."""
+    s = Scenario(qps=(QpSpec("write", size, iters=iters, timeout=8),),
+                 faults=faults, seed=seed, tap=tap, link=Link(delay_ns=delay))
+    p = Generation(s).plan()
+    assert isinstance(p, RatePlan) and p.runs[-1, 6] == 1     # it ends on the timer
+    manifest = compare(s)
+    assert manifest["qps"][0]["model"]["resent_packets"]["timeout"] > 0
+    if size > 2000:
+        assert manifest["qps"][0]["model"]["duplicate_requests"] > 0
+
+
+def test_timers_shorter_than_a_round_are_simulated():
+    """A local ACK timeout shorter than the time a NAK takes to come back: the model's
+    timer fires amid the rounds, which the closed form does not play."""
+    s = Scenario(qps=(QpSpec("write", 1024, iters=200, timeout=1),),
+                 faults=(Fault("drop", rate=0.1),), seed=1, link=Link(delay_ns=20_000))
+    assert not closed_form(s)
+    compare(s)
 
 
 @pytest.mark.parametrize("tap", ["requester", "responder", "switch"])

@@ -52,8 +52,10 @@ from ibwire.transport.timers import local_ack_timeout_ns
 if TYPE_CHECKING:
     from ibwire.gen.run import Generation
 
-#: The rate fault kinds this plan takes, in the order the simulation draws for them.
-RATE_KINDS = ("drop", "corrupt")
+#: The rate fault kinds this plan takes: the request packets' (drop, corrupt: in the order
+#: the simulation draws for them), or the answers' (lose_ack) alone.
+RATE_KINDS = ("drop", "corrupt", "lose_ack")
+REQUEST_KINDS = ("drop", "corrupt")
 
 
 def draws(seed: int, count: int) -> np.ndarray:
@@ -70,8 +72,10 @@ def rate_plan(generation: Generation) -> RatePlan | None:
     """The closed-form plan of ``generation``'s scenario when its faults are all drop or
     corrupt rates on one reliable QP the fast plan could take lossless, else None."""
     s = generation.scenario
+    kinds = {f.kind for f in s.faults}
     if len(s.qps) != 1 or not s.faults or any(
-            f.rate is None or f.kind not in RATE_KINDS for f in s.faults):
+            f.rate is None or f.kind not in RATE_KINDS for f in s.faults) or (
+            "lose_ack" in kinds and len(kinds) > 1):
         return None
     base = plan(generation, resumed=True)
     if base is None or not base.qps[0].reliable:
@@ -90,8 +94,9 @@ class RatePlan(_Plan):
         q = qps[0]
         s = generation.scenario
         self.rates = rates
-        kinds = [k for k in RATE_KINDS if k in rates]
+        kinds = [k for k in REQUEST_KINDS if k in rates]
         u = draws(s.seed, len(kinds) * q.packets).reshape(q.packets, len(kinds))
+        self.answer_draws = np.zeros(0)
         self.struck = {k: u[:, i] < rates[k] for i, k in enumerate(kinds)}
         self.lost = self.struck.get("drop", np.zeros(q.packets, dtype=bool))
         self.bad = self.struck.get("corrupt", np.zeros(q.packets, dtype=bool))
@@ -115,9 +120,17 @@ class RatePlan(_Plan):
     def rounds(self) -> bool:
         """Play the recovery rounds from :attr:`start`; False when the model would do what
         this plan does not (then the conversation is simulated)."""
-        q = self.qps[0]
         if self.nak is None:
             return False
+        runs = self._lost_answers() if "lose_ack" in self.rates else self._victims()
+        if runs is None:
+            return False
+        self.runs = np.array(runs, dtype=np.int64)
+        return self._sends() and self._timer_holds()
+
+    def _victims(self) -> list[tuple[int, ...]] | None:
+        """The rounds of lost and corrupted requests (module docstring)."""
+        q = self.qps[0]
         n, edges, delay = q.packets, self.edges, self.delay
         failing = self.lost | self.bad
         struck = np.flatnonzero(failing)
@@ -125,7 +138,7 @@ class RatePlan(_Plan):
         intact = np.where(failing, n, np.arange(n, dtype=np.int64))
         intact = np.concatenate((np.minimum.accumulate(intact[::-1])[::-1], [n, n]))
         # each round: (first index, end, first send time, first victim, NAK trigger (-1:
-        # none), end of the duplicates, resent for a timeout)
+        # none), end of the duplicates, 1: resent on the local ACK timer, 2: its sequel)
         runs: list[tuple[int, int, int, int, int, int, int]] = []
         a, f, high = 0, self.start, 0
         restart = self.start    # when the local ACK timer last started
@@ -142,7 +155,7 @@ class RatePlan(_Plan):
                 # first PSN not acknowledged; what the responder had is duplicates, ACKed
                 runs.append((a, n, f, v, -1, a, 0))
                 if self.timeout is None:
-                    return False
+                    return None
                 last = self._last_ackreq(a, v)
                 if last >= 0:
                     restart = max(restart, f + int(edges[last + 1] - edges[a]) + delay
@@ -156,7 +169,8 @@ class RatePlan(_Plan):
                     jump = max(una + 1, int(np.searchsorted(edges, back - due + int(edges[una]))))
                     if jump < v:
                         runs.append((una, jump, due, n, -1, v, 1))
-                        una, due = v, due + int(edges[jump] - edges[una])
+                        runs.append((v, n, due + int(edges[jump] - edges[una]), n, -1, v, 2))
+                        break
                 runs.append((una, n, due, n, -1, v, 1))
                 break
             t_nak = (f + int(edges[trigger + 1] - edges[a]) + delay + self.nak_wire + delay)
@@ -164,8 +178,48 @@ class RatePlan(_Plan):
             runs.append((a, j, f, v, trigger, a, 0))
             high = max(high, j)
             a, f, restart = v, max(f + int(edges[j] - edges[a]), t_nak), t_nak
-        self.runs = np.array(runs, dtype=np.int64)
-        return self._sends() and self._timer_holds()
+        return runs
+
+    def _lost_answers(self) -> list[tuple[int, ...]] | None:
+        """The rounds of lost ACKs: one round sends everything, a later ACK covering a lost
+        one; when the last ones are lost, the local ACK timer sends again from the first
+        PSN not acknowledged, each resend a duplicate the responder ACKs (each such ACK
+        drawn for loss too), until one of those ACKs comes back (the requester has nothing
+        left to send then) or the retries run out (then it is simulated)."""
+        q, spec = self.qps[0], self.generation.scenario.qps[0]
+        n, edges, delay = q.packets, self.edges, self.delay
+        rate = self.rates["lose_ack"]
+        asks = np.flatnonzero(self._ackreq(q, np.arange(n, dtype=np.int64)))
+        self.answer_draws = draws(self.generation.scenario.seed, len(asks) + n)
+        kept = asks[self.answer_draws[:len(asks)] >= rate]
+        runs: list[tuple[int, ...]] = [(0, n, self.start, n, -1, 0, 0)]
+        if len(kept) and kept[-1] == n - 1:
+            return runs
+        if self.timeout is None:
+            return None
+        una, restart = 0, self.start
+        if len(kept):
+            una = int(kept[-1]) + 1
+            restart = self.start + int(edges[una]) + delay + self.ack_wire + delay
+        rank = len(asks)
+        for _ in range(spec.retry_cnt):
+            due = restart + self.timeout
+            left = n - una
+            if int(edges[n] - edges[una]) >= self.timeout:
+                return None     # the timer would fire again amid the resends
+            if rank + left > len(self.answer_draws):
+                self.answer_draws = draws(self.generation.scenario.seed, 2 * (rank + left))
+            back = np.flatnonzero(self.answer_draws[rank:rank + left] >= rate)
+            if not len(back):       # every duplicate's ACK lost: the timer again
+                runs.append((una, n, due, n, -1, n, 1))
+                rank, restart = rank + left, due
+                continue
+            p = una + int(back[0])
+            came = due + int(edges[p + 1] - edges[una]) + delay + self.ack_wire + delay
+            end = min(n, int(np.searchsorted(edges, came - due + int(edges[una]))))
+            runs.append((una, end, due, n, -1, n, 1))
+            return runs
+        return None     # retry_cnt timeouts in a row: the model fails the QP
 
     def _last_ackreq(self, a: int, v: int) -> int:
         """The last PSN index in ``a .. v - 1`` that asks for an ACK, or -1."""
@@ -185,7 +239,7 @@ class RatePlan(_Plan):
         high = np.concatenate(([0], np.maximum.accumulate(end)[:-1]))
         first = index >= high[run]
         resent = ~first
-        self.resent["timeout"] = int((resent & (timed_out[run] == 1)).sum())
+        self.resent["timeout"] = int((resent & (timed_out[run] >= 1)).sum())
         self.resent["nak"] = int(resent.sum()) - self.resent["timeout"]
         self.index = index
         self.sent = f[run] + self.edges[index] - self.edges[a[run]]
@@ -202,6 +256,17 @@ class RatePlan(_Plan):
         # an ACK names its packet, a NAK the victim, a duplicate's ACK the latest accepted
         self.answer_psn = np.where(self.triggers, v[run],
                                    np.where(duplicate, dup_end[run] - 1, index))
+        self.answer_lost = np.zeros(total, dtype=bool)
+        if "lose_ack" in self.rates:
+            self.answer_lost[answered] = (self.answer_draws[self.answer_rank[answered]]
+                                          < self.rates["lose_ack"])
+        # when the requester is done: its port free, the last frame that arrives in
+        arrive = self.sent + self.wire[index] + self.delay
+        came = answered & ~self.answer_lost
+        back = arrive[came] + np.where(self.triggers[came], self.nak_wire, self.ack_wire)
+        self.done = max(int(arrive[~self.lost_now].max(initial=0)),
+                        int(back.max(initial=0)) + self.delay,
+                        int(self.sent[-1] + self.wire[index[-1]]))
         return True
 
     def _timer_holds(self) -> bool:
@@ -210,7 +275,7 @@ class RatePlan(_Plan):
         the one before (the first of the first send, the first after a timeout of it)."""
         if self.timeout is None:
             return True
-        answered = self.acks | self.triggers
+        answered = (self.acks | self.triggers) & ~self.answer_lost
         back = (self.sent + self.wire[self.index] + self.delay)[answered]
         back = back + np.where(self.triggers[answered], self.nak_wire, self.ack_wire) + (
             self.delay)
@@ -238,12 +303,18 @@ class RatePlan(_Plan):
         ids["rev"] = (rev0 + int(answered.sum())) & 0xFFFF
         # the fault entries, in the order the simulation draws them
         entries: dict[int, list[dict[str, Any]]] = {}
-        kinds = [k for k in RATE_KINDS if k in self.rates]
+        kinds = [k for k in REQUEST_KINDS if k in self.rates]
         for j in np.flatnonzero(self.lost | self.bad).tolist():
             psn = (q.start_psn + j) & PSN_MASK
             entries[j] = [{"kind": k, "qp": 0, "psn": psn, "record": None}
                           for k in kinds if self.struck[k][j]]
             self.faults += entries[j]
+        # (lost answers: keyed after the request packets by their place on the port)
+        for at in np.flatnonzero(self.answer_lost).tolist():
+            psn = (q.start_psn + int(self.answer_psn[at])) & PSN_MASK
+            key = q.packets + int(self.answer_rank[at])
+            entries[key] = [{"kind": "lose_ack", "qp": 0, "psn": psn, "record": None}]
+            self.faults += entries[key]
         del s
         pending: list[tuple] = []
         for p0 in range(0, total, BATCH):
@@ -316,13 +387,15 @@ class RatePlan(_Plan):
                              _tie(seen[pick], sent[pick], 0), seen[pick], meta))
         acks, triggers = self.acks[p0:p1], self.triggers[p0:p1]
         rank = self.answer_rank[p0:p1]
-        for template, pick, syndrome, opcode, answer_wire in (
+        lost_answer = self.answer_lost[p0:p1]
+        shown = ~lost_answer if tap == "requester" else np.ones(len(index), dtype=bool)
+        for template, picked, syndrome, opcode, answer_wire in (
                 (q.ack, acks, ACK_SYNDROME, q.ack_opcode, self.ack_wire),
                 (self.nak, triggers, self.nak_syndrome, self.nak_opcode, self.nak_wire)):
+            pick = picked & shown
             if template is None or not pick.any():
                 continue
             x = arrive[pick]
-            self.done = max(self.done, int(x[-1]) + answer_wire + delay)
             answer = self.answer_psn[p0:p1][pick]
             done = (answer + 1) // q.n if syndrome == ACK_SYNDROME else answer // q.n
             values = {"word": (q.start_psn + answer) & PSN_MASK, "msn": done & PSN_MASK}
@@ -334,9 +407,9 @@ class RatePlan(_Plan):
             meta = np.column_stack((
                 np.full(count, q.k), np.full(count, opcode), values["word"],
                 np.zeros(count, np.int64), np.full(count, syndrome),
-                *[np.zeros(count, np.int64)] * 5, np.full(count, -1))).astype(np.int64)
+                *[np.zeros(count, np.int64)] * 5,
+                np.where(lost_answer[pick], q.packets + rank[pick], -1))).astype(np.int64)
             made.append((template.rows(values, 16), _tie(when, x, 1), when, meta))
-        self.done = max(self.done, int(sent[-1] + wire[-1]))
         return made
 
 

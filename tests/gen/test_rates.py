@@ -104,6 +104,25 @@ def test_retries_run_out_in_the_simulation(seed):
     assert compare(s)["qps"][0]["error"] == "retry_exceeded"
 
 
+@pytest.mark.parametrize("tap", ["requester", "responder", "switch"])
+@pytest.mark.parametrize(("size", "interval"), [(64, 0.0), (64, 0.05), (300, 0.0),
+                                                (1024, 4.0), (4096, 0.5)])
+@pytest.mark.parametrize("encapsulation", ["rocev2_ipv4", "rocev2_ipv6"])
+def test_ce_marks_draw_cnps_ahead_of_the_acks(encapsulation, size, interval, tap):
+    """CE-marked requests: the responder's CNPs (paced) go on its port before the ACKs
+    waiting there, which leave later; small requests make the ACKs queue behind them."""
+    s = Scenario(qps=(QpSpec("send", size, iters=150, timeout=8),),
+                 faults=(Fault("ecn", rate=0.5),), seed=3, tap=tap,
+                 encapsulation=encapsulation, cnp_interval_us=interval,
+                 link=Link(delay_ns=500))
+    p = Generation(s).plan()
+    if isinstance(p, RatePlan):
+        assert len(p.cnp_sent)
+    else:   # an ACK held back past the next CNP: simulated
+        assert size == 64 and interval == 0.0
+    compare(s)
+
+
 def test_lost_acks_with_lost_requests_are_simulated():
     """A lost NAK (lose_ack beside drop or corrupt) is not played in closed form."""
     s = Scenario(qps=(QpSpec("write", 1024, iters=100, timeout=8),),

@@ -183,8 +183,7 @@ def plan(generation: Generation, *, resumed: bool = False) -> _Plan | None:
         segmenter = generation_segmenter(s, k)
         templates, wire, ops, payloads = [], [], [], []
         dmalen = 0
-        for j in (0, n // 2, n - 1) if n > 2 else range(n):
-            packet = segmenter.request(wr, j, s.start_psn(k), j)
+        for packet in class_packets(s, k):
             template = _template(framer, packet, udp)
             if template is None:
                 return None
@@ -238,11 +237,21 @@ def generation_segmenter(s: Any, k: int) -> Any:
     return Segmenter(c.transport, c.pmtu, c.dest_qp, c.src_qp, c.q_key, c.ack_every, c.xrc_srq)
 
 
-def _template(framer: Any, packet: Packet, udp: int, direction: str = "fwd"
-              ) -> _Template | None:
-    """The template of ``packet`` with the offsets of its changing fields
-    (:meth:`ibwire.gen.frames.Framer.patch_points`), or None."""
-    found = framer.patch_points(packet, direction, udp)
+def class_packets(s: Any, k: int) -> list[Packet]:
+    """The request packets QP ``k``'s templates are made of, by class index (:func:`_class`):
+    the first, a middle and the last of its first message."""
+    wr = next(s.work(k))
+    n = s.psns_per_message(k)
+    segmenter = generation_segmenter(s, k)
+    return [segmenter.request(wr, j, s.start_psn(k), j)
+            for j in ((0, n // 2, n - 1) if n > 2 else range(n))]
+
+
+def _template(framer: Any, packet: Packet, udp: int, direction: str = "fwd", *,
+              ce: bool = False, dscp: int | None = None) -> _Template | None:
+    """The template of ``packet`` (CE-marked: ``ce``; with DSCP ``dscp``) with the offsets
+    of its changing fields (:meth:`ibwire.gen.frames.Framer.patch_points`), or None."""
+    found = framer.patch_points(packet, direction, udp, ce=ce, dscp=dscp)
     return None if found is None else _Template(found[0], framer.link, found[1])
 
 

@@ -27,6 +27,7 @@ last packets struck with none after them to draw a NAK, or a timer shorter than 
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -42,20 +43,23 @@ from ibwire.gen.fast import (
     _Qp,
     _template,
     _tie,
+    class_packets,
     generation_segmenter,
     plan,
 )
-from ibwire.transport import PSN_MASK
+from ibwire.gen.marks import cnp_decisions, responder_port
+from ibwire.transport import PSN_MASK, cnp_packet
+from ibwire.transport.cnp import CNP_OPCODE
 from ibwire.transport.segment import ACK_SYNDROME
 from ibwire.transport.timers import local_ack_timeout_ns
 
 if TYPE_CHECKING:
     from ibwire.gen.run import Generation
 
-#: The rate fault kinds this plan takes: the request packets' (drop, corrupt: in the order
-#: the simulation draws for them), or the answers' (lose_ack) alone.
-RATE_KINDS = ("drop", "corrupt", "lose_ack")
-REQUEST_KINDS = ("drop", "corrupt")
+#: The rate fault kinds this plan takes: drop and corrupt (together or alone), or lose_ack
+#: alone, or ecn alone. The request packets' kinds are drawn in :data:`REQUEST_KINDS` order.
+RATE_KINDS = ("drop", "corrupt", "lose_ack", "ecn")
+REQUEST_KINDS = ("drop", "corrupt", "ecn")
 
 
 def draws(seed: int, count: int) -> np.ndarray:
@@ -73,9 +77,8 @@ def rate_plan(generation: Generation) -> RatePlan | None:
     corrupt rates on one reliable QP the fast plan could take lossless, else None."""
     s = generation.scenario
     kinds = {f.kind for f in s.faults}
-    if len(s.qps) != 1 or not s.faults or any(
-            f.rate is None or f.kind not in RATE_KINDS for f in s.faults) or (
-            "lose_ack" in kinds and len(kinds) > 1):
+    if len(s.qps) != 1 or not s.faults or any(f.rate is None for f in s.faults) or not (
+            kinds <= {"drop", "corrupt"} or kinds in ({"lose_ack"}, {"ecn"})):
         return None
     base = plan(generation, resumed=True)
     if base is None or not base.qps[0].reliable:
@@ -98,8 +101,21 @@ class RatePlan(_Plan):
         u = draws(s.seed, len(kinds) * q.packets).reshape(q.packets, len(kinds))
         self.answer_draws = np.zeros(0)
         self.struck = {k: u[:, i] < rates[k] for i, k in enumerate(kinds)}
-        self.lost = self.struck.get("drop", np.zeros(q.packets, dtype=bool))
-        self.bad = self.struck.get("corrupt", np.zeros(q.packets, dtype=bool))
+        none = np.zeros(q.packets, dtype=bool)
+        self.lost = self.struck.get("drop", none)
+        self.bad = self.struck.get("corrupt", none)
+        self.marked = self.struck.get("ecn", none)
+        # CE-marked requests as the switch and the responder see them, and the CNPs they
+        # draw (RoCEv2 only, as the simulation sends them)
+        self.ce_templates = [_template(generation.framer, packet, s.udp_sport(0), ce=True)
+                             for packet in class_packets(s, 0)] if "ecn" in rates else []
+        self.cnp = None
+        if "ecn" in rates and s.encapsulation.startswith("rocev2"):
+            self.cnp = _template(generation.framer, cnp_packet(q.requester_qpn),
+                                 s.udp_sport(0), "rev", dscp=s.cnp_dscp)
+        self.cnp_wire = (generation._wire_ns(bytes(self.cnp.frame)) if self.cnp is not None
+                         else 0)
+        self.cnp_payload = cnp_packet(q.requester_qpn).payload_len
         cls = _classes(q, np.arange(q.packets, dtype=np.int64))
         self.wire = np.array(q.wire, dtype=np.int64)[cls]
         self.cls = cls
@@ -120,7 +136,9 @@ class RatePlan(_Plan):
     def rounds(self) -> bool:
         """Play the recovery rounds from :attr:`start`; False when the model would do what
         this plan does not (then the conversation is simulated)."""
-        if self.nak is None:
+        rocev2 = self.generation.scenario.encapsulation.startswith("rocev2")
+        if self.nak is None or None in self.ce_templates or (
+                "ecn" in self.rates and rocev2 and self.cnp is None):
             return False
         runs = self._lost_answers() if "lose_ack" in self.rates else self._victims()
         if runs is None:
@@ -260,12 +278,33 @@ class RatePlan(_Plan):
         if "lose_ack" in self.rates:
             self.answer_lost[answered] = (self.answer_draws[self.answer_rank[answered]]
                                           < self.rates["lose_ack"])
-        # when the requester is done: its port free, the last frame that arrives in
         arrive = self.sent + self.wire[index] + self.delay
+        self.answer_wire = np.where(self.triggers, self.nak_wire, self.ack_wire)
+        self.answer_sent = arrive.copy()        # answers leave as their request arrives
+        self.rev_rank = self.answer_rank.copy()
+        self.cnp_sent = self.cnp_by = np.zeros(0, dtype=np.int64)
+        self.marked_now = first & self.marked[index]
+        if self.cnp is not None and self.marked_now.any():
+            interval = round(self.generation.scenario.cnp_interval_us * 1000)
+            by = np.flatnonzero(self.marked_now)
+            by = by[cnp_decisions(arrive[by], interval)]
+            port = responder_port(arrive[answered], self.answer_wire[answered], arrive[by],
+                                  interval, self.cnp_wire)
+            if port is None:
+                return False
+            self.answer_sent[answered], self.cnp_sent = port
+            self.cnp_by = by
+            # each host's IPv4 IDs count up in the order it sends: answers and CNPs merged
+            self.rev_rank[answered] += np.searchsorted(self.cnp_sent,
+                                                       self.answer_sent[answered])
+            self.cnp_rank = np.arange(len(by)) + np.searchsorted(self.answer_sent[answered],
+                                                                 self.cnp_sent)
+        # when the requester is done: its port free, the last frame that arrives in
         came = answered & ~self.answer_lost
-        back = arrive[came] + np.where(self.triggers[came], self.nak_wire, self.ack_wire)
+        back = self.answer_sent[came] + self.answer_wire[came]
         self.done = max(int(arrive[~self.lost_now].max(initial=0)),
                         int(back.max(initial=0)) + self.delay,
+                        int((self.cnp_sent + self.cnp_wire + self.delay).max(initial=0)),
                         int(self.sent[-1] + self.wire[index[-1]]))
         return True
 
@@ -276,9 +315,7 @@ class RatePlan(_Plan):
         if self.timeout is None:
             return True
         answered = (self.acks | self.triggers) & ~self.answer_lost
-        back = (self.sent + self.wire[self.index] + self.delay)[answered]
-        back = back + np.where(self.triggers[answered], self.nak_wire, self.ack_wire) + (
-            self.delay)
+        back = (self.answer_sent + self.answer_wire + self.delay)[answered]
         starts = [self.start] + [int(f) for f in self.runs[self.runs[:, 6] == 1, 2]]
         points = np.sort(np.concatenate((back, starts)))
         gaps = np.diff(points)
@@ -300,11 +337,11 @@ class RatePlan(_Plan):
         total = len(self.index)
         answered = self.acks | self.triggers
         ids["fwd"] = (fwd0 + total) & 0xFFFF
-        ids["rev"] = (rev0 + int(answered.sum())) & 0xFFFF
+        ids["rev"] = (rev0 + int(answered.sum()) + len(self.cnp_sent)) & 0xFFFF
         # the fault entries, in the order the simulation draws them
         entries: dict[int, list[dict[str, Any]]] = {}
         kinds = [k for k in REQUEST_KINDS if k in self.rates]
-        for j in np.flatnonzero(self.lost | self.bad).tolist():
+        for j in np.flatnonzero(self.lost | self.bad | self.marked).tolist():
             psn = (q.start_psn + j) & PSN_MASK
             entries[j] = [{"kind": k, "qp": 0, "psn": psn, "record": None}
                           for k in kinds if self.struck[k][j]]
@@ -359,34 +396,39 @@ class RatePlan(_Plan):
         msg = index // q.n
         seen = {"requester": sent, "switch": sent + delay // 2, "responder": arrive}[tap]
         fwd_ids = (fwd0 + np.arange(p0, p1, dtype=np.int64)) & 0xFFFF
-        struck = self.first[p0:p1] & (self.lost[index] | self.bad[index])
+        struck = self.first[p0:p1] & (self.lost[index] | self.bad[index] | self.marked[index])
         made: list[tuple] = []
         show = ~lost if tap == "responder" else np.ones(len(index), dtype=bool)
-        for c, template in enumerate(q.templates):
-            for corrupt in (False, True):
-                pick = show & (cls == c) & (bad == corrupt)
-                if not pick.any():
-                    continue
-                values = {"word": psn[pick] | ackreq[pick].astype(np.int64) << 31}
-                if "ipid" in template.fields:
-                    values.update(_ip_id_columns(template, fwd_ids[pick]))
-                if "va" in template.fields:
-                    values["va"] = 0x10000 + msg[pick] * q.stride
-                if "imm" in template.fields:
-                    values["imm"] = msg[pick]
-                count = int(pick.sum())
-                va = values["va"] if "va" in values else np.zeros(count, np.int64)
-                meta = np.column_stack((
-                    np.full(count, q.k), np.full(count, q.opcodes[c]), psn[pick],
-                    ackreq[pick], np.zeros(count, np.int64),
-                    np.full(count, q.dmalen if "va" in template.fields else 0),
-                    np.full(count, q.payloads[c]), va, np.zeros(count, np.int64),
-                    np.full(count, int(corrupt)),
-                    np.where(struck[pick], index[pick], -1))).astype(np.int64)
-                made.append((template.rows(values, 16, bad_icrc=corrupt),
-                             _tie(seen[pick], sent[pick], 0), seen[pick], meta))
+        # the switch and the responder see the marks (the requester sent them unmarked)
+        ce = self.marked_now[p0:p1] if tap != "requester" else np.zeros(len(index), bool)
+        for c, (corrupt, marked) in itertools.product(range(len(q.templates)),
+                                                      ((False, False), (True, False),
+                                                       (False, True))):
+            pick = show & (cls == c) & (bad == corrupt) & (ce == marked)
+            if not pick.any():
+                continue
+            template = self.ce_templates[c] if marked else q.templates[c]
+            assert template is not None
+            values = {"word": psn[pick] | ackreq[pick].astype(np.int64) << 31}
+            if "ipid" in template.fields:
+                values.update(_ip_id_columns(template, fwd_ids[pick]))
+            if "va" in template.fields:
+                values["va"] = 0x10000 + msg[pick] * q.stride
+            if "imm" in template.fields:
+                values["imm"] = msg[pick]
+            count = int(pick.sum())
+            va = values["va"] if "va" in values else np.zeros(count, np.int64)
+            meta = np.column_stack((
+                np.full(count, q.k), np.full(count, q.opcodes[c]), psn[pick],
+                ackreq[pick], np.zeros(count, np.int64),
+                np.full(count, q.dmalen if "va" in template.fields else 0),
+                np.full(count, q.payloads[c]), va, np.full(count, int(marked)),
+                np.full(count, int(corrupt)),
+                np.where(struck[pick], index[pick], -1))).astype(np.int64)
+            made.append((template.rows(values, 16, bad_icrc=corrupt),
+                         _tie(seen[pick], sent[pick], 0), seen[pick], meta))
         acks, triggers = self.acks[p0:p1], self.triggers[p0:p1]
-        rank = self.answer_rank[p0:p1]
+        rank, answer_sent = self.rev_rank[p0:p1], self.answer_sent[p0:p1]
         lost_answer = self.answer_lost[p0:p1]
         shown = ~lost_answer if tap == "requester" else np.ones(len(index), dtype=bool)
         for template, picked, syndrome, opcode, answer_wire in (
@@ -395,7 +437,7 @@ class RatePlan(_Plan):
             pick = picked & shown
             if template is None or not pick.any():
                 continue
-            x = arrive[pick]
+            x = answer_sent[pick]
             answer = self.answer_psn[p0:p1][pick]
             done = (answer + 1) // q.n if syndrome == ACK_SYNDROME else answer // q.n
             values = {"word": (q.start_psn + answer) & PSN_MASK, "msn": done & PSN_MASK}
@@ -408,9 +450,29 @@ class RatePlan(_Plan):
                 np.full(count, q.k), np.full(count, opcode), values["word"],
                 np.zeros(count, np.int64), np.full(count, syndrome),
                 *[np.zeros(count, np.int64)] * 5,
-                np.where(lost_answer[pick], q.packets + rank[pick], -1))).astype(np.int64)
+                np.where(lost_answer[pick], q.packets + self.answer_rank[p0:p1][pick],
+                         -1))).astype(np.int64)
             made.append((template.rows(values, 16), _tie(when, x, 1), when, meta))
+        cnps = (self.cnp_by >= p0) & (self.cnp_by < p1)
+        if cnps.any():
+            made.append(self._cnps(cnps, rev0))
         return made
+
+    def _cnps(self, pick: np.ndarray, rev0: int) -> tuple:
+        """The group of the CNPs ``pick`` selects."""
+        template, delay, q = self.cnp, self.delay, self.qps[0]
+        assert template is not None
+        x = self.cnp_sent[pick]
+        count = len(x)
+        values = {"word": np.zeros(count, np.int64)}
+        if "ipid" in template.fields:
+            values.update(_ip_id_columns(template, (rev0 + self.cnp_rank[pick]) & 0xFFFF))
+        when = {"requester": x + self.cnp_wire + delay, "switch": x + delay // 2,
+                "responder": x}[self.tap]
+        meta = np.zeros((count, 11), dtype=np.int64)
+        meta[:, 0], meta[:, 1], meta[:, 10] = q.k, CNP_OPCODE, -1
+        meta[:, 6] = self.cnp_payload
+        return template.rows(values, 16), _tie(when, x, 1), when, meta
 
 
 def _classes(q: _Qp, index: np.ndarray) -> np.ndarray:

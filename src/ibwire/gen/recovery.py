@@ -130,8 +130,12 @@ class RatePlan(_Plan):
         self.resent = {"nak": 0, "timeout": 0, "rnr": 0, "read": 0}
 
     def begin(self, start: int, first: int) -> None:
+        """Start at ``start`` (ns): the rounds :func:`rate_plan` played from 0, moved."""
+        done = self.done
         super().begin(start, first)
-        self.rounds()
+        self.done = done + start
+        for times in (self.sent, self.answer_sent, self.cnp_sent, self.runs[:, 2]):
+            times += start
 
     def rounds(self) -> bool:
         """Play the recovery rounds from :attr:`start`; False when the model would do what

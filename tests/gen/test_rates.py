@@ -12,7 +12,7 @@ import random
 import numpy as np
 import pytest
 
-from ibwire.gen import Fault, Generation, Link, QpSpec, Scenario
+from ibwire.gen import Fault, Generation, Link, QpSpec, Scenario, write_capture
 from ibwire.gen.recovery import RATE_KINDS, RatePlan, draws
 
 VERBS = ("send", "write", "read", "fetch_add", "cmp_swap")
@@ -164,3 +164,15 @@ def test_rate_faults_next_to_targeted_ones():
                          Fault("lose_ack", 0, 199)), seed=3, tap="switch")
     manifest = compare(s)
     assert {f["kind"] for f in manifest["faults"]} == {"drop", "rnr", "lose_ack"}
+
+
+@pytest.mark.parametrize("kinds", [("corrupt", "drop"), ("lose_ack",), ("ecn",)])
+def test_written_capture_is_the_models_file(tmp_path, kinds):
+    """Into a pcap (the batches laid out in the file's pages, frames scattered between the
+    faults' included), with the CM exchange around: the model's file, byte for byte."""
+    s = Scenario(qps=(QpSpec("write", 1024, iters=3000, timeout=8),), cm=True, seed=2,
+                 faults=tuple(Fault(k, rate=0.1) for k in kinds), tap="switch")
+    assert closed_form(s)
+    a, b = tmp_path / "fast.pcap", tmp_path / "model.pcap"
+    assert write_capture(str(a), s) == write_capture(str(b), s, fast=False)
+    assert a.read_bytes() == b.read_bytes()

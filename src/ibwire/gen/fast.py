@@ -44,6 +44,11 @@ FAST_VERBS = ("send", "send_imm", "send_inv", "write", "write_imm")
 #: Data packets generated per batch (then the frames each batch makes are written).
 BATCH = 1 << 13
 _BYTE_BITS = (np.arange(256)[:, None] >> np.arange(8)) & 1
+#: :func:`_scatter` copies a group of rows one by one (:func:`_gather`) when its
+#: destinations break into more runs of equal spacing than one per this many rows; it lays
+#: them out at most this many bytes at a time.
+SCATTERED = 32
+GATHER_BYTES = 1 << 20
 
 
 class _Template:
@@ -223,6 +228,15 @@ def plan(generation: Generation, *, resumed: bool = False) -> _Plan | None:
     return _Plan(generation, qps, ack_wire)
 
 
+def asks_ack(q: _Qp, index: np.ndarray) -> np.ndarray:
+    """Whether each of QP ``q``'s PSN indices ``index`` has AckReq set: a message's last
+    packet, and every ``ack_every``-th."""
+    a = index % q.n == q.n - 1
+    if q.ack_every is not None:
+        a |= (index + 1) % q.ack_every == 0
+    return a
+
+
 def _class(n: int, j: int) -> int:
     """Template index of the ``j``-th packet of an ``n``-packet message."""
     if n <= 3:
@@ -333,10 +347,7 @@ class _Plan:
 
     @staticmethod
     def _ackreq(q: _Qp, index: np.ndarray) -> np.ndarray:
-        a = index % q.n == q.n - 1
-        if q.ack_every is not None:
-            a |= (index + 1) % q.ack_every == 0
-        return a
+        return asks_ack(q, index)
 
     def _order(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(qp, index) of the data packets in sending order, a batch at a time."""
@@ -566,6 +577,9 @@ def _scatter(out: np.ndarray, dest: np.ndarray, rows: _Rows) -> None:
     n = len(dest)
     step = np.diff(dest)
     breaks = np.flatnonzero(step[1:] != step[:-1]) + 1
+    if len(breaks) * SCATTERED > n:
+        _gather(out, dest, rows)
+        return
     first = np.concatenate(([0], breaks))
     last = np.concatenate((breaks, [n - 1]))     # run k covers records first[k]..last[k]
     for a, b in zip(first.tolist(), last.tolist(), strict=True):
@@ -575,6 +589,25 @@ def _scatter(out: np.ndarray, dest: np.ndarray, rows: _Rows) -> None:
         view[:] = rows.template
         for at, raw in rows.patches:
             view[:, at:at + raw.shape[1]] = raw[a:b + 1]
+
+
+def _gather(out: np.ndarray, dest: np.ndarray, rows: _Rows) -> None:
+    """:func:`_scatter` for rows whose destinations are spaced unevenly (runs of a few: the
+    frames of a fault, or between them): the rows laid out side by side, a slice of rows
+    at a time (its size bounded), then each copied to its place."""
+    width = rows.width
+    step = max(1, GATHER_BYTES // width)
+    # row i of this view is out[i:i + width]: indexing it with the destinations copies each
+    # row whole
+    frames = np.lib.stride_tricks.as_strided(out, shape=(len(out) - width + 1, width),
+                                             strides=(1, 1), writeable=True)
+    for a in range(0, len(dest), step):
+        b = min(len(dest), a + step)
+        block = np.empty((b - a, width), dtype=np.uint8)
+        block[:] = rows.template
+        for at, raw in rows.patches:
+            block[:, at:at + raw.shape[1]] = raw[a:b]
+        frames[dest[a:b]] = block
 
 
 def _tie(when: np.ndarray, pushed: np.ndarray, direction: int) -> np.ndarray:

@@ -1,14 +1,16 @@
-"""Rate faults in closed form: the lossless conversation with go-back-N recovery rounds
-spliced in, in numpy batches.
+"""Rate faults in closed form: the lossless conversation with recovery rounds spliced in,
+in numpy batches.
 
-``--drop rate=R`` and ``--corrupt rate=R`` strike request packets the seed picks: the
-simulation of :mod:`ibwire.gen.run` draws one ``random.Random(seed).random()`` per rate kind
-(drop, then corrupt) for each request packet the first time it is sent, in sending order.
-On one reliable QP whose packets are all sent back to back (the fast plan's verbs, no
-window), the draws are those of the packets in PSN order, so the victims are known up front
-(the same Mersenne Twister stream, drawn by numpy), and what the transport model does with
-them (:mod:`ibwire.transport`: the requester's go-back-N, the responder's one NAK per gap)
-follows in rounds:
+``--drop``, ``--corrupt`` and ``--ecn-mark rate=R`` strike request packets the seed picks:
+the simulation of :mod:`ibwire.gen.run` draws one ``random.Random(seed).random()`` per rate
+kind (drop, corrupt, ecn) for each request packet the first time it is sent, in sending
+order; ``--lose-ack rate=R`` one for each answer, in the order the responder sends them. On
+one reliable QP whose packets are all sent back to back (the fast plan's verbs, no window),
+those are the packets in PSN order and the answers in the order their requests arrive, so
+the victims are known up front (the same Mersenne Twister stream, drawn by numpy), and what
+the transport model does with them (:mod:`ibwire.transport`: the requester's go-back-N and
+local ACK timer, the responder's one NAK per gap and its ACKs of duplicates) follows in
+rounds:
 
 - a round sends from PSN index ``a`` at time ``f``, back to back; the responder accepts up to
   the first victim ``v`` that is sent for the first time in it (resends are never struck),
@@ -16,19 +18,23 @@ follows in rounds:
   that arrives intact draws the NAK "PSN sequence error" naming ``v``;
 - the NAK reaches the requester one wire time and one delay later; the first packet the
   requester starts sending at or after that moment (or the moment itself, if it was idle)
-  is the resend of ``v``: the next round.
+  is the resend of ``v``: the next round;
+- with nothing after the victim to draw a NAK, or the last ACKs lost, the requester sends
+  again from its first PSN not acknowledged when its local ACK timer fires; the responder
+  ACKs what it already had (duplicates), and once such an ACK is back the requester goes on
+  after what it acknowledges;
+- a CE mark changes nothing but the responder's port: the CNPs it draws (:mod:`ibwire.gen.marks`).
 
 A round costs a few integer operations; the frames, the taps' times and the observers'
 rows of all rounds are then made in batches as the lossless plan makes them
-(:mod:`ibwire.gen.fast`). Where the model would do anything else (a local ACK timeout: the
-last packets struck with none after them to draw a NAK, or a timer shorter than a round),
+(:mod:`ibwire.gen.fast`). Where the model would do anything else (several QPs, a lost NAK,
+kinds mixed otherwise, the retries running out, a timer shorter than a round),
 :func:`rate_plan` says None and the conversation is simulated.
 """
 
 from __future__ import annotations
 
 import itertools
-import random
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +54,7 @@ from ibwire.gen.fast import (
     plan,
 )
 from ibwire.gen.marks import cnp_decisions, responder_port
+from ibwire.gen.rounds import Rounds, draws
 from ibwire.transport import PSN_MASK, cnp_packet
 from ibwire.transport.cnp import CNP_OPCODE
 from ibwire.transport.segment import ACK_SYNDROME
@@ -60,16 +67,6 @@ if TYPE_CHECKING:
 #: alone, or ecn alone. The request packets' kinds are drawn in :data:`REQUEST_KINDS` order.
 RATE_KINDS = ("drop", "corrupt", "lose_ack", "ecn")
 REQUEST_KINDS = ("drop", "corrupt", "ecn")
-
-
-def draws(seed: int, count: int) -> np.ndarray:
-    """The first ``count`` values ``random.Random(seed).random()`` returns, drawn by numpy
-    from the same Mersenne Twister state (both make a double of two 32-bit outputs the
-    same way)."""
-    state = random.Random(seed).getstate()[1]
-    stream = np.random.RandomState()
-    stream.set_state(("MT19937", np.array(state[:624], dtype=np.uint32), state[624]))
-    return stream.random_sample(count)
 
 
 def rate_plan(generation: Generation) -> RatePlan | None:
@@ -88,7 +85,7 @@ def rate_plan(generation: Generation) -> RatePlan | None:
     return out if out.rounds() else None
 
 
-class RatePlan(_Plan):
+class RatePlan(_Plan, Rounds):
     """A :class:`ibwire.gen.fast._Plan` whose conversation has recovery rounds."""
 
     def __init__(self, generation: Generation, qps: list[_Qp], ack_wire: int,
@@ -149,104 +146,6 @@ class RatePlan(_Plan):
             return False
         self.runs = np.array(runs, dtype=np.int64)
         return self._sends() and self._timer_holds()
-
-    def _victims(self) -> list[tuple[int, ...]] | None:
-        """The rounds of lost and corrupted requests (module docstring)."""
-        q = self.qps[0]
-        n, edges, delay = q.packets, self.edges, self.delay
-        failing = self.lost | self.bad
-        struck = np.flatnonzero(failing)
-        # the first packet at or after j that arrives intact (n: none)
-        intact = np.where(failing, n, np.arange(n, dtype=np.int64))
-        intact = np.concatenate((np.minimum.accumulate(intact[::-1])[::-1], [n, n]))
-        # each round: (first index, end, first send time, first victim, NAK trigger (-1:
-        # none), end of the duplicates, 1: resent on the local ACK timer, 2: its sequel)
-        runs: list[tuple[int, int, int, int, int, int, int]] = []
-        a, f, high = 0, self.start, 0
-        restart = self.start    # when the local ACK timer last started
-        while True:
-            at = int(np.searchsorted(struck, high))
-            v = int(struck[at]) if at < len(struck) else n
-            if v >= n:
-                runs.append((a, n, f, n, -1, a, 0))
-                break
-            trigger = int(intact[v + 1])
-            if trigger >= n:
-                # nothing after the victim draws a NAK: the requester sends to the end,
-                # then its local ACK timer (started by the last ACK) sends again from the
-                # first PSN not acknowledged; what the responder had is duplicates, ACKed
-                runs.append((a, n, f, v, -1, a, 0))
-                if self.timeout is None:
-                    return None
-                last = self._last_ackreq(a, v)
-                if last >= 0:
-                    restart = max(restart, f + int(edges[last + 1] - edges[a]) + delay
-                                  + self.ack_wire + delay)
-                una = last + 1 if last >= 0 else a
-                due = restart + self.timeout
-                if una < v:
-                    # the first duplicate's ACK acknowledges up to the victim: the requester
-                    # goes on from there with the next packet it sends after that ACK
-                    back = due + int(self.wire[una]) + delay + self.ack_wire + delay
-                    jump = max(una + 1, int(np.searchsorted(edges, back - due + int(edges[una]))))
-                    if jump < v:
-                        runs.append((una, jump, due, n, -1, v, 1))
-                        runs.append((v, n, due + int(edges[jump] - edges[una]), n, -1, v, 2))
-                        break
-                runs.append((una, n, due, n, -1, v, 1))
-                break
-            t_nak = (f + int(edges[trigger + 1] - edges[a]) + delay + self.nak_wire + delay)
-            j = min(int(np.searchsorted(edges, t_nak - f + int(edges[a]))), n)
-            runs.append((a, j, f, v, trigger, a, 0))
-            high = max(high, j)
-            a, f, restart = v, max(f + int(edges[j] - edges[a]), t_nak), t_nak
-        return runs
-
-    def _lost_answers(self) -> list[tuple[int, ...]] | None:
-        """The rounds of lost ACKs: one round sends everything, a later ACK covering a lost
-        one; when the last ones are lost, the local ACK timer sends again from the first
-        PSN not acknowledged, each resend a duplicate the responder ACKs (each such ACK
-        drawn for loss too), until one of those ACKs comes back (the requester has nothing
-        left to send then) or the retries run out (then it is simulated)."""
-        q, spec = self.qps[0], self.generation.scenario.qps[0]
-        n, edges, delay = q.packets, self.edges, self.delay
-        rate = self.rates["lose_ack"]
-        asks = np.flatnonzero(self._ackreq(q, np.arange(n, dtype=np.int64)))
-        self.answer_draws = draws(self.generation.scenario.seed, len(asks) + n)
-        kept = asks[self.answer_draws[:len(asks)] >= rate]
-        runs: list[tuple[int, ...]] = [(0, n, self.start, n, -1, 0, 0)]
-        if len(kept) and kept[-1] == n - 1:
-            return runs
-        if self.timeout is None:
-            return None
-        una, restart = 0, self.start
-        if len(kept):
-            una = int(kept[-1]) + 1
-            restart = self.start + int(edges[una]) + delay + self.ack_wire + delay
-        rank = len(asks)
-        for _ in range(spec.retry_cnt):
-            due = restart + self.timeout
-            left = n - una
-            if int(edges[n] - edges[una]) >= self.timeout:
-                return None     # the timer would fire again amid the resends
-            if rank + left > len(self.answer_draws):
-                self.answer_draws = draws(self.generation.scenario.seed, 2 * (rank + left))
-            back = np.flatnonzero(self.answer_draws[rank:rank + left] >= rate)
-            if not len(back):       # every duplicate's ACK lost: the timer again
-                runs.append((una, n, due, n, -1, n, 1))
-                rank, restart = rank + left, due
-                continue
-            p = una + int(back[0])
-            came = due + int(edges[p + 1] - edges[una]) + delay + self.ack_wire + delay
-            end = min(n, int(np.searchsorted(edges, came - due + int(edges[una]))))
-            runs.append((una, end, due, n, -1, n, 1))
-            return runs
-        return None     # retry_cnt timeouts in a row: the model fails the QP
-
-    def _last_ackreq(self, a: int, v: int) -> int:
-        """The last PSN index in ``a .. v - 1`` that asks for an ACK, or -1."""
-        asks = np.flatnonzero(self._ackreq(self.qps[0], np.arange(a, v, dtype=np.int64)))
-        return a + int(asks[-1]) if len(asks) else -1
 
     def _sends(self) -> bool:
         """The send sequence of all rounds and each packet's fate, as columns."""
@@ -334,7 +233,6 @@ class RatePlan(_Plan):
     def batches(self) -> Iterator[Batch]:
         """The records in capture order, a batch per :data:`BATCH` packets sent."""
         q = self.qps[0]
-        s = self.generation.scenario
         delay, tap = self.delay, self.tap
         ids = self.generation.ip_ids
         fwd0, rev0 = ids["fwd"], ids["rev"]
@@ -356,7 +254,6 @@ class RatePlan(_Plan):
             key = q.packets + int(self.answer_rank[at])
             entries[key] = [{"kind": "lose_ack", "qp": 0, "psn": psn, "record": None}]
             self.faults += entries[key]
-        del s
         pending: list[tuple] = []
         for p0 in range(0, total, BATCH):
             p1 = min(total, p0 + BATCH)

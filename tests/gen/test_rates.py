@@ -166,6 +166,17 @@ def test_rate_faults_next_to_targeted_ones():
     assert {f["kind"] for f in manifest["faults"]} == {"drop", "rnr", "lose_ack"}
 
 
+@pytest.mark.parametrize("kind", ["drop", "corrupt", "lose_ack", "ecn"])
+@pytest.mark.parametrize("transport", ["RC", "XRC"])
+def test_closed_form_across_the_psn_wrap_with_vlans(kind, transport):
+    s = Scenario(qps=(QpSpec("write_imm", 2000, iters=80, start_psn=0xFFFFC0, ack_every=3,
+                             transport=transport, timeout=8),),
+                 faults=(Fault(kind, rate=0.2),), seed=9, vlans=((5, 1), (300, 0)),
+                 tap="switch")
+    assert closed_form(s)
+    compare(s)
+
+
 @pytest.mark.parametrize("kinds", [("corrupt", "drop"), ("lose_ack",), ("ecn",)])
 def test_written_capture_is_the_models_file(tmp_path, kinds):
     """Into a pcap (the batches laid out in the file's pages, frames scattered between the

@@ -114,8 +114,8 @@ class RatePlan(_Plan, Rounds):
                          else 0)
         self.cnp_payload = cnp_packet(q.requester_qpn).payload_len
         cls = _classes(q, np.arange(q.packets, dtype=np.int64))
-        self.wire = np.array(q.wire, dtype=np.int64)[cls]
-        self.cls = cls
+        self.wire = np.array(q.wire, dtype=np.int32)[cls]
+        self.cls = cls.astype(np.int8)
         self.edges = np.concatenate(([0], np.cumsum(self.wire)))   # W[j]: wire before j
         nak = generation_segmenter(s, 0).nak(q.start_psn, 0)._replace(dest_qp=q.requester_qpn)
         self.nak = _template(generation.framer, nak, s.udp_sport(0), "rev")
@@ -169,9 +169,9 @@ class RatePlan(_Plan, Rounds):
         self.bad_now = first & self.bad[index]
         duplicate = index < dup_end[run]
         self.duplicates = int(duplicate.sum())
-        self.accepted = (index < v[run]) & ~duplicate
+        accepted = (index < v[run]) & ~duplicate
         self.triggers = index == trigger[run]
-        self.acks = self.accepted & self._ackreq(q, index) | duplicate
+        self.acks = accepted & self._ackreq(q, index) | duplicate
         answered = self.acks | self.triggers
         self.answer_rank = np.cumsum(answered) - 1        # each answer's place on its port
         # an ACK names its packet, a NAK the victim, a duplicate's ACK the latest accepted
@@ -181,10 +181,12 @@ class RatePlan(_Plan, Rounds):
         if "lose_ack" in self.rates:
             self.answer_lost[answered] = (self.answer_draws[self.answer_rank[answered]]
                                           < self.rates["lose_ack"])
+            self.answer_draws = np.zeros(0)
         arrive = self.sent + self.wire[index] + self.delay
-        self.answer_wire = np.where(self.triggers, self.nak_wire, self.ack_wire)
+        self.answer_wire = np.where(self.triggers, self.nak_wire, self.ack_wire).astype(
+            np.int32)
         self.answer_sent = arrive.copy()        # answers leave as their request arrives
-        self.rev_rank = self.answer_rank.copy()
+        self.rev_rank = self.answer_rank
         self.cnp_sent = self.cnp_by = np.zeros(0, dtype=np.int64)
         self.marked_now = first & self.marked[index]
         if self.cnp is not None and self.marked_now.any():
@@ -198,6 +200,7 @@ class RatePlan(_Plan, Rounds):
             self.answer_sent[answered], self.cnp_sent = port
             self.cnp_by = by
             # each host's IPv4 IDs count up in the order it sends: answers and CNPs merged
+            self.rev_rank = self.answer_rank.copy()
             self.rev_rank[answered] += np.searchsorted(self.cnp_sent,
                                                        self.answer_sent[answered])
             self.cnp_rank = np.arange(len(by)) + np.searchsorted(self.answer_sent[answered],

@@ -31,7 +31,6 @@ def draws(seed: int, count: int) -> np.ndarray:
     return stream.random_sample(count)
 
 
-
 class Rounds:
     """The rounds of :class:`ibwire.gen.recovery.RatePlan`, from the attributes it sets."""
 
@@ -50,7 +49,7 @@ class Rounds:
     answer_draws: np.ndarray
 
     def _victims(self) -> list[tuple[int, ...]] | None:
-        """The rounds of lost and corrupted requests (module docstring)."""
+        """The rounds of lost and corrupted requests (:mod:`ibwire.gen.recovery` says how)."""
         q = self.qps[0]
         n, edges, delay = q.packets, self.edges, self.delay
         failing = self.lost | self.bad

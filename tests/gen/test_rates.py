@@ -123,6 +123,19 @@ def test_ce_marks_draw_cnps_ahead_of_the_acks(encapsulation, size, interval, tap
     compare(s)
 
 
+@pytest.mark.parametrize("tap", ["requester", "responder", "switch"])
+@pytest.mark.parametrize("seed", [1, 4, 6])
+def test_lost_corrupted_and_marked_requests_together(seed, tap):
+    """drop, corrupt and ecn drawn for each request packet in that order; a marked packet
+    lost or corrupted draws no CNP; a NAK a CNP holds back is left to the simulation."""
+    s = Scenario(qps=(QpSpec("write", 1024, iters=300, timeout=8),), seed=seed, tap=tap,
+                 faults=(Fault("drop", rate=0.05), Fault("corrupt", rate=0.05),
+                         Fault("ecn", rate=0.2)))
+    manifest = compare(s)
+    assert {f["kind"] for f in manifest["faults"]} == {"drop", "corrupt", "ecn"}
+    assert closed_form(s) == (seed != 1)
+
+
 def test_lost_acks_with_lost_requests_are_simulated():
     """A lost NAK (lose_ack beside drop or corrupt) is not played in closed form."""
     s = Scenario(qps=(QpSpec("write", 1024, iters=100, timeout=8),),

@@ -63,8 +63,8 @@ from ibwire.transport.timers import local_ack_timeout_ns
 if TYPE_CHECKING:
     from ibwire.gen.run import Generation
 
-#: The rate fault kinds this plan takes: drop and corrupt (together or alone), or lose_ack
-#: alone, or ecn alone. The request packets' kinds are drawn in :data:`REQUEST_KINDS` order.
+#: The rate fault kinds this plan takes: the request packets' (drop, corrupt, ecn, together
+#: or alone, drawn in :data:`REQUEST_KINDS` order), or the answers' (lose_ack) alone.
 RATE_KINDS = ("drop", "corrupt", "lose_ack", "ecn")
 REQUEST_KINDS = ("drop", "corrupt", "ecn")
 
@@ -75,7 +75,7 @@ def rate_plan(generation: Generation) -> RatePlan | None:
     s = generation.scenario
     kinds = {f.kind for f in s.faults}
     if len(s.qps) != 1 or not s.faults or any(f.rate is None for f in s.faults) or not (
-            kinds <= {"drop", "corrupt"} or kinds in ({"lose_ack"}, {"ecn"})):
+            kinds <= set(REQUEST_KINDS) or kinds == {"lose_ack"}):
         return None
     base = plan(generation, resumed=True)
     if base is None or not base.qps[0].reliable:
@@ -189,9 +189,10 @@ class RatePlan(_Plan, Rounds):
         self.rev_rank = self.answer_rank
         self.cnp_sent = self.cnp_by = np.zeros(0, dtype=np.int64)
         self.marked_now = first & self.marked[index]
-        if self.cnp is not None and self.marked_now.any():
+        notified = self.marked_now & ~self.lost_now & ~self.bad_now   # CE and ICRC good
+        if self.cnp is not None and notified.any():
             interval = round(self.generation.scenario.cnp_interval_us * 1000)
-            by = np.flatnonzero(self.marked_now)
+            by = np.flatnonzero(notified)
             by = by[cnp_decisions(arrive[by], interval)]
             port = responder_port(arrive[answered], self.answer_wire[answered], arrive[by],
                                   interval, self.cnp_wire)
@@ -199,6 +200,8 @@ class RatePlan(_Plan, Rounds):
                 return False
             self.answer_sent[answered], self.cnp_sent = port
             self.cnp_by = by
+            if (self.answer_sent[self.triggers] != arrive[self.triggers]).any():
+                return False    # a CNP held a NAK back: the rounds' times are off
             # each host's IPv4 IDs count up in the order it sends: answers and CNPs merged
             self.rev_rank = self.answer_rank.copy()
             self.rev_rank[answered] += np.searchsorted(self.cnp_sent,
@@ -305,9 +308,8 @@ class RatePlan(_Plan, Rounds):
         show = ~lost if tap == "responder" else np.ones(len(index), dtype=bool)
         # the switch and the responder see the marks (the requester sent them unmarked)
         ce = self.marked_now[p0:p1] if tap != "requester" else np.zeros(len(index), bool)
-        for c, (corrupt, marked) in itertools.product(range(len(q.templates)),
-                                                      ((False, False), (True, False),
-                                                       (False, True))):
+        for c, corrupt, marked in itertools.product(range(len(q.templates)), (False, True),
+                                                    (False, True)):
             pick = show & (cls == c) & (bad == corrupt) & (ce == marked)
             if not pick.any():
                 continue

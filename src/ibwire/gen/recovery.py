@@ -27,9 +27,10 @@ rounds:
 
 A round costs a few integer operations; the frames, the taps' times and the observers'
 rows of all rounds are then made in batches as the lossless plan makes them
-(:mod:`ibwire.gen.fast`). Where the model would do anything else (several QPs, a lost NAK,
-kinds mixed otherwise, the retries running out, a timer shorter than a round),
-:func:`rate_plan` says None and the conversation is simulated.
+(:mod:`ibwire.gen.fast`). Where the model would do anything else (several QPs, lost answers
+beside other kinds, the retries running out, a timer shorter than a round, a CNP holding a
+NAK back), :func:`rate_plan` or :meth:`RatePlan.rounds` says so and the conversation is
+simulated.
 """
 
 from __future__ import annotations

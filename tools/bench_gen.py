@@ -11,12 +11,12 @@
   peak RSS   of a fresh interpreter generating N and 10 x N packets (``ru_maxrss``): flat in
              the number of packets
   faults     the same conversation (``--faulted`` packets) with one kind of fault each, side by
-             side with the lossless one: one targeted drop (``--drop psn=5``), ``--drop
-             rate=0.01``, ``--corrupt rate=0.01``, ``--lose-ack rate=0.01``, one RNR NAK
-             (``--rnr psn=100``), ``--ecn-mark rate=0.01``; frames/s and how many times slower
-             per frame than lossless (the target: at most 2x), by wall clock and by CPU time
-             (steadier on a shared machine)
-
+             side with the lossless one: one targeted drop (``--drop psn=5``), one RNR NAK
+             (``--rnr psn=100``), and each fault kind that takes a rate (``--drop``,
+             ``--corrupt``, ``--lose-ack``, ``--ecn-mark``; ``--ecn-mark-resp`` on READs, beside
+             the lossless READs) at 1 % and 10 %; frames/s and how many times slower per
+             frame than the lossless conversation of the same verb (the target: at most 2x),
+             by wall clock and by CPU time (steadier on a shared machine)
 Usage: PYTHONPATH=src python tools/bench_gen.py [-n 1000000] [--scapy 5000] [--rss 1000000,10000000]
        [--faulted 100000] [--only-faults]
 Captures go to a temporary directory (``--dir``) and are removed.
@@ -32,23 +32,28 @@ import sys
 import tempfile
 import time
 
-#: The fault cases: name -> the faults (kind, Fault keyword arguments), as ``ibwire gen`` flags.
-FAULTS = {
-    "lossless": (),
-    "drop psn=5": (("drop", {"qp": 0, "psn": 5}),),
-    "drop rate=0.01": (("drop", {"rate": 0.01}),),
-    "corrupt rate=0.01": (("corrupt", {"rate": 0.01}),),
-    "lose-ack rate=0.01": (("lose_ack", {"rate": 0.01}),),
-    "rnr psn=100": (("rnr", {"qp": 0, "psn": 100}),),
-    "ecn-mark rate=0.01": (("ecn", {"rate": 0.01}),),
+#: The fault cases: name -> (verb, the faults as (kind, Fault keyword arguments)), as
+#: ``ibwire gen`` flags; each is compared with the lossless case of its verb.
+FAULTS: dict[str, tuple[str, tuple]] = {
+    "lossless": ("write", ()),
+    "drop psn=5": ("write", (("drop", {"qp": 0, "psn": 5}),)),
+    "rnr psn=100": ("write", (("rnr", {"qp": 0, "psn": 100}),)),
+    **{f"{flag} rate={rate}": ("write", ((kind, {"rate": rate}),))
+       for flag, kind in (("drop", "drop"), ("corrupt", "corrupt"), ("lose-ack", "lose_ack"),
+                          ("ecn-mark", "ecn"))
+       for rate in (0.01, 0.1)},
+    "read lossless": ("read", ()),
+    **{f"read ecn-mark-resp rate={rate}": ("read", (("ecn_resp", {"rate": rate}),))
+       for rate in (0.01, 0.1)},
 }
 
 
 def scenario(packets: int, faults: str = "lossless"):  # an ibwire.gen.Scenario (imported late)
     from ibwire.gen import Fault, QpSpec, Scenario
 
-    return Scenario(qps=(QpSpec("write", 1024, iters=packets, mtu=1024),), cm=True,
-                    faults=tuple(Fault(kind, **kw) for kind, kw in FAULTS[faults]), seed=1)
+    verb, kinds = FAULTS[faults]
+    return Scenario(qps=(QpSpec(verb, 1024, iters=packets, mtu=1024),), cm=True,
+                    faults=tuple(Fault(kind, **kw) for kind, kw in kinds), seed=1)
 
 
 def run_ibwire(packets: int, path: str, faults: str = "lossless") -> dict[str, float]:
@@ -181,17 +186,18 @@ def main() -> None:
 
 def faults(args: argparse.Namespace, directory: str) -> None:
     """The fault cases side by side: frames/s and the cost per frame against lossless."""
-    print(f"\nibwire gen with faults: {args.faulted:,} RC WRITEs of 1 KiB each case, to a pcap "
-          f"on disk (fastest of {args.repeat})")
-    print(f"{'case':20} {'frames':>9} {'wall s':>8} {'frames/s':>11} {'us/frame':>9} "
+    print(f"\nibwire gen with faults: {args.faulted:,} RC WRITEs (READs) of 1 KiB each case, to "
+          f"a pcap on disk (fastest of {args.repeat}); x lossless: per frame, against the "
+          f"lossless case of the same verb")
+    print(f"{'case':30} {'frames':>9} {'wall s':>8} {'frames/s':>11} {'us/frame':>9} "
           f"{'x lossless':>10} {'CPU s':>7} {'CPU us/frame':>12} {'x lossless':>10}")
-    base = base_cpu = None
-    for name in FAULTS:
+    base: dict[str, tuple[float, float]] = {}
+    for name, (verb, _) in FAULTS.items():
         r = measure(name, args.faulted, directory, args.repeat)
         fps, cpu_us = r["frames"] / r["seconds"], 1e6 * r["cpu"] / r["frames"]
-        base, base_cpu = base or fps, base_cpu or cpu_us
-        print(f"{name:20} {r['frames']:>9,} {r['seconds']:>8.2f} {fps:>11,.0f} "
-              f"{1e6 / fps:>9.2f} {base / fps:>10.1f} {r['cpu']:>7.2f} {cpu_us:>12.2f} "
+        base_fps, base_cpu = base.setdefault(verb, (fps, cpu_us))
+        print(f"{name:30} {r['frames']:>9,} {r['seconds']:>8.2f} {fps:>11,.0f} "
+              f"{1e6 / fps:>9.2f} {base_fps / fps:>10.1f} {r['cpu']:>7.2f} {cpu_us:>12.2f} "
               f"{cpu_us / base_cpu:>10.1f}")
 
 

@@ -44,6 +44,11 @@ FAST_VERBS = ("send", "send_imm", "send_inv", "write", "write_imm")
 #: Data packets generated per batch (then the frames each batch makes are written).
 BATCH = 1 << 13
 _BYTE_BITS = (np.arange(256)[:, None] >> np.arange(8)) & 1
+#: :func:`_scatter` copies a group of rows one by one (:func:`_gather`) when its
+#: destinations break into more runs of equal spacing than one per this many rows; it lays
+#: them out at most this many bytes at a time.
+SCATTERED = 32
+GATHER_BYTES = 1 << 20
 
 
 class _Template:
@@ -90,10 +95,13 @@ class _Template:
             table ^= np.where(_BYTE_BITS[:, bit] == 1, basis[bit], 0).astype(np.uint32)
         return table
 
-    def rows(self, values: dict[str, np.ndarray], header: int) -> _Rows:
+    def rows(self, values: dict[str, np.ndarray], header: int, *, bad_icrc: bool = False
+             ) -> _Rows:
         """``len(values)`` rows: ``header`` spare bytes, then the frame patched with ``values``
         (big-endian integers per field) and its CRCs recomputed; kept as the template and
-        the patched columns until :func:`_scatter` writes them out."""
+        the patched columns until :func:`_scatter` writes them out. ``bad_icrc``: every bit
+        of the ICRC inverted, as :meth:`ibwire.gen.frames.Framer.build` corrupts one (the
+        VCRC, which covers it, then changes by a constant)."""
         n = len(next(iter(values.values())))
         patches: list[tuple[int, np.ndarray]] = []
         icrc = np.full(n, self.icrc, dtype=np.uint32)
@@ -108,6 +116,8 @@ class _Template:
                 if self.vcrc_at >= 0:
                     vcrc ^= self.vcrc_tables[at + i][delta[:, i]]
             patches.append((header + at, raw))
+        if bad_icrc:
+            icrc ^= np.uint32(0xFFFFFFFF)
         crc_bytes = icrc.astype(f"{self.icrc_order}u4").view(np.uint8).reshape(n, 4)
         if self.vcrc_at >= 0:
             old = self.frame[self.icrc_at:self.icrc_at + 4]
@@ -178,8 +188,7 @@ def plan(generation: Generation, *, resumed: bool = False) -> _Plan | None:
         segmenter = generation_segmenter(s, k)
         templates, wire, ops, payloads = [], [], [], []
         dmalen = 0
-        for j in (0, n // 2, n - 1) if n > 2 else range(n):
-            packet = segmenter.request(wr, j, s.start_psn(k), j)
+        for packet in class_packets(s, k):
             template = _template(framer, packet, udp)
             if template is None:
                 return None
@@ -219,6 +228,15 @@ def plan(generation: Generation, *, resumed: bool = False) -> _Plan | None:
     return _Plan(generation, qps, ack_wire)
 
 
+def asks_ack(q: _Qp, index: np.ndarray) -> np.ndarray:
+    """Whether each of QP ``q``'s PSN indices ``index`` has AckReq set: a message's last
+    packet, and every ``ack_every``-th."""
+    a = index % q.n == q.n - 1
+    if q.ack_every is not None:
+        a |= (index + 1) % q.ack_every == 0
+    return a
+
+
 def _class(n: int, j: int) -> int:
     """Template index of the ``j``-th packet of an ``n``-packet message."""
     if n <= 3:
@@ -233,11 +251,21 @@ def generation_segmenter(s: Any, k: int) -> Any:
     return Segmenter(c.transport, c.pmtu, c.dest_qp, c.src_qp, c.q_key, c.ack_every, c.xrc_srq)
 
 
-def _template(framer: Any, packet: Packet, udp: int, direction: str = "fwd"
-              ) -> _Template | None:
-    """The template of ``packet`` with the offsets of its changing fields
-    (:meth:`ibwire.gen.frames.Framer.patch_points`), or None."""
-    found = framer.patch_points(packet, direction, udp)
+def class_packets(s: Any, k: int) -> list[Packet]:
+    """The request packets QP ``k``'s templates are made of, by class index (:func:`_class`):
+    the first, a middle and the last of its first message."""
+    wr = next(s.work(k))
+    n = s.psns_per_message(k)
+    segmenter = generation_segmenter(s, k)
+    return [segmenter.request(wr, j, s.start_psn(k), j)
+            for j in ((0, n // 2, n - 1) if n > 2 else range(n))]
+
+
+def _template(framer: Any, packet: Packet, udp: int, direction: str = "fwd", *,
+              ce: bool = False, dscp: int | None = None) -> _Template | None:
+    """The template of ``packet`` (CE-marked: ``ce``; with DSCP ``dscp``) with the offsets
+    of its changing fields (:meth:`ibwire.gen.frames.Framer.patch_points`), or None."""
+    found = framer.patch_points(packet, direction, udp, ce=ce, dscp=dscp)
     return None if found is None else _Template(found[0], framer.link, found[1])
 
 
@@ -274,9 +302,13 @@ class _Plan:
         self.observed = observed
         self.drained = drained
 
-    def manifest(self, records: int) -> dict[str, Any]:
+    def manifest(self, records: int, faults: list[dict[str, Any]] | None = None,
+                 resent: dict[str, int] | None = None, duplicates: int = 0
+                 ) -> dict[str, Any]:
         """The manifest, as :meth:`ibwire.gen.Generation._finish` writes it, once every batch
-        of :meth:`chunks` was read."""
+        of :meth:`chunks` was read; ``faults`` the fault entries (records filled in),
+        ``resent`` the requester's resends by cause and ``duplicates`` the duplicate
+        SEND/WRITE packets its responder ACKed (one QP's; none when None)."""
         s = self.generation.scenario
         src, dst = self.generation.framer.address("fwd")
         out = []
@@ -288,11 +320,14 @@ class _Plan:
                 "transport": spec.transport, "verb": spec.verb, "mtu": spec.mtu,
                 "start_psn": q.start_psn, "message_bytes": spec.size, "posted": spec.iters,
                 "completed": spec.iters, "error": None, "cm_packets": 0,
-                "model": {"resent_packets": {"nak": 0, "timeout": 0, "rnr": 0, "read": 0},
-                          "duplicate_requests": 0, "duplicate_acks": 0},
+                "model": {"resent_packets": dict(resent or {"nak": 0, "timeout": 0, "rnr": 0,
+                                                            "read": 0}),
+                          "duplicate_requests": duplicates, "duplicate_acks": duplicates},
                 **observed.result()})
         return {"version": 1, "seed": s.seed, "encapsulation": s.encapsulation, "tap": s.tap,
-                "linktype": self.generation.linktype, "records": records, "faults": [],
+                "linktype": self.generation.linktype, "records": records,
+                "faults": sorted(faults or [], key=lambda f: (f["record"] is None,
+                                                              f["record"] or 0)),
                 "qps": out}
 
     def _observe(self, when: np.ndarray, meta: np.ndarray) -> None:
@@ -312,10 +347,7 @@ class _Plan:
 
     @staticmethod
     def _ackreq(q: _Qp, index: np.ndarray) -> np.ndarray:
-        a = index % q.n == q.n - 1
-        if q.ack_every is not None:
-            a |= (index + 1) % q.ack_every == 0
-        return a
+        return asks_ack(q, index)
 
     def _order(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(qp, index) of the data packets in sending order, a batch at a time."""
@@ -545,6 +577,9 @@ def _scatter(out: np.ndarray, dest: np.ndarray, rows: _Rows) -> None:
     n = len(dest)
     step = np.diff(dest)
     breaks = np.flatnonzero(step[1:] != step[:-1]) + 1
+    if len(breaks) * SCATTERED > n:
+        _gather(out, dest, rows)
+        return
     first = np.concatenate(([0], breaks))
     last = np.concatenate((breaks, [n - 1]))     # run k covers records first[k]..last[k]
     for a, b in zip(first.tolist(), last.tolist(), strict=True):
@@ -554,6 +589,25 @@ def _scatter(out: np.ndarray, dest: np.ndarray, rows: _Rows) -> None:
         view[:] = rows.template
         for at, raw in rows.patches:
             view[:, at:at + raw.shape[1]] = raw[a:b + 1]
+
+
+def _gather(out: np.ndarray, dest: np.ndarray, rows: _Rows) -> None:
+    """:func:`_scatter` for rows whose destinations are spaced unevenly (runs of a few: the
+    frames of a fault, or between them): the rows laid out side by side, a slice of rows
+    at a time (its size bounded), then each copied to its place."""
+    width = rows.width
+    step = max(1, GATHER_BYTES // width)
+    # row i of this view is out[i:i + width]: indexing it with the destinations copies each
+    # row whole
+    frames = np.lib.stride_tricks.as_strided(out, shape=(len(out) - width + 1, width),
+                                             strides=(1, 1), writeable=True)
+    for a in range(0, len(dest), step):
+        b = min(len(dest), a + step)
+        block = np.empty((b - a, width), dtype=np.uint8)
+        block[:] = rows.template
+        for at, raw in rows.patches:
+            block[:, at:at + raw.shape[1]] = raw[a:b]
+        frames[dest[a:b]] = block
 
 
 def _tie(when: np.ndarray, pushed: np.ndarray, direction: int) -> np.ndarray:

@@ -119,13 +119,15 @@ class Generation:
         return ip_id
 
     def plan(self) -> Any:
-        """The fast path's plan (:mod:`ibwire.gen.fast`) when ``fast`` and the scenario is
-        lossless, else None (then it is simulated)."""
+        """The fast path's plan when ``fast`` and the scenario is lossless
+        (:mod:`ibwire.gen.fast`) or has only the rate faults :mod:`ibwire.gen.recovery`
+        computes, else None (then it is simulated)."""
         if not self.fast:
             return None
         from ibwire.gen.fast import plan
+        from ibwire.gen.recovery import rate_plan
 
-        return plan(self)
+        return plan(self) or rate_plan(self)
 
     def __iter__(self) -> Iterator[tuple[int, bytes]]:
         for piece in self.pieces():

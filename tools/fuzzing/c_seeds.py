@@ -110,6 +110,10 @@ def main() -> None:
         ether = [f for f in batch if f[1] == "ethernet"]
         if ether:
             write(out / "relay", relay_seed(ether))
+    for path in sorted(REPO.glob("captures/*.pcap")):  # a capture file, cut while read
+        image = path.read_bytes()
+        write(out / "filemap", struct.pack("<BHHH", 0x0D, 8192, len(image) // 2, 300) + image)
+        write(out / "filemap", struct.pack("<BHHH", 0x05, 100, 0, 0) + image)
     print(f"{len(frames)} frames -> seeds in {out}")
 
 

@@ -53,11 +53,11 @@ static inline const uint8_t *take_bytes(fuzz_in *in, size_t n, size_t *got)
     return p;
 }
 
-/* An exact-size heap copy (malloc(0) is avoided: one byte is kept, never handed out). */
+/* An exact-size heap copy; of nothing, malloc(0): ASan reports any read of it. */
 static inline uint8_t *exact_copy(const uint8_t *p, size_t n)
 {
-    uint8_t *q = malloc(n ? n : 1);
-    if (q == NULL)
+    uint8_t *q = malloc(n);
+    if (q == NULL && n)
         abort();
     if (n)
         memcpy(q, p, n);
@@ -66,8 +66,8 @@ static inline uint8_t *exact_copy(const uint8_t *p, size_t n)
 
 static inline void *exact_alloc(size_t n)
 {
-    void *q = calloc(n ? n : 1, 1);
-    if (q == NULL)
+    void *q = calloc(n, 1);
+    if (q == NULL && n)
         abort();
     return q;
 }

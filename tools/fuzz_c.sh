@@ -95,9 +95,9 @@ for name in "${NAMES[@]}"; do
     started=$(date +%s.%N)
     case "$name" in
         cy-*)
-            FUZZ_KEEP="${FUZZ_KEEP:-$DIR/cython-build}" "$REPO/tools/fuzz_native.sh" \
-                --module tools.fuzzing.cython_targets "${name#cy-}" "${options[@]}" \
-                >"$log" 2>&1
+            ASAN_OPTIONS="detect_leaks=0:allocator_may_return_null=1:quarantine_size_mb=64" \
+            FUZZ_KEEP="${FUZZ_KEEP:-$DIR/cython-build}" FUZZ_SCRIPT="$REPO/tools/fuzz_cython.py" \
+                "$REPO/tools/fuzz_native.sh" "${name#cy-}" "${options[@]}" >"$log" 2>&1
             ;;
         *)
             if ! build_c "$name" >"$log" 2>&1; then

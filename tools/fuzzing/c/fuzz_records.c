@@ -78,18 +78,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                && memcmp(caplen, caplen2, sizeof(int64_t) * (size_t)rows) == 0
                && memcmp(orig, orig2, sizeof(uint32_t) * (size_t)rows) == 0
                && memcmp(ts, ts2, sizeof(int64_t) * (size_t)rows) == 0, "records differ");
+    columns *single = columns_new(1, 0xFFFFFFFFu, verdicts);
     for (int64_t i = 0; i < rows && i < 8; i++) {
         uint8_t *one = exact_copy(buf + offs[i], (size_t)caplen[i]);
         int64_t zero = 0, wire = (int64_t)orig[i] > caplen[i] ? (int64_t)orig[i] : caplen[i];
         uint8_t code = (uint8_t)link;
-        columns *single = columns_new(1, 0xFFFFFFFFu, verdicts);
+        columns_zero(single);
         ibw_scan(one, caplen[i], &zero, &caplen[i], &wire, &code, 1, &single->prog,
                  &single->out);
         FUZZ_CHECK(columns_row_equal(cols, i, single, 0), "record %lld: scan_pcap row differs",
                    (long long)i);
-        columns_free(single);
         free(one);
     }
+    columns_free(single);
     columns_free(cols);
 
     /* the counting walk: it pauses after flag_cap records listed, else walks as far */

@@ -62,10 +62,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     columns *batch = columns_new(count, slots, verdicts);
     ibw_scan(all, (int64_t)buflen, offs, lens, with_wires ? wires : NULL, links, count,
              &batch->prog, &batch->out);
+    columns *single = columns_new(1, slots, verdicts);
     for (int64_t i = 0; i < frames; i++) {
         uint8_t *one = exact_copy(all + offs[i], (size_t)lens[i]);
         int64_t zero = 0;
-        columns *single = columns_new(1, slots, verdicts);
+        columns_zero(single);
         ibw_scan(one, lens[i], &zero, &lens[i], with_wires ? &wires[i] : NULL, &links[i], 1,
                  &single->prog, &single->out);
         FUZZ_CHECK(columns_row_equal(batch, i, single, 0), "frame %lld: batch row differs",
@@ -75,9 +76,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FUZZ_CHECK((int64_t)pay + plen <= lens[i] || (with_wires && wires[i] > lens[i]),
                        "payload %d+%d past the frame's %lld bytes", pay, plen,
                        (long long)lens[i]);
-        columns_free(single);
         free(one);
     }
+    columns_free(single);
     for (int64_t i = frames; i < count; i++)
         FUZZ_CHECK(batch->out.error[i] == IBW_TRUNCATED, "record %lld outside the buffer",
                    (long long)i);

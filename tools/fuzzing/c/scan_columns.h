@@ -38,6 +38,18 @@ static columns *columns_new(int64_t rows, uint32_t slots, int verdicts)
     return c;
 }
 
+/* Every column zeroed again, as a new set of columns is (to reuse one for the next frame). */
+static void columns_zero(columns *c)
+{
+    size_t rows = (size_t)c->rows;
+    for (int i = 0; i < FUZZ_NCOLUMNS; i++)
+        if (c->cols[i] != NULL)
+            memset(c->cols[i], 0, (size_t)fuzz_column_width[i] * rows);
+#define ZERO(name) memset(c->out.name, 0, sizeof *c->out.name * rows);
+    FIXED_COLUMNS(ZERO)
+#undef ZERO
+}
+
 static void columns_free(columns *c)
 {
     for (int i = 0; i < FUZZ_NCOLUMNS; i++)

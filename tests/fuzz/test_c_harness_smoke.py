@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,8 @@ pytestmark = pytest.mark.skipif(shutil.which("clang-14") is None,
 
 def _campaign(folder: Path, budget: str, **env: str) -> tuple[int, dict[str, Any]]:
     done = subprocess.run(["bash", str(DRIVER), str(folder), budget, *HARNESSES],
-                          env={**os.environ, "CLANG": shutil.which("clang-14") or "", **env},
+                          env={**os.environ, "CLANG": shutil.which("clang-14") or "",
+                               "PYTHON": sys.executable, **env},
                           capture_output=True, text=True, timeout=600)
     summary = folder / "summary.json"
     assert summary.exists(), done.stdout + done.stderr[-4000:]

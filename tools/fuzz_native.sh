@@ -10,6 +10,8 @@
 # Needs clang (CLANG, default clang-14 or clang) and atheris (pip install '.[atheris]').
 # FUZZ_KEEP=DIR builds into DIR and keeps it (later runs reuse the build); findings
 # (crash-*, timeout-*) go to the working directory, or to -artifact_prefix.
+# FUZZ_SCRIPT=FILE runs another harness on the build (tools/fuzz_cython.py: the Cython
+# modules straight, TARGET one of its targets).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -41,9 +43,10 @@ if ! ls "$WORK"/repo/src/ibwire/rewrite/_kernel*.so >/dev/null 2>&1; then
         IBWIRE_LDFLAGS="$SAN" python setup.py build_ext --inplace --force \
         >"$WORK/build.log" 2>&1) || { cat "$WORK/build.log" >&2; exit 1; }
     built=$(ls "$WORK"/repo/src/ibwire/*/_*.so | wc -l)
-    if [ "$built" -ne 8 ]; then  # every extension of setup.py's EXTENSIONS
+    wanted=$(grep -cE '^ *\("ibwire\.[a-z_.]+", \[' "$REPO/setup.py")
+    if [ "$built" -ne "$wanted" ]; then  # every extension of setup.py's EXTENSIONS
         cat "$WORK/build.log" >&2
-        echo "fuzz_native: $built of 8 extensions built" >&2
+        echo "fuzz_native: $built of $wanted extensions built" >&2
         exit 1
     fi
 fi
@@ -52,5 +55,5 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=0:allocator_may_return_null=1}
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
 # PYTHONMALLOC=malloc: every Python buffer is a malloc ASan can see the bounds of.
 LD_PRELOAD="$PRELOAD" PYTHONMALLOC=malloc PYTHONPATH="$WORK/repo/src" \
-    python "$REPO/tools/fuzz_atheris.py" "$@" || status=$?
+    python "${FUZZ_SCRIPT:-$REPO/tools/fuzz_atheris.py}" "$@" || status=$?
 exit "${status:-0}"

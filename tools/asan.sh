@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Builds every compiled module of ibwire (setup.py's EXTENSIONS: the ICRC/VCRC engine, the
 # scanner, the counting scan, the pcap engine's pcapng EPB walk and ERF block locator, the
-# file map, the text filler, the rewrite kernel and the row grouping) with AddressSanitizer +
+# file map, the text filler, the rewrite kernel, the row grouping, the connection observer and
+# impair's pump, ring and classifier) with AddressSanitizer +
 # UndefinedBehaviorSanitizer in a temporary copy of the repository and runs, under them:
 #   1. each module's own tests (C engine and twin compared; PYTHONMALLOC=malloc so ASan sees
 #      every buffer): tests/crc, tests/scan (scanner, tally, text filler), the pcap engine
 #      and file map tests of tests/pcap, tests/rewrite/test_rewrite_kernel.py (damaged frames
-#      through the kernel and its numpy twin) and tests/analysis/test_streams.py;
+#      through the kernel and its numpy twin), tests/analysis/test_streams.py,
+#      tests/transport/test_observer.py (compiled observer against its twin) and tests/impair
+#      (the forwarder's C pump, receive ring and checksum completion on veth pairs);
 #   2. a C fuzz loop straight on kernel.c: random bytes and mutated valid frames in buffers
 #      malloc'd to their exact size, through locate/verify/icrc/vcrc/fix and the batch, for
 #      every CRC-32 code path the CPU has;
@@ -17,6 +20,7 @@
 #      of files that shrink under them.
 # Bounded (FUZZ_CASES, default 300000: the C loop's and the CRC/scan loop's cases, the other
 # loops a share of it); exits non-zero on any sanitizer report or test failure.
+# ASAN_TESTS="tests/impair ..." runs only those tests in step 1.
 # Usage: tools/asan.sh [pytest args...]   (the coverage-guided campaign: tools/fuzz_native.sh)
 set -euo pipefail
 
@@ -44,8 +48,9 @@ echo "== building with $SAN"
     python setup.py build_ext --inplace --force >"$WORK/build.log" 2>&1) || {
     cat "$WORK/build.log"; exit 1; }
 built=$(ls "$WORK"/repo/src/ibwire/*/_*.so 2>/dev/null | wc -l)
-if [ "$built" -ne 8 ]; then  # every module of setup.py's EXTENSIONS
-    cat "$WORK/build.log"; echo "!! $built of 8 extensions built"; exit 1
+wanted=$(grep -cE '^ *\("ibwire\.[a-z_.]+", \[' "$REPO/setup.py")
+if [ "$built" -ne "$wanted" ]; then  # every module of setup.py's EXTENSIONS
+    cat "$WORK/build.log"; echo "!! $built of $wanted extensions built"; exit 1
 fi
 
 status=0
@@ -63,10 +68,12 @@ san_python() {
         IBWIRE_SHARED="$REPO/../shared" python "$@")
 }
 
-run pytest san_python -m pytest tests/crc tests/scan tests/pcap/test_erf_block.py \
+# ASAN_TESTS: the test paths to run (default: every compiled module's)
+read -r -a TESTS <<<"${ASAN_TESTS:-tests/crc tests/scan tests/pcap/test_erf_block.py \
     tests/pcap/test_filemap.py tests/pcap/test_map_release.py tests/pcap/test_capture_fuzz.py \
     tests/pcap/test_capture_formats.py tests/rewrite/test_rewrite_kernel.py \
-    tests/analysis/test_streams.py -q -p no:cacheprovider "$@"
+    tests/analysis/test_streams.py tests/transport/test_observer.py tests/impair}"
+run pytest san_python -m pytest "${TESTS[@]}" -q -p no:cacheprovider "$@"
 
 # ---------------------------------------------------------------- C fuzz loop
 cat >"$WORK/fuzz.c" <<'EOF'

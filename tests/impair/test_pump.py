@@ -162,6 +162,17 @@ def test_order_kept_while_python_holds_a_handed_back_frame(lab: Lab, tmp_path: P
     assert sorted(f["kind"] for f in manifest["faults"]) == ["corrupt", "ecn"]
 
 
+def test_reordered_frame_follows_the_next_one_inside_a_batch(lab: Lab, tmp_path: Path) -> None:
+    """A frame held to follow the next one goes right after it, also when the next one
+    arrives in a batch with many more (back-to-back stream)."""
+    frames = stream()
+    got, manifest, _, _ = through(lab, tmp_path, [("reorder", "qp=0,psn=500")], frames)
+    assert [psn_of(f) for f in got] == [psn_of(f) for f in
+                                        frames[:500] + [frames[501], frames[500]] + frames[502:]]
+    [fault] = manifest["faults"]
+    assert fault["kind"] == "reorder" and fault["psn"] == START_PSN + 500
+
+
 def test_stop_ends_a_busy_pump_quickly(lab: Lab, tmp_path: Path) -> None:
     """stop() (what the CLI's SIGINT/SIGTERM handler calls) ends run() at once, also while
     the pump is waiting on idle ports."""

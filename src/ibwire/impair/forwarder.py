@@ -342,9 +342,12 @@ class Forwarder:
             self._unbound |= coarse.unbound_answers(self.state, d, cols, kinds)
         touch = ib if self.hook is not None else candidates(
             self.plan.rules, self.state, self._rnr, d, cols, kinds, tx)
-        if not touch.any():
+        # a frame held to follow the next ones of this direction goes between them: the
+        # batch is sent frame by frame below
+        waiting = any(h.direction == d and h.after for h in self._held)
+        if not touch.any() and not waiting:
             self.log.add_batch(batch.data, batch.offsets, batch.lengths, batch.stamps)
-            self._send_batch(out, batch, d)
+            self.forwarded[d] += out.send_batch(batch)
             return
         sends: list[bytes] = []
         back: list[bytes] = []
@@ -365,15 +368,6 @@ class Forwarder:
                 sends.clear()
                 back.clear()
         self.forwarded[d] += out.send(sends)
-
-    def _send_batch(self, out: Port, batch: Batch, d: int) -> None:
-        self.forwarded[d] += out.send_batch(batch)
-        if self._held:
-            sends: list[bytes] = []
-            for _ in range(len(batch)):
-                self._after_send(d, sends)
-            if sends:
-                self.forwarded[d] += out.send(sends)
 
     def _after_send(self, d: int, sends: list[bytes]) -> None:
         """One more frame went ``d``: reordered frames held for it follow it."""

@@ -15,14 +15,6 @@
 
 #define MAX_CAPLEN (256u * 1024 * 1024) /* ibwire.pcap.records.MAX_CAPLEN */
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    (void)argc;
-    (void)argv;
-    ibw_init();
-    return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fuzz_in in = {data, size};

@@ -81,17 +81,10 @@ def test_planted_fault_is_found_shrunk_to_one_packet_and_replayed_alone(
 def test_two_minute_campaign_ends_healthy_or_with_findings_written(rig_possible: None,
                                                                    tmp_path: Path):
     out = tmp_path / "smoke"
-    status = fuzz_live.main(["run", "--minutes", "2", "--trials", "0", "--inflight", "0.05",
-                             "-o", str(out)])
+    status = fuzz_live.main(["run", "--minutes", "2", "--trials", "0", "-o", str(out)])
     assert status in (0, 1)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["packets"] > 0 and summary["batches"] > 0
-    # the guests joined by impair's forwarder, a share of their frames mutated in flight
-    flight = summary["inflight"]
-    assert flight["frames"] > 0 and 0 < flight["mutated"] <= flight["frames"]
-    # each kept in a batch, but those made after the session's last probe
-    assert 0 < sum(n for k, n in summary["kinds"].items() if k.startswith("in-flight ")) <= \
-        flight["mutated"] - flight["unkept"]
     assert sum(summary["opcodes"].values()) == summary["packets"]
     assert (status == 1) == bool(summary["findings"])
     for f in summary["findings"]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,28 +21,13 @@ from ibwire.gen import QpSpec, Scenario, generate
 from ibwire.impair import _io
 from ibwire.pcap import read_capture
 from ibwire.rewrite.checksum import ones_sum
-from tests.impair.lab import Lab, Running, drain, need_root
+from tests.impair.lab import Lab, Running, drain
 
 SCENARIO = Scenario(qps=(QpSpec(verb="write", size=4096, iters=4),), cm=True).check()
 START = SCENARIO.start_psn(0)
 REQUESTER_QPN, RESPONDER_QPN = SCENARIO.qpns(0)
 REQUESTER_MAC = bytes.fromhex("020000000001")
 ACK_SYNDROME_PSN_SEQ_ERR = 0x60
-
-
-@pytest.fixture(scope="module", params=["c", "python"])
-def lab(request: pytest.FixtureRequest) -> Iterator[Lab]:
-    """The namespaces; the forwarder reads and sends with the compiled fast path ("c",
-    where built) or one frame per system call ("python")."""
-    need_root()
-    if request.param == "c" and _io.fast is None:
-        pytest.skip("the compiled fast path is not built")
-    made = Lab(fast=request.param == "c")
-    try:
-        made.make()
-        yield made
-    finally:
-        made.remove()
 
 
 def test_fast_path_loaded() -> None:

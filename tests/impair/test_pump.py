@@ -12,7 +12,6 @@ from __future__ import annotations
 import socket
 import struct
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from ibwire.impair import _io, coarse, forge
 from ibwire.impair.plan import Plan
 from ibwire.impair.state import LiveState
 from ibwire.pcap import read_capture
-from tests.impair.lab import Lab, Running, drain, need_root
+from tests.impair.lab import Lab, Running, drain
 
 FRAMES = 1200
 START_PSN = 0x100
@@ -35,19 +34,6 @@ OTHER_QPN = 0x22
 
 def has_pump() -> bool:
     return _io.fast is not None and hasattr(_io.fast, "Pump")
-
-
-@pytest.fixture(scope="module", params=["c", "python"])
-def lab(request: pytest.FixtureRequest) -> Iterator[Lab]:
-    need_root()
-    if request.param == "c" and not has_pump():
-        pytest.skip("the compiled pump is not built")
-    made = Lab(fast=request.param == "c")
-    try:
-        made.make()
-        yield made
-    finally:
-        made.remove()
 
 
 def stream(n: int = FRAMES, qpn: int = QPN, every: int = 0) -> list[bytes]:

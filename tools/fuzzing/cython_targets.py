@@ -231,20 +231,6 @@ DMALENS = (0, 1, 1024, 3000, 5000, 1 << 20, (1 << 32) - 1)
 VAS = (0, 4096, 4096 + 1024, 4096 + 2048, 1 << 63, (1 << 64) - 1)
 
 
-def _story(twin: str, rows: dict[str, np.ndarray], cuts: list[int], pmtu: int | None,
-           stall_ns: int) -> tuple[Any, ...]:
-    from ibwire.transport.observed import observer_on
-
-    o = observer_on(twin)(pmtu, stall_ns)
-    middle = []
-    for a, b in zip([0, *cuts], [*cuts, len(rows["record"])], strict=True):
-        o.feed({k: v[a:b] for k, v in rows.items()})
-        middle.append((dict(o.counts), o.round, o.turnaround, list(o.rtt), o.seen_range(),
-                       o.open_start, o.hole_count(), o.first_ns, o.last_ns))
-    o.finish()
-    return o.result(), middle
-
-
 def observer(data: bytes) -> None:
     from ibwire.transport.observer_limits import ROW_FIELDS
 
@@ -265,8 +251,10 @@ def observer(data: bytes) -> None:
     rows = {k: np.array([v[i] for v in values], np.uint64 if k == "va" else np.int64)
             for i, k in enumerate(ROW_FIELDS)}
     cuts = sorted({t.u(1) % (len(values) + 1) for _ in range(t.u(1) % 4)})
-    agree("story", _story("c", rows, cuts, pmtu, stall_ns),
-          _story("python", rows, cuts, pmtu, stall_ns))
+    from tests.transport.test_observer import story  # the twin test's own account
+
+    agree("story", story("c", rows, cuts, pmtu, stall_ns),
+          story("python", rows, cuts, pmtu, stall_ns))
 
 
 # ------------------------------------------------------------------ pcap/_engine.pyx

@@ -321,6 +321,33 @@ def test_console_reports_become_signatures():
     assert scan("[ 1.0] eth0 speed is unknown\n[ 2.0] rdma_rxe: loaded\n") == []
 
 
+#: A NULL dereference in interrupt context, as Debian's 6.1.192 printed it in the rig (shortened).
+CRASH = """[   16.0755] BUG: kernel NULL pointer dereference, address: 0000000000000104
+[   16.0759] #PF: supervisor read access in kernel mode
+[   16.0760] #PF: error_code(0x0000) - not-present page
+[   16.0762] PGD 0 P4D 0
+[   16.0764] Oops: 0000 [#1] PREEMPT SMP NOPTI
+[   16.0766] CPU: 0 PID: 0 Comm: swapper/0 Not tainted 6.1.0-57-amd64 #1  Debian 6.1.192-3
+[   16.0768] RIP: 0010:rxe_mr_copy+0x49/0x1a0 [rdma_rxe]
+[   16.0787] Call Trace:
+[   16.0792]  <IRQ>
+[   16.0795]  rxe_responder+0x1692/0x1cf0 [rdma_rxe]
+[   16.0854] ---[ end trace 0000000000000000 ]---
+[   16.0855] RIP: 0010:rxe_mr_copy+0x49/0x1a0 [rdma_rxe]
+[   16.0860] Kernel panic - not syncing: Fatal exception in interrupt
+[   16.0862] Kernel Offset: 0xf400000 from 0xffffffff81000000
+"""
+
+
+def test_an_oops_and_the_panic_it_ends_in_are_one_report():
+    found = scan(CRASH)
+    assert [s.signature for s in found] == ["bug|rxe_mr_copy"]
+    assert "rxe_responder+0x1692" in found[0].excerpt
+    # a panic of its own (no oops before it) is still a report
+    alone = scan("[ 1.0] Kernel panic - not syncing: VFS: Unable to mount root fs\n")
+    assert [s.kind for s in alone] == ["panic"]
+
+
 def test_bisect_then_shrink_within_the_trial_bound():
     mark = b"TRAP"
     batch = [Shot("request", 0, "x", {"bth.opcode": 4, "bth.psn": Ref("recv_psn", i)},

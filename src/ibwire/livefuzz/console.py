@@ -28,10 +28,14 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("list-corruption", r"list_(?:add|del) corruption"),
         ("panic", r"Kernel panic"),
     ))
-#: Lines that continue a report (registers, code, the call trace, its end marker).
+#: Lines that continue a report (the page fault's cause, the oops line of a BUG, registers,
+#: code, the call trace, its end marker).
 _CONTINUATION = re.compile(
     r"^(?:\s|RIP:|RSP:|R[A-Z0-9]{2}:|R\d+:|FS:|CS:|CR2:|Code:|Call Trace|Modules linked in|"
-    r"CPU:|Hardware name|Workqueue:|Tainted|<|\?|---\[ end trace|WARNING: .* at lib/refcount)")
+    r"CPU:|Hardware name|Workqueue:|Tainted|<|\?|---\[ end trace|WARNING: .* at lib/refcount|"
+    r"#PF:|PGD |Oops: )")
+#: The panic an oops ends in (kernel/panic.c via oops_end): part of the report before it.
+_FATAL = re.compile(r"Kernel panic - not syncing: Fatal exception")
 _AT = re.compile(r" at ([\w./-]+:\d+)")
 _FRAME = re.compile(r"(?:RIP: \S+:|^\s+)([A-Za-z_][\w.]*)\+0x")
 #: Lines kept after the line that matched.
@@ -61,6 +65,9 @@ def scan(text: str) -> list[Sign]:
         if i <= skip_until:
             continue
         line = _strip(raw)
+        if out and out[-1].kind in ("bug", "oops", "general-protection") and \
+                _FATAL.search(line):
+            continue  # the oops's own end, not a second report
         for kind, pattern in PATTERNS:
             if pattern.search(line):
                 block = [_strip(x) for x in lines[i:i + EXCERPT_LINES]]

@@ -36,6 +36,15 @@ def test_cache_key_follows_the_versions_and_the_init_script():
     assert image.key_of(other) != image.key_of(SPEC)
 
 
+def test_another_kernel_is_chosen_by_name_and_a_bad_name_refused(
+        monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv(image.KERNEL_ENV, "linux-image-6.12.118+deb12-amd64")
+    assert image.kernel_package() == "linux-image-6.12.118+deb12-amd64"
+    monkeypatch.setenv(image.KERNEL_ENV, "linux-image-x; rm -rf /")
+    with pytest.raises(image.BuildError, match="not a kernel package name"):
+        image.kernel_package()
+
+
 def test_a_failed_build_leaves_nothing_and_a_finished_one_appears_whole(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))

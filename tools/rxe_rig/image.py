@@ -35,6 +35,9 @@ ROOTFS_PACKAGES = ("rdma-core", "ibverbs-providers", "ibverbs-utils", "rdmacm-ut
 MODULES = ("crc32_generic", "virtio_pci", "virtio_net", "rdma_rxe", "rdma_ucm", "ib_uverbs",
            "ib_umad", "sch_netem")
 KERNEL_META = "linux-image-amd64"
+#: Names another kernel package to boot instead (``linux-image-6.12.118+deb12-amd64``, say:
+#: a finding checked against a newer kernel); its image is cached apart.
+KERNEL_ENV = "IBWIRE_RIG_KERNEL"
 #: Bumped when the image's layout changes in a way the versions do not show.
 FORMAT = 1
 #: Files of the root file system nobody reads in the guest.
@@ -78,7 +81,14 @@ def _run(args: list[str], **kwargs: object) -> str:
 
 
 def kernel_package() -> str:
-    """The kernel package the distribution's meta-package points at."""
+    """The kernel package ``$IBWIRE_RIG_KERNEL`` names, else the one the distribution's
+    meta-package points at."""
+    chosen = os.environ.get(KERNEL_ENV, "").strip()
+    if chosen:
+        if not re.fullmatch(r"linux-image-[\w.+~-]+", chosen):
+            raise BuildError(f"{KERNEL_ENV}={chosen!r} is not a kernel package name "
+                             "(linux-image-...)")
+        return chosen
     out = _run(["apt-cache", "depends", KERNEL_META])
     found = re.findall(r"Depends:\s*(linux-image-\S+)", out)
     if not found:

@@ -3,6 +3,8 @@
     sudo python tools/fuzz_live.py run --minutes 50 -o live-out       a campaign
     sudo python tools/fuzz_live.py replay live-out/ID/repro.json     a finding, into a fresh
                                                                      guest pair
+    sudo python tools/fuzz_live.py shrink live-out/ID/batch.json \
+         --signature 'bug|rxe_mr_copy' -o again                     shrink a batch again
 
 ``run`` boots two guests (tools/rxe_rig), keeps an rping connection running between them,
 learns it from the bridge (QPNs, PSNs, MSNs, CM communication IDs) and injects batches of
@@ -25,6 +27,14 @@ shot against the connection as it stood (:mod:`ibwire.livefuzz.retarget`), so a 
 batch holds the packets injected *and* mutated since the last healthy probe, and shrinks
 and replays the same way; ``summary.json`` counts them under ``inflight``.
 
+A guest that dies under a batch (a panic) is a ``probe`` finding, and what its console
+printed before it died is a ``console`` finding of its own (``bug|rxe_mr_copy``, say); a
+report of another signature met while shrinking a finding is written as a finding too.
+``shrink`` bisects and shrinks a finding's batch again, for its own or another signature
+(more trials, a report the campaign saw only with the batch), into a new directory.
+``IBWIRE_RIG_KERNEL=linux-image-...`` boots another Debian kernel package (a finding
+checked against a newer kernel).
+
 ``replay`` boots a fresh pair, sets up the same scenario, renders the repro's packets
 against the new connection (its QPNs, PSNs and CM IDs), writes them to a pcap and sends it
 with ``ibwire replay -i br0 -`` (started beforehand, fed the pcap on its stdin the moment
@@ -43,7 +53,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -61,6 +71,7 @@ from ibwire.livefuzz.state import QpState
 from rxe_rig.guest import GuestError
 from rxe_rig.image import Image, build
 from rxe_rig.live import (
+    INJECT_MAC,
     TRAP_MARK,
     Consoles,
     ForwarderTap,
@@ -73,6 +84,9 @@ from rxe_rig.rig import Rig
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = LiveScenario.name
+#: Seconds to wait for the fuzzed connection after its rping pair starts, and the starts
+#: tried before the pair is given up for a fresh one.
+CONNECT_WAIT, CONNECT_ATTEMPTS = 30.0, 3
 
 
 @dataclass
@@ -91,8 +105,9 @@ class Session:
                  log: bool = False, inflight: float | None = None, seed: int = 0) -> None:
         self.rig = Rig(workdir=workdir, image=image, log=log,
                        join="bridge" if inflight is None else "impair")
-        self.plant = plant
+        self.plant, self.log = plant, log
         self.inflight, self.seed = inflight, seed
+        self.reconnects = 0
         self.tap: WireTap | None = None
         self.scenario: LiveScenario | None = None
         self.consoles: Consoles | None = None
@@ -110,7 +125,9 @@ class Session:
             self.scenario.start()
             if self.plant:
                 planted_trap(self.rig.guests[0])
-            self.tap.wait_connection()
+            self._connect()
+            if isinstance(self.tap, ForwarderTap):  # its first connection up, unmutated
+                self.tap.arm()
             self.kernel = self.scenario.kernel()
             self.consoles = Consoles(self.rig.guests)
             self.counters = self.scenario.counters()
@@ -138,11 +155,39 @@ class Session:
         """A new fuzzed rping client, and its connection learnt (the old one forgotten:
         it may have died without a DREQ on the wire)."""
         assert self.tap is not None and self.scenario is not None
+        self._forget()
+        self.scenario.restart_client()
+        self._connect()
+
+    def _forget(self) -> None:
+        assert self.tap is not None
         with self.tap.lock:
             for qp in self.tap.state.qps.values():
                 qp.closed = True
-        self.scenario.restart_client()
-        self.tap.wait_connection()
+
+    def _connect(self) -> None:
+        """Wait for the fuzzed connection, and start its rping pair anew when it does not
+        come within :data:`CONNECT_WAIT` seconds: a lie in flight to its CM exchange (a
+        REQ's QPN or response timeout, a REP its active side drops) can leave it half set
+        up, and rping's active side then resends its REQ for over a minute before it
+        gives up."""
+        assert self.tap is not None and self.scenario is not None
+        for attempt in range(1, CONNECT_ATTEMPTS + 1):
+            mark = len(self.tap.hook.mutator.log) if isinstance(self.tap, ForwarderTap) else 0
+            try:
+                self.tap.wait_connection(timeout=CONNECT_WAIT)
+                return
+            except GuestError as exc:
+                if self.log and isinstance(self.tap, ForwarderTap):
+                    lies = [f"{m.kind} (opcode {m.opcode:#04x})"
+                            for m in self.tap.hook.mutator.since(mark)]
+                    print(f"fuzz_live: {exc}; mutated in flight meanwhile: "
+                          f"{', '.join(lies) or 'nothing'}", file=sys.stderr)
+                if attempt == CONNECT_ATTEMPTS:
+                    raise
+            self.reconnects += 1
+            self._forget()
+            self.scenario.restart_client()
 
     def traffic(self) -> int:
         """Packets the fuzzed connection carried so far (both ways, as sniffed)."""
@@ -157,11 +202,21 @@ class Session:
     def check(self, settle: float = 1.0) -> list[Problem]:
         """The oracles, after ``settle`` seconds: consoles, the fuzzed tool (ended, or its
         connection silent since :meth:`mark`), a probe, the counters no packet should
-        move."""
+        move. A guest that dies or stops answering on the way is a ``probe`` problem, and
+        its console is read once more: a panic's report is a ``console`` problem too."""
         assert self.scenario is not None and self.consoles is not None
         time.sleep(settle)
-        found = [Problem("console", sign.signature, sign.line, guest, sign.excerpt)
-                 for guest, sign, _ in self.consoles.signs()]
+        found = self.console_problems()
+        try:
+            found += self._health(settle)
+        except GuestError as exc:
+            found.append(Problem("probe", "probe|control channel", str(exc)))
+        time.sleep(0.3)  # the probe's own console lines, if any
+        return found + self.console_problems()
+
+    def _health(self, settle: float) -> list[Problem]:
+        assert self.scenario is not None
+        found = []
         ended = self.scenario.client_ended()
         if ended is not None and ended[0] == 0:  # a forged DREQ ended it cleanly: no error
             self.restart_client()
@@ -185,9 +240,23 @@ class Session:
             found.append(Problem("counter", "counter|" + ",".join(
                 sorted({m.split()[0].split(":")[1] for m in moved})), "; ".join(moved)))
         self.counters = after
-        time.sleep(0.3)  # the probe's own console lines, if any
-        found += [Problem("console", sign.signature, sign.line, guest, sign.excerpt)
-                  for guest, sign, _ in self.consoles.signs()]
+        return found
+
+    def console_problems(self) -> list[Problem]:
+        """A ``console`` problem for each report the consoles printed since the last look."""
+        if self.consoles is None:
+            return []
+        return [Problem("console", sign.signature, sign.line, guest, sign.excerpt)
+                for guest, sign, _ in self.consoles.signs()]
+
+    def after_error(self, exc: GuestError) -> list[Problem]:
+        """The problems behind a GuestError met while sending a batch: what the consoles
+        reported, and a ``probe`` problem when a guest is dead ([] when both live and
+        said nothing: the connection was lost, which is no finding)."""
+        time.sleep(0.5)  # a dying guest's last console lines
+        found = self.console_problems()
+        if any(not g.alive() for g in self.rig.guests):
+            found.append(Problem("probe", "probe|control channel", str(exc)))
         return found
 
 
@@ -277,11 +346,13 @@ def replay_into(session: Session, batch: Sequence[Shot], out: Path, pps: float =
     return frames
 
 
-def inject(session: Session, batch: Sequence[Shot], gap: float) -> list[bytes]:
+def inject(session: Session, batch: Sequence[Shot], gap: float,
+           frames: list[bytes] | None = None) -> list[bytes]:
     """Send ``batch`` through the session's tap, each shot rendered when it goes (as the
-    campaign sends them)."""
+    campaign sends them); the frames sent, appended to ``frames`` when given (so that a
+    batch cut short by a dying guest still says what went out)."""
     assert session.tap is not None
-    frames = []
+    frames = [] if frames is None else frames
     for shot in batch:
         frames.append(render(shot, aim(session, shot), session.tap.mac))
         session.tap.send(frames[-1:], gap)
@@ -307,6 +378,10 @@ class Trial:
         self.repeats = repeats
         self.log = log
         self.count = 0
+        self.others: dict[str, tuple[Problem, list[Shot], list[bytes], str]] = {}
+        """Console reports of another signature met in a trial (a trial's packets can
+        crash a guest the campaign only saw warn): signature -> (problem, the trial's
+        packets, the frames sent, the guests' consoles)."""
 
     def __call__(self, batch: Sequence[Shot]) -> bool:
         self.count += 1
@@ -317,10 +392,18 @@ class Trial:
             with Session(self.image, where / "guests", self.plant) as session:
                 for attempt in range(self.repeats):  # a race may need another go
                     session.mark()
-                    write_frames(where / f"sent{attempt + 1}.pcap",
-                                 inject(session, batch, 1 / 200))
-                    problems = session.check()
+                    sent: list[bytes] = []
+                    try:
+                        inject(session, batch, 1 / 200, sent)
+                        problems = session.check()
+                    except GuestError as exc:  # a guest died under the batch?
+                        problems = session.after_error(exc)
+                        if not problems:
+                            raise
+                    finally:
+                        write_frames(where / f"sent{attempt + 1}.pcap", sent)
                     hit = any(same(p, self.signature) for p in problems)
+                    self._keep_others(problems, batch, sent, session)
                     if hit or any(p.kind == "probe" for p in problems):
                         break
         except GuestError as exc:
@@ -331,6 +414,17 @@ class Trial:
                   f"{'reproduced' if hit else 'not reproduced'}", flush=True)
         return hit
 
+    def _keep_others(self, problems: list[Problem], batch: Sequence[Shot],
+                     sent: list[bytes], session: Session) -> None:
+        for p in problems:
+            if p.kind == "console" and not same(p, self.signature) and \
+                    p.signature not in self.others:
+                consoles = "\n".join(f"==> {g.name} <==\n{g.console.read_text(errors='replace')}"
+                                      for g in session.rig.guests if g.console.exists())
+                self.others[p.signature] = (p, list(batch)[:len(sent)], list(sent), consoles)
+                if self.log:
+                    print(f"  trial {self.count}: also {p.signature}", flush=True)
+
 
 @dataclass
 class Figures:
@@ -338,6 +432,8 @@ class Figures:
     batches: int = 0
     sessions: int = 0
     tool_restarts: int = 0
+    reconnects: int = 0
+    """rping pairs started again because their connection did not come up in time."""
     trials: int = 0
     frames_sent: int = 0
     frames_refused: int = 0
@@ -355,8 +451,9 @@ class Figures:
 
 def shrink_finding(finding: LiveFinding, batch: list[Shot], conn: tuple[QpState, QpState],
                    mac: str, image: Image, out: FindingsDir, plant: bool, trials: int,
-                   deadline: float, log: bool, repeats: int = 3) -> int:
-    """Bisect and shrink ``finding``'s batch by trials in fresh pairs; the trials used."""
+                   deadline: float, log: bool, repeats: int = 3) -> Trial:
+    """Bisect and shrink ``finding``'s batch by trials in fresh pairs; the trials made (their
+    count, and the other reports they met)."""
     work = Path(tempfile.mkdtemp(prefix="ibwire-live-trials-"))
     trial = Trial(image, work, plant, finding.signature, log, repeats)
     bound = Trials(trials)
@@ -383,7 +480,7 @@ def shrink_finding(finding: LiveFinding, batch: list[Shot], conn: tuple[QpState,
     out.set_repro(finding, list(repro), [render(s, conn, mac) for s in repro], conn,
                   SCENARIO, command)
     subprocess.run(["rm", "-rf", str(work)], check=False)
-    return trial.count
+    return trial
 
 
 def marked_shot() -> Shot:
@@ -438,18 +535,19 @@ def campaign(args: argparse.Namespace) -> dict:
                         batch.insert(len(batch) // 2, marked_shot())
                         planted = False
                     session.mark()
+                    frames: list[bytes] = []
                     try:
-                        frames = inject(session, batch, gap)
-                    except GuestError as exc:  # a shot's lie ended the connection for good
-                        print(f"fuzz_live: {exc} (mid-batch); booting a fresh pair",
-                              file=sys.stderr)
-                        figures.problems["lost"] = figures.problems.get("lost", 0) + 1
-                        break
-                    figures.batches += 1
-                    try:
+                        inject(session, batch, gap, frames)
                         problems = session.check(args.settle)
-                    except GuestError as exc:
-                        problems = [Problem("probe", "probe|control channel", str(exc))]
+                    except GuestError as exc:  # a guest died, or the connection is gone
+                        problems = session.after_error(exc)
+                        if not problems:  # a shot's lie ended the connection for good
+                            print(f"fuzz_live: {exc} (mid-batch); booting a fresh pair",
+                                  file=sys.stderr)
+                            figures.problems["lost"] = figures.problems.get("lost", 0) + 1
+                            break
+                        batch = batch[:len(frames)]  # what went out before it died
+                    figures.batches += 1
                     if isinstance(session.tap, ForwarderTap):  # and what was mutated
                         upto = session.tap.mutated
                         for shot, sent in session.tap.hook.since(flight, upto):
@@ -475,6 +573,7 @@ def campaign(args: argparse.Namespace) -> dict:
             finally:
                 if session.tap is not None:
                     figures.frames_sent += session.tap.sent
+                    figures.reconnects += session.reconnects
                     figures.frames_refused += session.tap.refused
                 if isinstance(session.tap, ForwarderTap):
                     figures.inflight_frames += session.tap.mutator.frames
@@ -499,7 +598,8 @@ def write_summary(args: argparse.Namespace, figures: Figures, out: FindingsDir,
     figures.seconds = time.monotonic() - start
     summary = {"seconds": round(figures.seconds, 1), "kernel": kernel,
                "batches": figures.batches, "sessions": figures.sessions,
-               "tool_restarts": figures.tool_restarts, "trials": figures.trials,
+               "tool_restarts": figures.tool_restarts, "reconnects": figures.reconnects,
+               "trials": figures.trials,
                "frames_sent": figures.frames_sent, "frames_refused": figures.frames_refused,
                "inflight": None if args.inflight is None else {
                    "rate": args.inflight, "frames": figures.inflight_frames,
@@ -555,10 +655,55 @@ def _handle(problems: list[Problem], batch: list[Shot], frames: list[bytes],
             continue
         session.__exit__(None, None, None)  # the trials boot pairs of their own
         restart = True
-        figures.trials += shrink_finding(finding, batch, conn, session.tap.mac, image, out,
-                                         args.plant, args.trials, deadline - 20,
-                                         args.verbose, args.repeats)
+        trial = shrink_finding(finding, batch, conn, session.tap.mac, image, out,
+                               args.plant, args.trials, deadline - 20, args.verbose,
+                               args.repeats)
+        figures.trials += trial.count
+        record_others(trial, finding, conn, out, kernel)
     return restart
+
+
+def record_others(trial: Trial, finding: LiveFinding, conn: tuple[QpState, QpState],
+                  out: FindingsDir, kernel: str) -> None:
+    """A finding for each report of another signature that ``trial``'s pairs printed while
+    shrinking ``finding`` (unless it is known already): its trial's packets as its batch."""
+    for other, shots_sent, sent, consoles in trial.others.values():
+        if out.get(other.signature) is None:
+            met = LiveFinding(other.kind, other.signature,
+                              f"{other.detail} (met while shrinking {finding.ident})",
+                              kernel, other.guest, when=time.time())
+            where = out.add(met, shots_sent, sent, conn, SCENARIO, other.console)
+            (where / "trial-consoles.log").write_text(consoles)
+
+
+def shrink(args: argparse.Namespace) -> int:
+    """Shrink a finding's batch again (more trials, another signature) into a findings
+    directory of its own; the batch's own directory is left as it is."""
+    scenario, conn, batch = read_shots(args.batch)
+    if scenario != SCENARIO:
+        print(f"fuzz_live: {args.batch} was made with scenario {scenario!r}, not {SCENARIO!r}",
+              file=sys.stderr)
+        return 2
+    told = Path(args.batch).with_name("finding.json")
+    before = json.loads(told.read_text()) if told.exists() else {}
+    signature = args.signature or before.get("signature")
+    if not signature:
+        print(f"fuzz_live: no finding.json beside {args.batch}: say --signature",
+              file=sys.stderr)
+        return 2
+    kind = signature.split("|")[0]
+    kind = kind if kind in ("probe", "tool", "counter") else "console"
+    out = FindingsDir(args.out)
+    finding = LiveFinding(kind, signature, before.get("detail", signature),
+                          before.get("kernel", ""), before.get("guest", ""), when=time.time())
+    out.add(finding, batch, [render(s, conn, INJECT_MAC) for s in batch], conn, SCENARIO,
+            before.get("detail", ""))
+    trial = shrink_finding(finding, batch, conn, INJECT_MAC, build(log=args.verbose), out,
+                           args.plant, args.trials, time.monotonic() + args.minutes * 60,
+                           args.verbose, args.repeats)
+    record_others(trial, finding, conn, out, finding.kernel)
+    print(json.dumps({k: v for k, v in asdict(finding).items() if k != "extra"}, indent=1))
+    return 1 if finding.reproduced else 0
 
 
 def replay(args: argparse.Namespace) -> int:
@@ -573,8 +718,14 @@ def replay(args: argparse.Namespace) -> int:
         for attempt in range(1, args.repeats + 1):
             sent = work / f"replayed{attempt}.pcap"
             session.mark()
-            frames = replay_into(session, batch, sent)
-            problems = session.check()
+            try:
+                frames = replay_into(session, batch, sent)
+                problems = session.check()
+            except GuestError as exc:  # a guest died while they went out?
+                problems = session.after_error(exc)
+                if not problems:
+                    raise
+                frames = []
             print(f"sent {len(frames)} packets (rendered against the fresh connection: "
                   f"{sent}); kernel {session.kernel}")
             if problems:
@@ -617,6 +768,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--plant", action="store_true",
                    help="arm the planted fault and hide its packet in the first batch")
     p.add_argument("-v", "--verbose", action="store_true")
+    p = sub.add_parser("shrink", help="shrink a finding's batch again, into a directory "
+                                      "of its own")
+    p.add_argument("batch", help="a finding's batch.json (its finding.json beside it gives "
+                                 "the signature)")
+    p.add_argument("-o", "--out", default="shrink-out")
+    p.add_argument("--signature", help="the report to shrink for (e.g. bug|rxe_mr_copy)")
+    p.add_argument("--trials", type=int, default=12)
+    p.add_argument("--minutes", type=float, default=30.0, help="at most this long")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--plant", action="store_true", help="arm the planted fault first")
+    p.add_argument("-v", "--verbose", action="store_true")
     p = sub.add_parser("replay", help="a repro into a fresh guest pair")
     p.add_argument("repro", help="a finding's repro.json (or batch.json)")
     p.add_argument("--plant", action="store_true", help="arm the planted fault first")
@@ -627,6 +789,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "replay":
             return replay(args)
+        if args.command == "shrink":
+            return shrink(args)
         summary = campaign(args)
     except GuestError as exc:
         print(f"fuzz_live: {exc}", file=sys.stderr)

@@ -118,8 +118,12 @@ class Guest:
             self.process.stdout.close()
         self.socket_path.unlink(missing_ok=True)
 
+    def alive(self) -> bool:
+        """Its QEMU still runs."""
+        return self.process is not None and self.process.poll() is None
+
     def _check_alive(self) -> None:
-        if self.process is None or self.process.poll() is not None:
+        if not self.alive():
             said = ""
             if self.process is not None and self.process.stdout is not None:
                 said = self.process.stdout.read().decode(errors="replace").strip()

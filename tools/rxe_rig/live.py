@@ -192,13 +192,15 @@ class ForwarderTap(WireTap):
     mutator as its hook (:class:`~ibwire.livefuzz.retarget.InFlightShots`: ``rate`` of the
     RoCE frames mutated, each mutation kept as a shot). The connection is learnt from what
     the forwarder carries; injected frames go out through it, on the port of their
-    destination MAC. The same interface as :class:`WireTap`."""
+    destination MAC. The same interface as :class:`WireTap`. Nothing is mutated until
+    :meth:`arm` (the campaign arms it once the connection to fuzz is up)."""
 
     def __init__(self, namespace: Namespace, rate: float, seed: int = 0,
                  source_mac: str = INJECT_MAC) -> None:
         from ibwire.impair import Forwarder
 
-        self.mutator = InFlightMutator(rate, seed)
+        self.rate = rate
+        self.mutator = InFlightMutator(0.0, seed)
         self.hook = InFlightShots(self.mutator, source_mac)
         self.state, self.lock, self.mac = self.hook.state, self.hook.lock, source_mac
         self.record, self.frames = False, []
@@ -224,6 +226,10 @@ class ForwarderTap(WireTap):
         if failed or self.forwarder is None:
             raise GuestError(f"the forwarder between {TAPS[0]} and {TAPS[1]} did not start: "
                              f"{failed[0] if failed else 'no answer in 30 s'}")
+
+    def arm(self) -> None:
+        """Mutate from now on, at the rate given."""
+        self.mutator.rate = self.rate
 
     @property
     def mutated(self) -> int:

@@ -10,7 +10,7 @@ show the finding again in yet another fresh pair.
 Each fresh pair is a boot under TCG (tens of seconds): the plumbing test takes a few
 minutes, and runs where the rig can (skipped in one line elsewhere; ``IBWIRE_REQUIRE_RIG=1``
 makes that a failure, as for the rest of tests/realstack). The two-minute smoke of a real
-campaign runs only with ``IBWIRE_REQUIRE_RIG=1`` (CI).
+campaign (mutating in flight as well as injecting) runs only with ``IBWIRE_REQUIRE_RIG=1`` (CI).
 """
 
 from __future__ import annotations
@@ -81,10 +81,13 @@ def test_planted_fault_is_found_shrunk_to_one_packet_and_replayed_alone(
 def test_two_minute_campaign_ends_healthy_or_with_findings_written(rig_possible: None,
                                                                    tmp_path: Path):
     out = tmp_path / "smoke"
-    status = fuzz_live.main(["run", "--minutes", "2", "--trials", "0", "-o", str(out)])
+    status = fuzz_live.main(["run", "--minutes", "2", "--trials", "0", "--inflight", "0.02",
+                             "-o", str(out)])
     assert status in (0, 1)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["packets"] > 0 and summary["batches"] > 0
+    # the guests were joined by the forwarder, which carried their RoCE frames
+    assert summary["inflight"]["rate"] == 0.02 and summary["inflight"]["frames"] > 0
     assert sum(summary["opcodes"].values()) == summary["packets"]
     assert (status == 1) == bool(summary["findings"])
     for f in summary["findings"]:

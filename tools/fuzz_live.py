@@ -14,7 +14,8 @@ refcount_t, general protection, soft lockup, hung task ...), a probe rping on a 
 of its own must succeed, the fuzzed rping must still run, and rxe's ``send_err`` and
 ``link_downed`` must not have moved. A problem is a finding: the batch is written, then
 bisected and its packet shrunk by replaying into freshly booted guest pairs (``--trials``
-bounds them), the repro replayed alone once more; then the campaign goes on in a fresh pair.
+bounds them; a one-packet repro has then been replayed alone, in a trial of its own); then
+the campaign goes on in a fresh pair.
 ``summary.json`` has the figures (packets, kinds of lie, opcodes and CM attributes covered,
 findings). ``--plant`` arms a guest-side trap (a packet-socket reader that writes a WARNING
 to /dev/kmsg when a frame carrying ``IBWIRE-TRAP`` arrives) and hides one such packet in
@@ -458,10 +459,15 @@ def shrink_finding(finding: LiveFinding, batch: list[Shot], conn: tuple[QpState,
     trial = Trial(image, work, plant, finding.signature, log, repeats)
     bound = Trials(trials)
 
+    alone: set[str] = set()  # the shots that showed it sent alone into a fresh pair
+
     def reproduces(part: Sequence[Shot]) -> bool:
         if time.monotonic() > deadline:
             return False
-        return trial(part)
+        hit = trial(part)
+        if hit and len(part) == 1:
+            alone.add(part[0].dumps())
+        return hit
 
     part = bisect_batch(batch, reproduces, bound)
     if part is not None:
@@ -472,7 +478,10 @@ def shrink_finding(finding: LiveFinding, batch: list[Shot], conn: tuple[QpState,
     repro = part or batch
     if part is not None and len(part) == 1:
         repro = [shrink_shot(part[0], reproduces, bound)]
-        finding.replayed_alone = time.monotonic() < deadline and trial(repro)
+        # the packet found showed it alone in a trial of its own (bisect's or the shrink's
+        # last): no boot spent to see that again
+        finding.replayed_alone = repro[0].dumps() in alone or (
+            time.monotonic() < deadline and trial(repro))
     finding.trials = trial.count
     repro_path = Path(finding.directory) / "repro.json"
     command = (f"sudo python tools/fuzz_live.py replay {shlex.quote(str(repro_path))}"

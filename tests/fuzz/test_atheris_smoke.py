@@ -2,7 +2,7 @@
 entry point fuzzed for a few seconds must end clean, and the harness must report a fault
 planted in a test double (a non-ibwire exception, a SIGSEGV) with the input that caused it.
 
-About 60-80 s in all: each run starts a process that instruments ibwire's modules first.
+About 40-60 s in all: each run starts a process that instruments ibwire's modules first.
 Without atheris (``pip install '.[test]'`` brings it) these tests skip, unless
 ``IBWIRE_REQUIRE_ATHERIS=1`` (as ``.ci/run`` sets), where its absence is a failure.
 """
@@ -21,7 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 HARNESS = ROOT / "tools" / "fuzz_atheris.py"
 TARGETS = ("parse", "scan", "rewrite", "show", "check")
-SECONDS = 5
+SECONDS = 2
 
 
 def _atheris() -> None:

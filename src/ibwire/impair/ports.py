@@ -11,6 +11,13 @@ with ``PACKET_AUXDATA``: ``TP_STATUS_CSUMNOTREADY`` says the TCP/UDP checksum wa
 offload (a tap fed by virtio-net, a veth fed by a local socket), and a VLAN tag the driver
 took off the frame (``TP_STATUS_VLAN_VALID``) is put back before it is sent on.
 
+Where the interface's root qdisc is ``noqueue`` (a veth; :mod:`ibwire.impair.qdisc`), the
+port's frames go straight to the driver (``PACKET_QDISC_BYPASS``): ``dev_queue_xmit``'s work
+is skipped, and so is its copy to the packet taps of the device (``dev_queue_xmit_nit``): a
+``tcpdump -i`` on the forwarder's own interface does not see the frames it sends there
+(the peer's end sees them; ``-w`` records them). A real qdisc (a tap's ``pfifo_fast``, a
+``tc netem``) is kept.
+
 The checks before anything is opened, each refusing in one line: two distinct interfaces
 that exist and are up (``ibwire.replay.send.check_interface``), root or ``CAP_NET_RAW``,
 and neither carrying the host's default route (``/proc/net/route``, ``/proc/net/ipv6_route``)
@@ -33,6 +40,7 @@ SOL_PACKET = 263
 PACKET_AUXDATA = 8
 PACKET_IGNORE_OUTGOING = 23
 PACKET_OUTGOING = 4
+PACKET_QDISC_BYPASS = 20
 PACKET_STATISTICS = 6  # struct tpacket_stats: tp_packets, tp_drops (linux/if_packet.h)
 SO_TIMESTAMPNS = 35
 SO_RCVBUFFORCE = 33
@@ -122,10 +130,11 @@ class Batch:
 
 class Port:
     """One interface's AF_PACKET socket: frames in with their arrival time and status,
-    frames out. ``receive`` reads what has arrived (up to ``most`` frames) without waiting."""
+    frames out. ``receive`` reads what has arrived (up to ``most`` frames) without waiting.
+    ``bypass``: send past the qdisc layer (None: where the root qdisc is ``noqueue``)."""
 
-    def __init__(self, name: str, most: int = 64, fast: bool = True, ring: bool = True
-                 ) -> None:
+    def __init__(self, name: str, most: int = 64, fast: bool = True, ring: bool = True,
+                 bypass: bool | None = None) -> None:
         self.name = name
         try:
             sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
@@ -138,6 +147,17 @@ class Port:
         except OSError:
             pass
         sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
+        if bypass is None:
+            from ibwire.impair.qdisc import root_qdisc
+
+            bypass = root_qdisc(name) == "noqueue"
+        self.bypass = False
+        if bypass:
+            try:
+                sock.setsockopt(SOL_PACKET, PACKET_QDISC_BYPASS, 1)
+                self.bypass = True
+            except OSError:
+                pass  # a kernel before 3.14
         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         for force, plain in ((SO_RCVBUFFORCE, socket.SO_RCVBUF),
                              (SO_SNDBUFFORCE, socket.SO_SNDBUF)):

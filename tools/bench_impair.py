@@ -10,12 +10,21 @@ Linux bridge, and a bridge with a netem qdisc of no delay (only where ``sch_nete
   PSNs counting up) as fast as sendmmsg(2) goes; frames/s is what reached host B over the
   time between its first and last arrival (loss is counted, not hidden).
 - per CPU-s: the frames the forwarder handled divided by the CPU time its forwarding
-  thread used (``cpu_seconds`` of its manifest): its rate on one core of its own, whatever
-  share of the machine it got;
+  thread used (``cpu_seconds`` of its manifest: ``time.thread_time()``, the thread's
+  sum_exec_runtime): its rate on one core of its own, whatever share of the machine it got.
+  On veth pairs that time is not the forwarder's work alone: a frame sent on ``fb`` is
+  received by ``hb`` in the sending thread's context (veth_xmit queues it with netif_rx, and
+  the softirq runs when the send re-enables bottom halves), so host B's receive (its packet
+  sockets, its IP stack's look at the frame) is charged to the forwarder, while the
+  forwarder's own receive (host A's frames into its ring) is charged to host A's sender.
+  Whether softirq time is in a thread's runtime at all depends on the kernel: without
+  CONFIG_IRQ_TIME_ACCOUNTING it is; with it (and irq time accounting left on) it is taken
+  out, and the same forwarder shows a higher figure. The run says which applies;
 - added latency: probes sent one at a time (1 kHz), each carrying its send time; B's kernel
   stamps arrival (SO_TIMESTAMPNS); the median of a direct veth pair is subtracted.
 
-Run as root from the repository: ``python tools/bench_impair.py [--frames N] [--probes N]``.
+Run as root from the repository: ``python tools/bench_impair.py [--frames N] [--probes N]
+[--tx-ring]`` (``--tx-ring``: the forwarder sends through its send rings).
 One run; the machine is shared, so the figures are what this run measured.
 """
 
@@ -193,10 +202,34 @@ def netem(lab: Lab) -> bool:
         return False
 
 
+def softirq_accounting() -> str:
+    """Whether this kernel charges softirq time to the thread it interrupts (see per CPU-s),
+    from its build configuration (/proc/config.gz or /boot/config-RELEASE)."""
+    import gzip
+
+    text = ""
+    try:
+        with gzip.open("/proc/config.gz", "rt") as f:
+            text = f.read()
+    except OSError:
+        try:
+            text = Path(f"/boot/config-{os.uname().release}").read_text()
+        except OSError:
+            return "per CPU-s: kernel configuration not found, softirq accounting unknown"
+    if "CONFIG_IRQ_TIME_ACCOUNTING=y" in text:
+        return ("per CPU-s: CONFIG_IRQ_TIME_ACCOUNTING=y, softirq time run in the forwarder's "
+                "thread (host B's veth receive) is not in its CPU time (unless irq time "
+                "accounting is off at run time)")
+    return ("per CPU-s: CONFIG_IRQ_TIME_ACCOUNTING is not set, softirq time run in the "
+            "forwarder's thread (host B's veth receive) is in its CPU time")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=200_000)
     parser.add_argument("--probes", type=int, default=2000)
+    parser.add_argument("--tx-ring", action="store_true",
+                        help="run ibwire impair with --tx-ring (its send rings)")
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("bench_impair: needs root (network namespaces)", file=sys.stderr)
@@ -232,7 +265,7 @@ def main() -> int:
             where = Path(tempfile.mkdtemp(prefix="bench-impair-"))
             manifest = where / "m.json"
             faults = tuple(str(where / "c.pcap") if f == "CAPTURE" else f for f in faults)
-            proc = impair(lab, manifest, *faults)
+            proc = impair(lab, manifest, *faults, *(("--tx-ring",) if args.tx_ring else ()))
             lat = probes(lab, rx, args.probes)
             rate, lost = blast(lab, rx, args.frames)
             summary, m = stop(proc, manifest)
@@ -241,7 +274,7 @@ def main() -> int:
             per_cpu = arrived / m["cpu_seconds"] if m["cpu_seconds"] else 0.0
             rows.append((name, rate, lost, lat, per_cpu))
             print(f"# {name}: {summary}; {arrived / max(1, m['batches']):.1f} frames per "
-                  f"batch", file=sys.stderr)
+                  f"batch; send ring full {m.get('send_ring_full', 0)}", file=sys.stderr)
         rx.close()
     finally:
         lab.remove()
@@ -259,6 +292,7 @@ def main() -> int:
     print("frames/s: reaching host B (the sender, receiver and forwarder share the machine's "
           "CPUs); per CPU-s: frames the forwarder handled per second of its own CPU time "
           "(what one core would carry); added = latency minus the Linux bridge's median")
+    print(softirq_accounting())
     if netem_note:
         print(netem_note)
     return 0

@@ -51,6 +51,7 @@ def test_qdisc_bypassed_only_where_the_root_qdisc_is_noqueue(lab: Lab) -> None:
             watch, b = tap(lab, "fb"), lab.raw("b")
             try:
                 assert port.bypass == (qdisc == "noqueue")
+                assert port.tx is None  # the send ring is asked for (tx_ring=True)
                 assert port.send([frame]) == 1
                 assert drain(b) == [frame]
                 assert len(drain(watch)) == (0 if port.bypass else 1)
@@ -67,7 +68,7 @@ def ring_port(lab: Lab) -> Port:
     if not lab.fast:
         pytest.skip("the send ring is the compiled path's")
     with lab.inside("f"):
-        port = Port("fb")
+        port = Port("fb", tx_ring=True)
     assert port.tx is not None
     return port
 
@@ -109,7 +110,7 @@ def test_a_full_send_ring_loses_and_reorders_nothing(lab: Lab) -> None:
            "2000", "limit", "1000000")
     try:
         with lab.inside("f"):
-            port = Port("fb", tx_ring=False)
+            port = Port("fb")
             s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
             port.tx = _io.fast.TxRing(s.fileno(), 1514, 2048, 8)
             s.bind(("fb", 0))
@@ -137,7 +138,8 @@ def test_the_pump_sends_through_the_ring_and_keeps_the_order(lab: Lab, tmp_path:
     frames = stream()
     a, b = lab.raw("a"), lab.raw("b")
     b.setsockopt(socket.SOL_SOCKET, 33, 32 << 20)
-    forwarder = lab.forwarder([("reorder", "qp=0,psn=500"), ("corrupt", "qp=0,psn=900")])
+    forwarder = lab.forwarder([("reorder", "qp=0,psn=500"), ("corrupt", "qp=0,psn=900")],
+                              tx_ring=True)
     try:
         with Running(forwarder):
             for f in frames:

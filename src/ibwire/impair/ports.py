@@ -2,10 +2,14 @@
 
 With the compiled fast path each socket has a receive ring (``PACKET_RX_RING``, TPACKET_V2:
 ``ring.c``; recvmmsg(2) where the kernel refuses one): the kernel copies a frame into it in
-the context that delivered it, not in the forwarder's. And each Ethernet port has a second
-socket, bound to it for sending only, with a send ring (``PACKET_TX_RING``): the C pump's
-batches are copied into its slots and sent with one send(2) (``ring.c``; sendmmsg(2) on
-the first socket where the kernel refuses a ring, and for the frames no slot takes).
+the context that delivered it, not in the forwarder's. The C pump sends its batches with
+sendmmsg(2); with ``tx_ring`` an Ethernet port has a second socket, bound to it for sending
+only, with a send ring (``PACKET_TX_RING``): the batches are copied into its slots and sent
+with one send(2) each (``ring.c``; sendmmsg(2) on the first socket where the kernel refuses a
+ring, and for the frames no slot takes). Not the default: the ring's skbs point into its
+pages, which a veth or a tap copies into new pages before passing a frame on
+(skb_orphan_frags), so on those it saved no CPU time (docs/verbs/impair.md, Speed); a NIC
+whose driver sends from the pages is where it can.
 
 Each socket receives every frame that arrives on its interface (``ETH_P_ALL``; not those
 the host sends on it: ``PACKET_IGNORE_OUTGOING``, or the ``PACKET_OUTGOING`` packet type
@@ -143,7 +147,7 @@ class Port:
     """
 
     def __init__(self, name: str, most: int = 64, fast: bool = True, ring: bool = True,
-                 bypass: bool | None = None, tx_ring: bool = True) -> None:
+                 bypass: bool | None = None, tx_ring: bool = False) -> None:
         self.name = name
         try:
             sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))

@@ -19,7 +19,13 @@ Linux bridge, and a bridge with a netem qdisc of no delay (only where ``sch_nete
   forwarder's own receive (host A's frames into its ring) is charged to host A's sender.
   Whether softirq time is in a thread's runtime at all depends on the kernel: without
   CONFIG_IRQ_TIME_ACCOUNTING it is; with it (and irq time accounting left on) it is taken
-  out, and the same forwarder shows a higher figure. The run says which applies;
+  out, and the same forwarder shows a higher figure. The run says which applies. The time
+  is the whole run's, the probes' included: each probe wakes the forwarder for one frame,
+  which costs more than a frame of a batch;
+- blast/CPU-s: the same, over the blast alone: the frames that reached the forwarder during
+  it (all it handled, less the probes host B got) divided by the forwarding thread's CPU
+  time over it (the first field of /proc/PID/task/PID/schedstat, the same sum_exec_runtime,
+  read before and after): what one busy core carries, the probes' wake-ups left out;
 - added latency: probes sent one at a time (1 kHz), each carrying its send time; B's kernel
   stamps arrival (SO_TIMESTAMPNS); the median of a direct veth pair is subtracted.
 
@@ -202,6 +208,15 @@ def netem(lab: Lab) -> bool:
         return False
 
 
+def thread_cpu_ns(pid: int) -> int | None:
+    """The CPU time (ns) of process ``pid``'s main thread, the forwarding one: its
+    sum_exec_runtime (/proc/PID/task/PID/schedstat, CONFIG_SCHED_INFO); None without."""
+    try:
+        return int(Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def softirq_accounting() -> str:
     """Whether this kernel charges softirq time to the thread it interrupts (see per CPU-s),
     from its build configuration (/proc/config.gz or /boot/config-RELEASE)."""
@@ -248,11 +263,11 @@ def main() -> int:
         bridge(lab, True)
         base = probes(lab, rx, args.probes)
         rate, lost = blast(lab, rx, args.frames)
-        rows.append(("linux bridge", rate, lost, base, None))
+        rows.append(("linux bridge", rate, lost, base, None, None))
         if netem(lab):
             lat = probes(lab, rx, args.probes)
             rate, lost = blast(lab, rx, args.frames)
-            rows.append(("bridge + netem delay 0", rate, lost, lat, None))
+            rows.append(("bridge + netem delay 0", rate, lost, lat, None, None))
             lab.ip("f", "tc", "qdisc", "del", "dev", "fb", "root")
             netem_note = ""
         else:
@@ -267,12 +282,17 @@ def main() -> int:
             faults = tuple(str(where / "c.pcap") if f == "CAPTURE" else f for f in faults)
             proc = impair(lab, manifest, *faults, *(("--tx-ring",) if args.tx_ring else ()))
             lat = probes(lab, rx, args.probes)
+            before = thread_cpu_ns(proc.pid)  # ip netns exec execs: the pid is Python's
             rate, lost = blast(lab, rx, args.frames)
+            after = thread_cpu_ns(proc.pid)
             summary, m = stop(proc, manifest)
             shutil.rmtree(where, ignore_errors=True)
             arrived = m["arrived"]["a2b"] + m["arrived"]["b2a"]
             per_cpu = arrived / m["cpu_seconds"] if m["cpu_seconds"] else 0.0
-            rows.append((name, rate, lost, lat, per_cpu))
+            blast_cpu = ((arrived - len(lat)) / ((after - before) / 1e9)
+                         if before is not None and after is not None and after > before
+                         else None)
+            rows.append((name, rate, lost, lat, per_cpu, blast_cpu))
             print(f"# {name}: {summary}; {arrived / max(1, m['batches']):.1f} frames per "
                   f"batch; send ring full {m.get('send_ring_full', 0)}", file=sys.stderr)
         rx.close()
@@ -282,16 +302,18 @@ def main() -> int:
     print(f"{args.frames} frames of {FRAME_BYTES} bytes back to back; {args.probes} probes "
           f"at 1 kHz; fast path {_io.implementation}; {os.cpu_count()} CPUs shared")
     print(f"load average {os.getloadavg()[0]:.1f}")
-    print(f"{'path':42} {'frames/s':>10} {'lost':>7} {'per CPU-s':>10} {'lat med us':>11} "
-          f"{'lat p99 us':>11} {'added med':>10} {'added p99':>10}")
-    for name, rate, lost, lat, per_cpu in rows:
+    print(f"{'path':42} {'frames/s':>10} {'lost':>7} {'per CPU-s':>10} {'blast/CPU-s':>11} "
+          f"{'lat med us':>11} {'lat p99 us':>11} {'added med':>10} {'added p99':>10}")
+    for name, rate, lost, lat, per_cpu, blast_cpu in rows:
         med, p99 = (float(np.median(lat)), float(np.percentile(lat, 99))) if len(lat) else (0, 0)
         cpu = f"{per_cpu:10.0f}" if per_cpu is not None else f"{'-':>10}"
-        print(f"{name:42} {rate:10.0f} {lost:7d} {cpu} {med / 1e3:11.1f} {p99 / 1e3:11.1f} "
-              f"{(med - floor) / 1e3:10.1f} {(p99 - floor) / 1e3:10.1f}")
+        busy = f"{blast_cpu:11.0f}" if blast_cpu is not None else f"{'-':>11}"
+        print(f"{name:42} {rate:10.0f} {lost:7d} {cpu} {busy} {med / 1e3:11.1f} "
+              f"{p99 / 1e3:11.1f} {(med - floor) / 1e3:10.1f} {(p99 - floor) / 1e3:10.1f}")
     print("frames/s: reaching host B (the sender, receiver and forwarder share the machine's "
-          "CPUs); per CPU-s: frames the forwarder handled per second of its own CPU time "
-          "(what one core would carry); added = latency minus the Linux bridge's median")
+          "CPUs); per CPU-s: frames the forwarder handled per second of its own CPU time, "
+          "over the whole run (probes included); blast/CPU-s: the same over the blast alone "
+          "(what one busy core would carry); added = latency minus the Linux bridge's median")
     print(softirq_accounting())
     if netem_note:
         print(netem_note)

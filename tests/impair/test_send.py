@@ -1,6 +1,6 @@
-"""How a port sends (``ports.py``, ``ring.c``): past the qdisc layer where the interface has
-none to skip, and through a send ring (``PACKET_TX_RING``) on the compiled fast path, every
-frame arriving whole and in order (root; skipped else)."""
+"""A port's send ring (``PACKET_TX_RING``, ``ports.py``, ``ring.c``) on the compiled fast
+path: every frame arriving whole and in order, also when the ring is full (root; skipped
+else)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import pytest
 
 from ibwire.impair import _io
 from ibwire.impair.ports import Batch, Port
-from ibwire.impair.qdisc import root_qdisc
 from tests.impair.lab import Lab, Running, drain
 from tests.impair.test_pump import psn_of, stream
 
@@ -27,47 +26,11 @@ def frames(n: int, size: int = 1000) -> list[bytes]:
             for i in range(n)]
 
 
-def tap(lab: Lab, iface: str) -> socket.socket:
-    """A packet socket on the forwarder's own interface, as ``tcpdump -i`` opens one."""
-    with lab.inside("f"):
-        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
-        s.bind((iface, 3))
-    s.settimeout(0.05)
-    return s
-
-
-def test_qdisc_bypassed_only_where_the_root_qdisc_is_noqueue(lab: Lab) -> None:
-    """A veth (``noqueue``) is sent to past the qdisc layer: its frames reach the peer, but
-    a packet tap on the veth itself no longer sees them (dev_queue_xmit_nit is skipped, as
-    packet_mmap.rst warns); with a real qdisc (here a pfifo) the port keeps it."""
-    frame = frames(1)[0]
-    for qdisc in ("noqueue", "pfifo"):
-        if qdisc != "noqueue":
-            lab.ip("f", "tc", "qdisc", "add", "dev", "fb", "root", "pfifo")
-        try:
-            with lab.inside("f"):
-                assert root_qdisc("fb") == qdisc
-                port = Port("fb", fast=lab.fast)
-            watch, b = tap(lab, "fb"), lab.raw("b")
-            try:
-                assert port.bypass == (qdisc == "noqueue")
-                assert port.tx is None  # the send ring is asked for (tx_ring=True)
-                assert port.send([frame]) == 1
-                assert drain(b) == [frame]
-                assert len(drain(watch)) == (0 if port.bypass else 1)
-            finally:
-                port.close()
-                watch.close()
-                b.close()
-        finally:
-            if qdisc != "noqueue":
-                lab.ip("f", "tc", "qdisc", "del", "dev", "fb", "root")
-
-
 def ring_port(lab: Lab) -> Port:
     if not lab.fast:
         pytest.skip("the send ring is the compiled path's")
     with lab.inside("f"):
+        assert Port("fb").tx is None  # the ring is asked for
         port = Port("fb", tx_ring=True)
     assert port.tx is not None
     return port

@@ -18,13 +18,6 @@ with ``PACKET_AUXDATA``: ``TP_STATUS_CSUMNOTREADY`` says the TCP/UDP checksum wa
 offload (a tap fed by virtio-net, a veth fed by a local socket), and a VLAN tag the driver
 took off the frame (``TP_STATUS_VLAN_VALID``) is put back before it is sent on.
 
-Where the interface's root qdisc is ``noqueue`` (a veth; :mod:`ibwire.impair.qdisc`), the
-port's frames go straight to the driver (``PACKET_QDISC_BYPASS``): ``dev_queue_xmit``'s work
-is skipped, and so is its copy to the packet taps of the device (``dev_queue_xmit_nit``): a
-``tcpdump -i`` on the forwarder's own interface does not see the frames it sends there
-(the peer's end sees them; ``-w`` records them). A real qdisc (a tap's ``pfifo_fast``, a
-``tc netem``) is kept.
-
 The checks before anything is opened, each refusing in one line: two distinct interfaces
 that exist and are up (``ibwire.replay.send.check_interface``), root or ``CAP_NET_RAW``,
 and neither carrying the host's default route (``/proc/net/route``, ``/proc/net/ipv6_route``)
@@ -48,7 +41,6 @@ SOL_PACKET = 263
 PACKET_AUXDATA = 8
 PACKET_IGNORE_OUTGOING = 23
 PACKET_OUTGOING = 4
-PACKET_QDISC_BYPASS = 20
 PACKET_STATISTICS = 6  # struct tpacket_stats: tp_packets, tp_drops (linux/if_packet.h)
 SO_TIMESTAMPNS = 35
 SO_RCVBUFFORCE = 33
@@ -142,12 +134,11 @@ class Batch:
 class Port:
     """One interface's AF_PACKET socket: frames in with their arrival time and status,
     frames out. ``receive`` reads what has arrived (up to ``most`` frames) without waiting.
-    ``bypass``: send past the qdisc layer (None: where the root qdisc is ``noqueue``);
     ``tx_ring``: send the fast path's batches through a send ring where the kernel gives one.
     """
 
     def __init__(self, name: str, most: int = 64, fast: bool = True, ring: bool = True,
-                 bypass: bool | None = None, tx_ring: bool = False) -> None:
+                 tx_ring: bool = False) -> None:
         self.name = name
         try:
             sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
@@ -160,17 +151,6 @@ class Port:
         except OSError:
             pass
         sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
-        if bypass is None:
-            from ibwire.impair.qdisc import root_qdisc
-
-            bypass = root_qdisc(name) == "noqueue"
-        self.bypass = False
-        if bypass:
-            try:
-                sock.setsockopt(SOL_PACKET, PACKET_QDISC_BYPASS, 1)
-                self.bypass = True
-            except OSError:
-                pass  # a kernel before 3.14
         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         _buffer(sock, SO_RCVBUFFORCE, socket.SO_RCVBUF)
         _buffer(sock, SO_SNDBUFFORCE, socket.SO_SNDBUF)
@@ -205,15 +185,13 @@ class Port:
 
     def _open_tx_ring(self) -> None:
         """The send ring, on a socket of its own (one with a send ring sends nothing else),
-        with the first's qdisc bypass; none on a non-Ethernet port or where refused."""
+        none on a non-Ethernet port or where refused."""
         if self.sock.getsockname()[3] != ARPHRD_ETHER:
             return
         s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
         try:
             ifreq = fcntl.ioctl(s, SIOCGIFMTU, struct.pack("16si", self.name.encode(), 0))
             mtu = struct.unpack_from("i", ifreq, 16)[0]
-            if self.bypass:
-                s.setsockopt(SOL_PACKET, PACKET_QDISC_BYPASS, 1)
             _buffer(s, SO_SNDBUFFORCE, socket.SO_SNDBUF)
             self.tx = self.fast.TxRing(s.fileno(), mtu + ETH_HLEN)  # type: ignore[union-attr]
             s.bind((self.name, 0))  # protocol 0: it receives nothing

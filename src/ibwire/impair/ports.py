@@ -244,7 +244,8 @@ class Port:
 
     def pump_arrays(self) -> tuple[Any, ...]:
         """(socket, receive ring or None, send ring or None, receive buffer, offsets,
-        lengths, stamps, checksum flags): what the C pump (:class:`ibwire.impair._fast.Pump`) reads a batch into, as :meth:`receive`."""
+        lengths, stamps, checksum flags): what the C pump (:class:`ibwire.impair._fast.Pump`)
+        reads a batch into, as :meth:`receive`, and sends it through."""
         return (self.fd, self.ring, self.tx, self._slots, *self._columns)
 
     def handed_back(self, first: int, count: int) -> Batch:

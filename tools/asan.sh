@@ -9,7 +9,7 @@
 #      and file map tests of tests/pcap, tests/rewrite/test_rewrite_kernel.py (damaged frames
 #      through the kernel and its numpy twin), tests/analysis/test_streams.py,
 #      tests/transport/test_observer.py (compiled observer against its twin) and tests/impair
-#      (the forwarder's C pump, receive ring and checksum completion on veth pairs);
+#      (the forwarder's C pump, receive and send rings and checksum completion on veth pairs);
 #   2. a C fuzz loop straight on kernel.c: random bytes and mutated valid frames in buffers
 #      malloc'd to their exact size, through locate/verify/icrc/vcrc/fix and the batch, for
 #      every CRC-32 code path the CPU has;

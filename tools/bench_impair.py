@@ -10,12 +10,27 @@ Linux bridge, and a bridge with a netem qdisc of no delay (only where ``sch_nete
   PSNs counting up) as fast as sendmmsg(2) goes; frames/s is what reached host B over the
   time between its first and last arrival (loss is counted, not hidden).
 - per CPU-s: the frames the forwarder handled divided by the CPU time its forwarding
-  thread used (``cpu_seconds`` of its manifest): its rate on one core of its own, whatever
-  share of the machine it got;
+  thread used (``cpu_seconds`` of its manifest: ``time.thread_time()``, the thread's
+  sum_exec_runtime): its rate on one core of its own, whatever share of the machine it got.
+  On veth pairs that time is not the forwarder's work alone: a frame sent on ``fb`` is
+  received by ``hb`` in the sending thread's context (veth_xmit queues it with netif_rx, and
+  the softirq runs when the send re-enables bottom halves), so host B's receive (its packet
+  sockets, its IP stack's look at the frame) is charged to the forwarder, while the
+  forwarder's own receive (host A's frames into its ring) is charged to host A's sender.
+  Whether softirq time is in a thread's runtime at all depends on the kernel: without
+  CONFIG_IRQ_TIME_ACCOUNTING it is; with it (and irq time accounting left on) it is taken
+  out, and the same forwarder shows a higher figure. The run says which applies. The time
+  is the whole run's, the probes' included: each probe wakes the forwarder for one frame,
+  which costs more than a frame of a batch;
+- blast/CPU-s: the same, over the blast alone: the frames that reached the forwarder during
+  it (all it handled, less the probes host B got) divided by the forwarding thread's CPU
+  time over it (the first field of /proc/PID/task/PID/schedstat, the same sum_exec_runtime,
+  read before and after): what one busy core carries, the probes' wake-ups left out;
 - added latency: probes sent one at a time (1 kHz), each carrying its send time; B's kernel
   stamps arrival (SO_TIMESTAMPNS); the median of a direct veth pair is subtracted.
 
-Run as root from the repository: ``python tools/bench_impair.py [--frames N] [--probes N]``.
+Run as root from the repository: ``python tools/bench_impair.py [--frames N] [--probes N]
+[--tx-ring]`` (``--tx-ring``: the forwarder sends through its send rings).
 One run; the machine is shared, so the figures are what this run measured.
 """
 
@@ -193,10 +208,43 @@ def netem(lab: Lab) -> bool:
         return False
 
 
+def thread_cpu_ns(pid: int) -> int | None:
+    """The CPU time (ns) of process ``pid``'s main thread, the forwarding one: its
+    sum_exec_runtime (/proc/PID/task/PID/schedstat, CONFIG_SCHED_INFO); None without."""
+    try:
+        return int(Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def softirq_accounting() -> str:
+    """Whether this kernel charges softirq time to the thread it interrupts (see per CPU-s),
+    from its build configuration (/proc/config.gz or /boot/config-RELEASE)."""
+    import gzip
+
+    text = ""
+    try:
+        with gzip.open("/proc/config.gz", "rt") as f:
+            text = f.read()
+    except OSError:
+        try:
+            text = Path(f"/boot/config-{os.uname().release}").read_text()
+        except OSError:
+            return "per CPU-s: kernel configuration not found, softirq accounting unknown"
+    if "CONFIG_IRQ_TIME_ACCOUNTING=y" in text:
+        return ("per CPU-s: CONFIG_IRQ_TIME_ACCOUNTING=y, softirq time run in the forwarder's "
+                "thread (host B's veth receive) is not in its CPU time (unless irq time "
+                "accounting is off at run time)")
+    return ("per CPU-s: CONFIG_IRQ_TIME_ACCOUNTING is not set, softirq time run in the "
+            "forwarder's thread (host B's veth receive) is in its CPU time")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=200_000)
     parser.add_argument("--probes", type=int, default=2000)
+    parser.add_argument("--tx-ring", action="store_true",
+                        help="run ibwire impair with --tx-ring (its send rings)")
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("bench_impair: needs root (network namespaces)", file=sys.stderr)
@@ -215,11 +263,11 @@ def main() -> int:
         bridge(lab, True)
         base = probes(lab, rx, args.probes)
         rate, lost = blast(lab, rx, args.frames)
-        rows.append(("linux bridge", rate, lost, base, None))
+        rows.append(("linux bridge", rate, lost, base, None, None))
         if netem(lab):
             lat = probes(lab, rx, args.probes)
             rate, lost = blast(lab, rx, args.frames)
-            rows.append(("bridge + netem delay 0", rate, lost, lat, None))
+            rows.append(("bridge + netem delay 0", rate, lost, lat, None, None))
             lab.ip("f", "tc", "qdisc", "del", "dev", "fb", "root")
             netem_note = ""
         else:
@@ -232,16 +280,21 @@ def main() -> int:
             where = Path(tempfile.mkdtemp(prefix="bench-impair-"))
             manifest = where / "m.json"
             faults = tuple(str(where / "c.pcap") if f == "CAPTURE" else f for f in faults)
-            proc = impair(lab, manifest, *faults)
+            proc = impair(lab, manifest, *faults, *(("--tx-ring",) if args.tx_ring else ()))
             lat = probes(lab, rx, args.probes)
+            before = thread_cpu_ns(proc.pid)  # ip netns exec execs: the pid is Python's
             rate, lost = blast(lab, rx, args.frames)
+            after = thread_cpu_ns(proc.pid)
             summary, m = stop(proc, manifest)
             shutil.rmtree(where, ignore_errors=True)
             arrived = m["arrived"]["a2b"] + m["arrived"]["b2a"]
             per_cpu = arrived / m["cpu_seconds"] if m["cpu_seconds"] else 0.0
-            rows.append((name, rate, lost, lat, per_cpu))
+            blast_cpu = ((arrived - len(lat)) / ((after - before) / 1e9)
+                         if before is not None and after is not None and after > before
+                         else None)
+            rows.append((name, rate, lost, lat, per_cpu, blast_cpu))
             print(f"# {name}: {summary}; {arrived / max(1, m['batches']):.1f} frames per "
-                  f"batch", file=sys.stderr)
+                  f"batch; send ring full {m.get('send_ring_full', 0)}", file=sys.stderr)
         rx.close()
     finally:
         lab.remove()
@@ -249,16 +302,19 @@ def main() -> int:
     print(f"{args.frames} frames of {FRAME_BYTES} bytes back to back; {args.probes} probes "
           f"at 1 kHz; fast path {_io.implementation}; {os.cpu_count()} CPUs shared")
     print(f"load average {os.getloadavg()[0]:.1f}")
-    print(f"{'path':42} {'frames/s':>10} {'lost':>7} {'per CPU-s':>10} {'lat med us':>11} "
-          f"{'lat p99 us':>11} {'added med':>10} {'added p99':>10}")
-    for name, rate, lost, lat, per_cpu in rows:
+    print(f"{'path':42} {'frames/s':>10} {'lost':>7} {'per CPU-s':>10} {'blast/CPU-s':>11} "
+          f"{'lat med us':>11} {'lat p99 us':>11} {'added med':>10} {'added p99':>10}")
+    for name, rate, lost, lat, per_cpu, blast_cpu in rows:
         med, p99 = (float(np.median(lat)), float(np.percentile(lat, 99))) if len(lat) else (0, 0)
         cpu = f"{per_cpu:10.0f}" if per_cpu is not None else f"{'-':>10}"
-        print(f"{name:42} {rate:10.0f} {lost:7d} {cpu} {med / 1e3:11.1f} {p99 / 1e3:11.1f} "
-              f"{(med - floor) / 1e3:10.1f} {(p99 - floor) / 1e3:10.1f}")
+        busy = f"{blast_cpu:11.0f}" if blast_cpu is not None else f"{'-':>11}"
+        print(f"{name:42} {rate:10.0f} {lost:7d} {cpu} {busy} {med / 1e3:11.1f} "
+              f"{p99 / 1e3:11.1f} {(med - floor) / 1e3:10.1f} {(p99 - floor) / 1e3:10.1f}")
     print("frames/s: reaching host B (the sender, receiver and forwarder share the machine's "
-          "CPUs); per CPU-s: frames the forwarder handled per second of its own CPU time "
-          "(what one core would carry); added = latency minus the Linux bridge's median")
+          "CPUs); per CPU-s: frames the forwarder handled per second of its own CPU time, "
+          "over the whole run (probes included); blast/CPU-s: the same over the blast alone "
+          "(what one busy core would carry); added = latency minus the Linux bridge's median")
+    print(softirq_accounting())
     if netem_note:
         print(netem_note)
     return 0

@@ -52,6 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true",
                         help="forward even on an interface carrying the default route")
     parser.add_argument("--no-progress", action="store_true", help="no progress on stderr")
+    parser.add_argument("--tx-ring", action="store_true",
+                        help="send through a PACKET_TX_RING per port (see the guide's Speed)")
     for kind, option in FAULT_OPTIONS:
         parser.add_argument(f"--{option}", dest=f"fault_{kind}", action="append", default=[],
                             metavar="SPEC", help=_HELP[kind] + " (SPEC: rate=R, qp=K, psn=P, "
@@ -80,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     plan = Plan.of(pairs, seed=args.seed)
     a, b = args.interfaces
     forwarder = Forwarder(a, b, plan, capture=args.write, manifest=args.manifest,
-                          force=args.force,
+                          force=args.force, tx_ring=args.tx_ring,
                           progress=None if args.no_progress else _progress)
     before = handle((signal.SIGINT, signal.SIGTERM), lambda *_: forwarder.stop())
     try:

@@ -1,5 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""The forwarder's fast path (relay.c): recvmmsg/sendmmsg batches, pcap records in C; the
+"""The forwarder's fast path (relay.c): recvmmsg/sendmmsg batches, receive and send rings
+(ring.c), pcap records in C; the
 pump (pump.c) that forwards both ports in C until a frame needs Python (:class:`Pump`)."""
 
 import numpy as np
@@ -28,12 +29,23 @@ cdef extern from "relay.h":
     int relay_ring_receive(relay_ring *r, uint8_t *buffer, int64_t slot, int most,
                            int64_t *offsets, int64_t *lengths, int64_t *stamps,
                            uint8_t *csum) nogil
+    struct relay_txring:
+        int fd
+        int64_t longest, queued, full, flushes
+    int relay_txring_open(relay_txring *t, int fd, uint32_t frame_size, uint32_t frame_nr,
+                          int64_t longest) nogil
+    void relay_txring_close(relay_txring *t) nogil
+    int relay_txring_flush(relay_txring *t) nogil
+    int relay_txring_send(relay_txring *t, int fallback, const uint8_t *buffer,
+                          const int64_t *offsets, const int64_t *lengths, int count,
+                          int *failed) nogil
     int relay_complete_checksum(uint8_t *f, int64_t len) nogil
     int64_t relay_monotonic_ns() nogil
     struct relay_pump:
         int fd[2]
         int wake
         relay_ring *ring[2]
+        relay_txring *tx[2]
         int64_t slot
         int most
         uint8_t *buffer[2]
@@ -130,14 +142,67 @@ def receive_ring(Ring ring, uint8_t[::1] buffer, int64_t slot, int most,
     return n
 
 
-def send_batch(int fd, data, int64_t[::1] offsets, int64_t[::1] lengths):
-    """Sends the frames of a batch (``data`` a writable buffer); returns how many went."""
+#: A send ring's slots: a frame of the largest IB MTU with its headers and VLAN tags.
+TX_FRAME = 8192
+#: Slots of a send ring (8 MiB a port): four batches of the most a batch holds.
+TX_FRAMES = 1024
+
+
+cdef class TxRing:
+    """A socket's PACKET_TX_RING (TPACKET_V2, ring.c) for the frames of a port; ``longest``:
+    the longest frame a slot is to take (the device's MTU and Ethernet header: longer ones go
+    with sendmmsg on the other socket). OSError where the kernel refuses a ring."""
+
+    cdef relay_txring t
+
+    def __init__(self, int fd, int64_t longest, uint32_t frame_size=TX_FRAME,
+                 uint32_t frames=TX_FRAMES):
+        cdef int e = relay_txring_open(&self.t, fd, frame_size, frames, longest)
+        if e < 0:
+            raise OSError(-e, "PACKET_TX_RING")
+
+    @property
+    def queued(self):
+        """Frames that went through the slots."""
+        return self.t.queued
+
+    @property
+    def full(self):
+        """Frames sent with sendmmsg because no slot was free (the kernel held them all)."""
+        return self.t.full
+
+    @property
+    def flushes(self):
+        """send(2) calls that handed the ring's frames to the device."""
+        return self.t.flushes
+
+    def flush(self):
+        """Hands what waits in the ring to the device; False when some still waits."""
+        cdef int e
+        with nogil:
+            e = relay_txring_flush(&self.t)
+        return e == 0
+
+    def close(self):
+        relay_txring_close(&self.t)
+
+    def __dealloc__(self):
+        relay_txring_close(&self.t)
+
+
+def send_batch(int fd, data, int64_t[::1] offsets, int64_t[::1] lengths, TxRing tx=None):
+    """Sends the frames of a batch (``data`` a writable buffer) in order, through ``tx``
+    where given (``fd`` then takes the frames no slot can); returns how many went."""
     cdef const uint8_t[::1] buf = data
     cdef int failed = 0, sent = 0, count = offsets.shape[0]
+    cdef relay_txring *t = NULL if tx is None else &tx.t
     if count == 0:
         return 0
     with nogil:
-        sent = relay_send(fd, &buf[0], &offsets[0], &lengths[0], count, &failed)
+        if t != NULL:
+            sent = relay_txring_send(t, fd, &buf[0], &offsets[0], &lengths[0], count, &failed)
+        else:
+            sent = relay_send(fd, &buf[0], &offsets[0], &lengths[0], count, &failed)
     return sent
 
 
@@ -207,8 +272,8 @@ RULE_WORDS = 5
 cdef class Pump:
     """Both ports forwarded in C (pump.c) until a frame needs Python.
 
-    ``ports``: each port's (fd, receive ring or None, receive buffer, offsets, lengths,
-    stamps, csum) as :class:`ibwire.impair.ports.Port` keeps them; ``wake``: a pipe whose readability ends a
+    ``ports``: each port's (fd, receive ring or None, send ring or None, receive buffer,
+    offsets, lengths, stamps, csum) as :class:`ibwire.impair.ports.Port` keeps them; ``wake``: a pipe whose readability ends a
     call; ``kinds``: :data:`ibwire.transport.opkinds.KIND` and the codes of REQUEST, ACK,
     READ_RESP, ATOMIC_ACK; ``capture``: lay out pcap records of the frames forwarded."""
 
@@ -229,8 +294,9 @@ cdef class Pump:
         self.p.slot = slot
         self.p.most = most
         for d in range(2):
-            fd, ring, buffer, offsets, lengths, stamps, csum = ports[d]
+            fd, ring, tx, buffer, offsets, lengths, stamps, csum = ports[d]
             self.p.ring[d] = NULL if ring is None else &(<Ring>ring).r
+            self.p.tx[d] = NULL if tx is None else &(<TxRing>tx).t
             buf = buffer
             o = offsets
             l = lengths

@@ -78,13 +78,15 @@ class Forwarder:
     ``capture``: path of the pcap of what crossed; ``manifest``: path of the JSON manifest.
     The sockets are opened here (the refusals are raised here); :meth:`run` forwards until
     ``duration`` seconds, ``count`` frames arrived or :meth:`stop`. ``fast=False`` reads and
-    sends one frame per system call even where the compiled fast path is built."""
+    sends one frame per system call even where the compiled fast path is built; ``tx_ring``
+    sends the pump's batches through a ``PACKET_TX_RING`` per port (:mod:`ibwire.impair.
+    ports`)."""
 
     def __init__(self, iface_a: str, iface_b: str, plan: Plan | Sequence[tuple[str, str]] | None
                  = None, hook: Hook | None = None, capture: str | None = None,
                  manifest: str | None = None, *, force: bool = False,
                  progress: Callable[[Forwarder], None] | None = None, batch: int = BATCH,
-                 fast: bool = True) -> None:
+                 fast: bool = True, tx_ring: bool = False) -> None:
         check_ports(iface_a, iface_b, force)
         self.plan = plan if isinstance(plan, Plan) else Plan.of(list(plan or ()))
         self.hook = hook
@@ -111,9 +113,9 @@ class Forwarder:
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
-        self.ports = [Port(iface_a, batch, fast)]
+        self.ports = [Port(iface_a, batch, fast, tx_ring=tx_ring)]
         try:
-            self.ports.append(Port(iface_b, batch, fast))
+            self.ports.append(Port(iface_b, batch, fast, tx_ring=tx_ring))
         except BaseException:
             self.ports[0].close()
             raise

@@ -14,6 +14,7 @@ forged packet, and ``trigger`` the frame that drew it), as in gen, with more key
 requests that followed the one refused, discarded until the requester sent it again). Beside gen's keys: the
 ``interfaces``, frames ``arrived`` and ``forwarded`` each way, ``dropped``,
 ``checksums_completed``, ``send_failures``, ``oversize`` (longer than the egress MTU),
+``send_ring_full`` (frames sent with sendmmsg because the port's send ring had no free slot),
 ``kernel_drops`` per direction (frames the kernel dropped before the forwarder read them:
 lost outside the plan, named in no fault),
 ``started_ns``, ``cpu_seconds`` (the forwarding thread's CPU time) and ``batches`` (reads
@@ -58,6 +59,7 @@ class Manifest:
             "checksums_completed": f.checksums_completed,
             "send_failures": sum(p.failed for p in f.ports),
             "oversize": sum(p.oversize for p in f.ports),
+            "send_ring_full": sum(p.ring_full for p in f.ports),
             "kernel_drops": {"a2b": f.ports[0].count_kernel_drops(),
                              "b2a": f.ports[1].count_kernel_drops()},
             "started_ns": f.started_ns,

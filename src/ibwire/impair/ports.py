@@ -2,7 +2,14 @@
 
 With the compiled fast path each socket has a receive ring (``PACKET_RX_RING``, TPACKET_V2:
 ``ring.c``; recvmmsg(2) where the kernel refuses one): the kernel copies a frame into it in
-the context that delivered it, not in the forwarder's.
+the context that delivered it, not in the forwarder's. The C pump sends its batches with
+sendmmsg(2); with ``tx_ring`` an Ethernet port has a second socket, bound to it for sending
+only, with a send ring (``PACKET_TX_RING``): the batches are copied into its slots and sent
+with one send(2) each (``ring.c``; sendmmsg(2) on the first socket where the kernel refuses a
+ring, and for the frames no slot takes). Not the default: the ring's skbs point into its
+pages, which a veth or a tap copies into new pages before passing a frame on
+(skb_orphan_frags), so on those it saved no CPU time (docs/verbs/impair.md, Speed); a NIC
+whose driver sends from the pages is where it can.
 
 Each socket receives every frame that arrives on its interface (``ETH_P_ALL``; not those
 the host sends on it: ``PACKET_IGNORE_OUTGOING``, or the ``PACKET_OUTGOING`` packet type
@@ -19,6 +26,7 @@ unless forced.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
 import struct
@@ -37,6 +45,9 @@ PACKET_STATISTICS = 6  # struct tpacket_stats: tp_packets, tp_drops (linux/if_pa
 SO_TIMESTAMPNS = 35
 SO_RCVBUFFORCE = 33
 SO_SNDBUFFORCE = 32
+SIOCGIFMTU = 0x8921
+ARPHRD_ETHER = 1
+ETH_HLEN = 14
 TP_STATUS_CSUMNOTREADY = 0x8
 TP_STATUS_VLAN_VALID = 0x10
 TP_STATUS_VLAN_TPID_VALID = 0x40
@@ -122,10 +133,12 @@ class Batch:
 
 class Port:
     """One interface's AF_PACKET socket: frames in with their arrival time and status,
-    frames out. ``receive`` reads what has arrived (up to ``most`` frames) without waiting."""
+    frames out. ``receive`` reads what has arrived (up to ``most`` frames) without waiting.
+    ``tx_ring``: send the fast path's batches through a send ring where the kernel gives one.
+    """
 
-    def __init__(self, name: str, most: int = 64, fast: bool = True, ring: bool = True
-                 ) -> None:
+    def __init__(self, name: str, most: int = 64, fast: bool = True, ring: bool = True,
+                 tx_ring: bool = False) -> None:
         self.name = name
         try:
             sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
@@ -139,12 +152,8 @@ class Port:
             pass
         sock.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
         sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        for force, plain in ((SO_RCVBUFFORCE, socket.SO_RCVBUF),
-                             (SO_SNDBUFFORCE, socket.SO_SNDBUF)):
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, force, BUFFER_BYTES)
-            except OSError:
-                sock.setsockopt(socket.SOL_SOCKET, plain, BUFFER_BYTES)
+        _buffer(sock, SO_RCVBUFFORCE, socket.SO_RCVBUF)
+        _buffer(sock, SO_SNDBUFFORCE, socket.SO_SNDBUF)
         sock.bind((name, ETH_P_ALL))
         sock.setblocking(False)
         self.fd = sock.fileno()
@@ -157,6 +166,8 @@ class Port:
         from ibwire.impair import _io
 
         self.fast = _io.fast if fast else None
+        self.tx: Any = None
+        self._tx_sock: socket.socket | None = None
         if self.fast is not None:
             self.most = min(most, self.fast.MOST)
             self._slots = np.empty(self.most * SLOT, np.uint8)
@@ -169,6 +180,26 @@ class Port:
                     self.ring = None  # recvmmsg(2) then
             self._columns = (np.empty(self.most, np.int64), np.empty(self.most, np.int64),
                              np.empty(self.most, np.int64), np.empty(self.most, np.uint8))
+            if tx_ring:
+                self._open_tx_ring()
+
+    def _open_tx_ring(self) -> None:
+        """The send ring, on a socket of its own (one with a send ring sends nothing else),
+        none on a non-Ethernet port or where refused."""
+        if self.sock.getsockname()[3] != ARPHRD_ETHER:
+            return
+        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+        try:
+            ifreq = fcntl.ioctl(s, SIOCGIFMTU, struct.pack("16si", self.name.encode(), 0))
+            mtu = struct.unpack_from("i", ifreq, 16)[0]
+            _buffer(s, SO_SNDBUFFORCE, socket.SO_SNDBUF)
+            self.tx = self.fast.TxRing(s.fileno(), mtu + ETH_HLEN)  # type: ignore[union-attr]
+            s.bind((self.name, 0))  # protocol 0: it receives nothing
+        except OSError:
+            s.close()
+            self.tx = None
+            return
+        self._tx_sock = s
 
     def receive(self, most: int) -> Batch:
         """What has arrived (up to ``most`` frames), oldest first. With the fast path the
@@ -212,9 +243,10 @@ class Port:
         return Batch.of(frames, np.array(stamps, np.int64), np.array(csum, bool))
 
     def pump_arrays(self) -> tuple[Any, ...]:
-        """(socket, receive ring or None, receive buffer, offsets, lengths, stamps, checksum flags): what the C
-        pump (:class:`ibwire.impair._fast.Pump`) reads a batch into, as :meth:`receive`."""
-        return (self.fd, self.ring, self._slots, *self._columns)
+        """(socket, receive ring or None, send ring or None, receive buffer, offsets,
+        lengths, stamps, checksum flags): what the C pump (:class:`ibwire.impair._fast.Pump`)
+        reads a batch into, as :meth:`receive`, and sends it through."""
+        return (self.fd, self.ring, self.tx, self._slots, *self._columns)
 
     def handed_back(self, first: int, count: int) -> Batch:
         """Frames ``first`` to ``count`` of the batch the pump read last on this port."""
@@ -226,14 +258,17 @@ class Port:
         """Sends every frame of ``batch`` in order."""
         if self.fast is not None:
             return int(self.fast.send_batch(self.fd, batch.data, batch.offsets,
-                                             batch.lengths))
+                                             batch.lengths, self.tx))
         data = memoryview(batch.data)
         return self.send([data[o:o + n] for o, n in zip(batch.offsets.tolist(),
                                                         batch.lengths.tolist(), strict=True)])
 
     def send(self, frames: list[Any]) -> int:
         """Sends ``frames`` in order; returns how many went (the kernel's refusals counted in
-        ``failed``; a frame longer than the interface takes in ``oversize``)."""
+        ``failed``; a frame longer than the interface takes in ``oversize``). What waits in
+        the send ring goes first."""
+        if self.tx is not None:
+            self.tx.flush()
         sent = 0
         for frame in frames:
             for attempt in (0, 1):
@@ -271,8 +306,26 @@ class Port:
             self._cut = ring.cut
         return self.kernel_drops
 
+    @property
+    def ring_full(self) -> int:
+        """Frames the send ring could not take (the kernel held every slot): they went with
+        sendmmsg(2) instead, after the ring's."""
+        return 0 if self.tx is None else int(self.tx.full)
+
     def close(self) -> None:
         self.count_kernel_drops()
         if getattr(self, "ring", None) is not None:
             self.ring.close()
+        if self.tx is not None:
+            self.tx.close()
+        if self._tx_sock is not None:
+            self._tx_sock.close()
         self.sock.close()
+
+
+def _buffer(sock: socket.socket, force: int, plain: int) -> None:
+    """A socket buffer of BUFFER_BYTES (past the sysctl limit where privileged)."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, force, BUFFER_BYTES)
+    except OSError:
+        sock.setsockopt(socket.SOL_SOCKET, plain, BUFFER_BYTES)

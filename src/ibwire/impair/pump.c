@@ -14,7 +14,8 @@
  * Frames kept in C have a checksum left to offload completed, are recorded (pcap records
  * into the capture block) and, for requests and answers, summarised in one row each
  * (direction, opcode, DestQP, PSN, MSN, arrival) for the live state; then the batch up to
- * the first frame for Python is sent on (relay_send: sendmmsg(2)) and the call returns,
+ * the first frame for Python is sent on (relay_txring_send: the other port's send ring,
+ * ring.c; relay_send: sendmmsg(2), where it has none) and the call returns,
  * handing that frame and the rest of its batch to Python. Nothing of a later batch is read
  * before Python has dealt with them, so no frame overtakes one handed to Python.
  *
@@ -241,8 +242,12 @@ int relay_pump_run(struct relay_pump *p)
             int stop = walk(p, d, n);
             if (stop > 0) {
                 int failed = 0;
-                p->forwarded[d] += relay_send(p->fd[1 - d], p->buffer[d], p->offsets[d],
-                                              p->lengths[d], stop, &failed);
+                struct relay_txring *tx = p->tx[1 - d];
+                p->forwarded[d] += tx != NULL
+                    ? relay_txring_send(tx, p->fd[1 - d], p->buffer[d], p->offsets[d],
+                                        p->lengths[d], stop, &failed)
+                    : relay_send(p->fd[1 - d], p->buffer[d], p->offsets[d], p->lengths[d],
+                                 stop, &failed);
                 p->failed[d] += failed;
             }
             if (stop < n) {

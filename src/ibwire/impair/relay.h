@@ -32,6 +32,24 @@ int relay_ring_open(struct relay_ring *r, int fd, uint32_t frame_size, uint32_t 
 void relay_ring_close(struct relay_ring *r);
 int relay_ring_receive(struct relay_ring *r, uint8_t *buffer, int64_t slot, int most,
                        int64_t *offsets, int64_t *lengths, int64_t *stamps, uint8_t *csum);
+/* A port's send ring: PACKET_TX_RING (TPACKET_V2) on a socket of its own (ring.c). */
+struct relay_txring {
+    int fd;        /* the ring's socket: a send(2) on it sends the ring, nothing else */
+    uint8_t *map;
+    int64_t size;
+    uint32_t frame_size, frame_nr, head;
+    int64_t longest;   /* the longest frame a slot takes (longer ones: sendmmsg) */
+    int unflushed;     /* slots written since the last flush */
+    int64_t queued;    /* frames that went through the slots */
+    int64_t full;      /* frames sent with sendmmsg because no slot was free */
+    int64_t flushes;   /* send(2) calls on the ring */
+};
+int relay_txring_open(struct relay_txring *t, int fd, uint32_t frame_size, uint32_t frame_nr,
+                      int64_t longest);
+void relay_txring_close(struct relay_txring *t);
+int relay_txring_flush(struct relay_txring *t);
+int relay_txring_send(struct relay_txring *t, int fallback, const uint8_t *buffer,
+                      const int64_t *offsets, const int64_t *lengths, int count, int *failed);
 int relay_send(int fd, const uint8_t *buffer, const int64_t *offsets, const int64_t *lengths,
                int count, int *failed);
 int64_t relay_pack_record(const uint8_t *frame, int64_t length, int64_t stamp, uint8_t *out);
@@ -55,6 +73,7 @@ struct relay_pump {
     /* the ports: sockets, receive buffers and their batch columns (relay_receive's) */
     int fd[2], wake;
     struct relay_ring *ring[2];  /* NULL: recvmmsg */
+    struct relay_txring *tx[2];  /* a port's send ring; NULL: sendmmsg on fd */
     int64_t slot;
     int most;
     uint8_t *buffer[2];

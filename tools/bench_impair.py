@@ -239,6 +239,15 @@ def softirq_accounting() -> str:
             "forwarder's thread (host B's veth receive) is in its CPU time")
 
 
+def unable(name: str) -> str | None:
+    """Why the bench ``name`` cannot run here (root, the compiled fast path), or None."""
+    if os.geteuid() != 0:
+        return f"{name}: needs root (network namespaces)"
+    if _io.fast is None:
+        return f"{name}: the compiled fast path is not built"
+    return None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=200_000)
@@ -246,11 +255,9 @@ def main() -> int:
     parser.add_argument("--tx-ring", action="store_true",
                         help="run ibwire impair with --tx-ring (its send rings)")
     args = parser.parse_args()
-    if os.geteuid() != 0:
-        print("bench_impair: needs root (network namespaces)", file=sys.stderr)
-        return 2
-    if _io.fast is None:
-        print("bench_impair: the compiled fast path is not built", file=sys.stderr)
+    why = unable("bench_impair")
+    if why:
+        print(why, file=sys.stderr)
         return 2
     lab = Lab()
     lab.make()

@@ -33,8 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from tests.impair.lab import Lab
 
-from bench_impair import frames
-from ibwire.impair import _io
+from bench_impair import frames, unable
 from ibwire.impair.ports import SOL_PACKET, Batch, Port
 
 PACKET_QDISC_BYPASS = 20
@@ -61,11 +60,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batches", type=int, default=400, help="batches a way a round")
     args = parser.parse_args()
-    if os.geteuid() != 0:
-        print("bench_impair_send: needs root (network namespaces)", file=sys.stderr)
-        return 2
-    if _io.fast is None:
-        print("bench_impair_send: the compiled fast path is not built", file=sys.stderr)
+    why = unable("bench_impair_send")
+    if why:
+        print(why, file=sys.stderr)
         return 2
     batch = Batch.of([bytearray(f) for f in frames(BATCH)], np.zeros(BATCH, np.int64),
                      np.zeros(BATCH, bool))

@@ -24,27 +24,44 @@
 
 #include "relay.h"
 
-int relay_ring_open(struct relay_ring *r, int fd, uint32_t frame_size, uint32_t frame_nr)
+/* Sets a TPACKET_V2 ring of ``frame_nr`` slots of ``frame_size`` bytes on ``fd`` (``which``:
+ * PACKET_RX_RING or PACKET_TX_RING, after the option ``option`` set to 1) and maps it; 0 or
+ * -errno (the ring then taken down again). */
+static int map_ring(int fd, int which, int option, uint32_t frame_size, uint32_t frame_nr,
+                    uint8_t **map_out, int64_t *size_out)
 {
-    memset(r, 0, sizeof(*r));
     int version = TPACKET_V2, one = 1;
     if (setsockopt(fd, SOL_PACKET, PACKET_VERSION, &version, sizeof(version)) < 0)
         return -errno;
-    if (setsockopt(fd, SOL_PACKET, PACKET_COPY_THRESH, &one, sizeof(one)) < 0)
+    if (setsockopt(fd, SOL_PACKET, option, &one, sizeof(one)) < 0)
         return -errno;
     uint32_t per_block = 8;
     struct tpacket_req req = {frame_size * per_block, frame_nr / per_block, frame_size,
                               frame_nr};
-    if (setsockopt(fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof(req)) < 0)
+    if (setsockopt(fd, SOL_PACKET, which, &req, sizeof(req)) < 0)
         return -errno;
     int64_t size = (int64_t)req.tp_block_size * req.tp_block_nr;
     void *map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (map == MAP_FAILED) {
         int e = errno;
         struct tpacket_req none = {0, 0, 0, 0};
-        setsockopt(fd, SOL_PACKET, PACKET_RX_RING, &none, sizeof(none));
+        setsockopt(fd, SOL_PACKET, which, &none, sizeof(none));
         return -e;
     }
+    *map_out = map;
+    *size_out = size;
+    return 0;
+}
+
+int relay_ring_open(struct relay_ring *r, int fd, uint32_t frame_size, uint32_t frame_nr)
+{
+    memset(r, 0, sizeof(*r));
+    uint8_t *map;
+    int64_t size;
+    int err = map_ring(fd, PACKET_RX_RING, PACKET_COPY_THRESH, frame_size, frame_nr, &map,
+                       &size);
+    if (err < 0)
+        return err;
     /* what was queued before the ring (frames from before the socket was bound, too) */
     char scrap[1];
     while (recv(fd, scrap, sizeof(scrap), MSG_DONTWAIT | MSG_TRUNC) >= 0)
@@ -137,26 +154,14 @@ int relay_txring_open(struct relay_txring *t, int fd, uint32_t frame_size, uint3
                       int64_t longest)
 {
     memset(t, 0, sizeof(*t));
-    int version = TPACKET_V2, one = 1;
-    if (setsockopt(fd, SOL_PACKET, PACKET_VERSION, &version, sizeof(version)) < 0)
-        return -errno;
-    /* a slot the kernel cannot make a frame of is skipped, not left to jam the ring (the
-     * frames it would refuse, by length, go with sendmmsg instead and are counted there) */
-    if (setsockopt(fd, SOL_PACKET, PACKET_LOSS, &one, sizeof(one)) < 0)
-        return -errno;
-    uint32_t per_block = 8;
-    struct tpacket_req req = {frame_size * per_block, frame_nr / per_block, frame_size,
-                              frame_nr};
-    if (setsockopt(fd, SOL_PACKET, PACKET_TX_RING, &req, sizeof(req)) < 0)
-        return -errno;
-    int64_t size = (int64_t)req.tp_block_size * req.tp_block_nr;
-    void *map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (map == MAP_FAILED) {
-        int e = errno;
-        struct tpacket_req none = {0, 0, 0, 0};
-        setsockopt(fd, SOL_PACKET, PACKET_TX_RING, &none, sizeof(none));
-        return -e;
-    }
+    uint8_t *map;
+    int64_t size;
+    /* PACKET_LOSS: a slot the kernel cannot make a frame of is skipped, not left to jam the
+     * ring (the frames it would refuse, by length, go with sendmmsg instead and are counted
+     * there) */
+    int err = map_ring(fd, PACKET_TX_RING, PACKET_LOSS, frame_size, frame_nr, &map, &size);
+    if (err < 0)
+        return err;
     t->fd = fd;
     t->map = map;
     t->size = size;

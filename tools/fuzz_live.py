@@ -127,8 +127,6 @@ class Session:
             if self.plant:
                 planted_trap(self.rig.guests[0])
             self._connect()
-            if isinstance(self.tap, ForwarderTap):  # its first connection up, unmutated
-                self.tap.arm()
             self.kernel = self.scenario.kernel()
             self.consoles = Consoles(self.rig.guests)
             self.counters = self.scenario.counters()
@@ -171,12 +169,18 @@ class Session:
         come within :data:`CONNECT_WAIT` seconds: a lie in flight to its CM exchange (a
         REQ's QPN or response timeout, a REP its active side drops) can leave it half set
         up, and rping's active side then resends its REQ for over a minute before it
-        gives up."""
+        gives up. In flight, nothing is mutated until it is up: a pair whose first frames
+        are lied to often dies before it is seen (the probes' connections are still set up
+        through the mutator)."""
         assert self.tap is not None and self.scenario is not None
+        if isinstance(self.tap, ForwarderTap):
+            self.tap.disarm()
         for attempt in range(1, CONNECT_ATTEMPTS + 1):
             mark = len(self.tap.hook.mutator.log) if isinstance(self.tap, ForwarderTap) else 0
             try:
                 self.tap.wait_connection(timeout=CONNECT_WAIT)
+                if isinstance(self.tap, ForwarderTap):
+                    self.tap.arm()
                 return
             except GuestError as exc:
                 if self.log and isinstance(self.tap, ForwarderTap):

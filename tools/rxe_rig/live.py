@@ -193,7 +193,8 @@ class ForwarderTap(WireTap):
     RoCE frames mutated, each mutation kept as a shot). The connection is learnt from what
     the forwarder carries; injected frames go out through it, on the port of their
     destination MAC. The same interface as :class:`WireTap`. Nothing is mutated until
-    :meth:`arm` (the campaign arms it once the connection to fuzz is up)."""
+    :meth:`arm` (the campaign arms it once the connection to fuzz is up, and disarms it
+    while a new one is set up)."""
 
     def __init__(self, namespace: Namespace, rate: float, seed: int = 0,
                  source_mac: str = INJECT_MAC) -> None:
@@ -230,6 +231,10 @@ class ForwarderTap(WireTap):
     def arm(self) -> None:
         """Mutate from now on, at the rate given."""
         self.mutator.rate = self.rate
+
+    def disarm(self) -> None:
+        """Forward unchanged from now on (while a connection to fuzz is set up)."""
+        self.mutator.rate = 0.0
 
     @property
     def mutated(self) -> int:

@@ -418,13 +418,8 @@ class _Plan:
                     pick = qc == c
                     if not pick.any():
                         continue
-                    values = {"word": psn[pick] | ackreq[pick].astype(np.int64) << 31}
-                    if "ipid" in template.fields:
-                        values.update(_ip_id_columns(template, q_ids[pick]))
-                    if "va" in template.fields:
-                        values["va"] = 0x10000 + msg[pick] * q.stride
-                    if "imm" in template.fields:
-                        values["imm"] = msg[pick]
+                    values = _request_columns(template, q.stride, psn[pick], ackreq[pick],
+                                              msg[pick], q_ids[pick])
                     meta = np.column_stack((
                         np.full(len(values["word"]), q.k), np.full(len(values["word"]),
                                                                    q.opcodes[c]),
@@ -549,6 +544,21 @@ def _merge(groups: list[tuple[np.ndarray, ...]], horizon: tuple[int, int] | None
                                       len(r))))
     return Batch(when[now], dest + 16, sizes - 16, meta[now], int(ends[-1]), parts,
                  hits), left
+
+
+def _request_columns(template: _Template, stride: int, psn: np.ndarray, ackreq: np.ndarray,
+                     msg: np.ndarray, ip_ids: np.ndarray) -> dict[str, np.ndarray]:
+    """The columns a request template takes: BTH's PSN word (AckReq in bit 31), the IPv4 ID
+    and checksum, the RETH VA of message ``msg`` (``stride`` bytes apart) and its
+    immediate (the message number)."""
+    values = {"word": psn | ackreq.astype(np.int64) << 31}
+    if "ipid" in template.fields:
+        values.update(_ip_id_columns(template, ip_ids))
+    if "va" in template.fields:
+        values["va"] = 0x10000 + msg * stride
+    if "imm" in template.fields:
+        values["imm"] = msg
+    return values
 
 
 def _ip_id_columns(template: _Template, ids: np.ndarray) -> dict[str, np.ndarray]:

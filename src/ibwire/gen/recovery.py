@@ -48,6 +48,7 @@ from ibwire.gen.fast import (
     _merge,
     _Plan,
     _Qp,
+    _request_columns,
     _template,
     _tie,
     class_packets,
@@ -316,13 +317,8 @@ class RatePlan(_Plan, Rounds):
                 continue
             template = self.ce_templates[c] if marked else q.templates[c]
             assert template is not None
-            values = {"word": psn[pick] | ackreq[pick].astype(np.int64) << 31}
-            if "ipid" in template.fields:
-                values.update(_ip_id_columns(template, fwd_ids[pick]))
-            if "va" in template.fields:
-                values["va"] = 0x10000 + msg[pick] * q.stride
-            if "imm" in template.fields:
-                values["imm"] = msg[pick]
+            values = _request_columns(template, q.stride, psn[pick], ackreq[pick], msg[pick],
+                                      fwd_ids[pick])
             count = int(pick.sum())
             va = values["va"] if "va" in values else np.zeros(count, np.int64)
             meta = np.column_stack((

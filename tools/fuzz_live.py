@@ -166,30 +166,21 @@ class Session:
 
     def _connect(self) -> None:
         """Wait for the fuzzed connection, and start its rping pair anew when it does not
-        come within :data:`CONNECT_WAIT` seconds: a lie in flight to its CM exchange (a
-        REQ's QPN or response timeout, a REP its active side drops) can leave it half set
-        up, and rping's active side then resends its REQ for over a minute before it
-        gives up. In flight, nothing is mutated until it is up: a pair whose first frames
-        are lied to often dies before it is seen (the probes' connections are still set up
-        through the mutator)."""
+        come within :data:`CONNECT_WAIT` seconds. In flight, nothing is mutated until it is
+        up: a connection whose first frames are lied to often dies before it is seen (the
+        probes' connections are still set up through the mutator)."""
         assert self.tap is not None and self.scenario is not None
-        if isinstance(self.tap, ForwarderTap):
-            self.tap.disarm()
+        self.tap.disarm()
         for attempt in range(1, CONNECT_ATTEMPTS + 1):
-            mark = len(self.tap.hook.mutator.log) if isinstance(self.tap, ForwarderTap) else 0
             try:
                 self.tap.wait_connection(timeout=CONNECT_WAIT)
-                if isinstance(self.tap, ForwarderTap):
-                    self.tap.arm()
+                self.tap.arm()
                 return
             except GuestError as exc:
-                if self.log and isinstance(self.tap, ForwarderTap):
-                    lies = [f"{m.kind} (opcode {m.opcode:#04x})"
-                            for m in self.tap.hook.mutator.since(mark)]
-                    print(f"fuzz_live: {exc}; mutated in flight meanwhile: "
-                          f"{', '.join(lies) or 'nothing'}", file=sys.stderr)
                 if attempt == CONNECT_ATTEMPTS:
                     raise
+                if self.log:
+                    print(f"fuzz_live: {exc}; starting its rping pair again", file=sys.stderr)
             self.reconnects += 1
             self._forget()
             self.scenario.restart_client()

@@ -168,6 +168,12 @@ class WireTap:
         raise GuestError(f"no live connection on port {port} seen on the bridge in "
                          f"{timeout:.0f} s")
 
+    def arm(self) -> None:
+        """Nothing to arm: the bridge's tap only listens (see :class:`ForwarderTap`)."""
+
+    def disarm(self) -> None:
+        """Nothing to disarm (see :class:`ForwarderTap`)."""
+
     def when_outstanding(self, to: int, port: int = MAIN_PORT,
                          timeout: float = 2.0) -> tuple[QpState, QpState] | None:
         """The connection once end ``to`` has a request outstanding (a response injected

@@ -14,6 +14,9 @@ from typing import Any
 import numpy as np
 
 from ibwire.impair import _io
+from ibwire.scan.program import ERROR_NAMES
+
+OK, MALFORMED = ERROR_NAMES.index("ok"), ERROR_NAMES.index("malformed")
 
 COLUMNS = ("offset.network", "offset.bth", "offset.icrc", "bth.opcode", "bth.destqp",
            "bth.psn", "aeth.syndrome", "aeth.msn")
@@ -28,7 +31,10 @@ def classify(data: Any, offsets: np.ndarray, lengths: np.ndarray, fast: bool = T
     cols = scan_frames(data, offsets, lengths, np.zeros(len(offsets), np.uint8),
                        fields=["bth.opcode", "bth.destqp", "bth.psn", "aeth.syndrome",
                                "aeth.msn"])
-    ib = (cols["error"] == 0) & (cols["offset.bth"] >= 0) & (cols["encapsulation"] >= 5)
+    # an IB transport packet wherever the BTH and the ICRC are placed, malformed from the
+    # BTH on (a lying PadCnt, a reserved opcode) or not, as the C classifier reads frames
+    ib = (((cols["error"] == OK) | (cols["error"] == MALFORMED)) & (cols["offset.bth"] >= 0)
+          & (cols["offset.icrc"] >= 0) & (cols["encapsulation"] >= 5))
     out = {name: cols[name] for name in COLUMNS}
     out["ib"] = ib
     return out

@@ -17,6 +17,7 @@ from ibwire.builder import DERIVED_KEYS, build
 from ibwire.headers.aeth import encode_syndrome
 from ibwire.impair.state import Connection
 from ibwire.rewrite import checksum
+from ibwire.rewrite.edit import ETH_IPV4, ETH_IPV6, innermost_ethertype
 from ibwire.transport.cnp import CNP_OPCODE
 
 ACKNOWLEDGE = 0x11  # RC Acknowledge (IBA Table 38)
@@ -24,7 +25,6 @@ ECN_CE = 3
 _ADDRESS_PREFIXES = ("eth.", "vlan.", "ip.", "ipv6.", "udp.", "lrh.", "grh.")
 _SWAPS = (("eth.src", "eth.dst"), ("ip.src", "ip.dst"), ("ipv6.src", "ipv6.dst"),
           ("grh.sgid", "grh.dgid"), ("lrh.slid", "lrh.dlid"))
-ETH_VLAN = (0x8100, 0x88A8)
 
 
 def corrupt(frame: bytearray, icrc_at: int) -> None:
@@ -41,42 +41,44 @@ def mark_ce(frame: bytearray, network_at: int) -> bool:
         frame[network_at + 1] |= ECN_CE
         checksum.ipv4_header(frame, network_at)
         return True
-    if version == 6 and _ethertype(frame)[0] == 0x86DD:
+    if version == 6 and innermost_ethertype(frame)[0] == ETH_IPV6:
         frame[network_at + 1] |= ECN_CE << 4
         return True
     return False
 
 
-def _ethertype(frame: bytes | bytearray) -> tuple[int, int]:
-    """The EtherType past any VLAN tags, and where the network header starts."""
-    at = 12
-    etype = int.from_bytes(frame[at:at + 2], "big")
-    while etype in ETH_VLAN:
-        at += 4
-        etype = int.from_bytes(frame[at:at + 2], "big")
-    return etype, at + 2
-
-
 def complete_checksum(frame: bytearray) -> bool:
-    """Fills in the TCP or UDP checksum of an Ethernet frame (IPv4 or IPv6, VLAN tags
-    skipped) whose sender left it to offload; False when it is neither."""
-    etype, l3 = _ethertype(frame)
-    if etype == 0x0800 and len(frame) >= l3 + 20:
+    """Fills in the TCP or UDP checksum of an Ethernet frame (IPv4 or IPv6 as its EtherType
+    says, VLAN tags skipped) whose sender left it to offload (RFC 793, RFC 768, RFC 8200
+    8.1; a UDP checksum that comes to 0 is sent as 0xFFFF); False when it is neither or its
+    headers are cut short. A segment cut short keeps its checksum. The twin of
+    ``relay_complete_checksum`` (pump.c)."""
+    etype, l3 = innermost_ethertype(frame)
+    if etype == ETH_IPV4 and len(frame) >= l3 + 20:
         ihl = (frame[l3] & 0x0F) * 4
+        if ihl < 20:
+            return False
         proto = frame[l3 + 9]
         length = int.from_bytes(frame[l3 + 2:l3 + 4], "big") - ihl
         l4 = l3 + ihl
-    elif etype == 0x86DD and len(frame) >= l3 + 40:
+        addresses = frame[l3 + 12:l3 + 20]
+    elif etype == ETH_IPV6 and len(frame) >= l3 + 40:
         proto = frame[l3 + 6]
         length = int.from_bytes(frame[l3 + 4:l3 + 6], "big")
         l4 = l3 + 40
+        addresses = frame[l3 + 8:l3 + 40]
     else:
         return False
     if proto not in (6, 17) or length <= 0:
         return False
-    if proto == 17:  # a zero UDP checksum means none (RFC 768): give it one
-        frame[l4 + 6:l4 + 8] = b"\xff\xff"
-    checksum.transport(frame, l3, l4, length, proto)
+    where = l4 + (16 if proto == 6 else 6)
+    if where + 2 > len(frame) or l4 + length > len(frame):
+        return True
+    frame[where:where + 2] = b"\0\0"
+    pseudo = checksum.ones_sum(addresses, proto + (length >> 16) + (length & 0xFFFF))
+    total = checksum.ones_sum(frame[l4:l4 + length], pseudo)
+    value = checksum.finish(total) or (0xFFFF if proto == 17 else 0)
+    frame[where:where + 2] = value.to_bytes(2, "big")
     return True
 
 

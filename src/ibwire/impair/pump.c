@@ -64,7 +64,7 @@ int relay_complete_checksum(uint8_t *f, int64_t len)
     if (len < 14)
         return 0;
     uint32_t type = get16(f + at);
-    while ((type == 0x8100 || type == 0x88A8) && at + 6 <= len) {
+    while ((type == 0x8100 || type == 0x88A8 || type == 0x9100) && at + 6 <= len) {
         at += 4;
         type = get16(f + at);
     }
@@ -72,6 +72,8 @@ int relay_complete_checksum(uint8_t *f, int64_t len)
     uint32_t proto, sum;
     if (type == 0x0800 && len >= l3 + 20) {
         int64_t ihl = (f[l3] & 0x0F) * 4;
+        if (ihl < 20)
+            return 0;
         proto = f[l3 + 9];
         length = (int64_t)get16(f + l3 + 2) - ihl;
         l4 = l3 + ihl;

@@ -142,10 +142,13 @@ int64_t relay_pack_records(const uint8_t *buffer, const int64_t *offsets,
 }
 
 /* Where the IB transport packet of each frame is: RoCEv2 (IPv4 or IPv6, UDP destination
- * port 4791, IBA Annex A17) or RoCEv1 (EtherType 0x8915, GRH, Annex A16), behind up to two
- * VLAN tags. ib[i] is 0 for any other frame. The ICRC's place comes from the IP (or GRH)
- * length, so Ethernet padding is not taken for it. The AETH words are read whatever the
- * opcode (the caller knows which opcodes carry one). */
+ * port 4791, IBA Annex A17) or RoCEv1 (EtherType 0x8915, GRH, Annex A16), behind any
+ * number of VLAN tags (0x8100, 0x88A8, 0x9100). ib[i] is 0 for any other frame, and for one
+ * whose network headers disagree (an IP version or GRH IPVer not the EtherType's, a UDP
+ * length other than the IP payload's, an IPv4 fragment): where the scanner, which the twin
+ * ibwire.impair.classify reads, places no BTH either. The ICRC's place comes from the IP
+ * (or GRH) length, so Ethernet padding is not taken for it. The AETH words are read
+ * whatever the opcode (the caller knows which opcodes carry one). */
 static inline uint32_t be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
 static inline uint32_t be24(const uint8_t *p) { return (uint32_t)p[0] << 16 | p[1] << 8 | p[2]; }
 
@@ -157,29 +160,31 @@ int relay_classify_one(const uint8_t *f, int64_t len, struct relay_ib *out)
     if (len < 14)
         return 0;
     uint32_t type = be16(f + at);
-    for (int tags = 0; tags < 2 && (type == 0x8100 || type == 0x88A8) && at + 6 <= len;
-         tags++) {
-        at += 4;
+    while ((type == 0x8100 || type == 0x88A8 || type == 0x9100) && at + 6 <= len) {
+        at += 4;  /* as many tags as the frame holds, as the scanner reads them */
         type = be16(f + at);
     }
     int64_t l3 = at + 2;
     if (type == 0x0800 && l3 + 20 <= len) {
         int64_t ihl = (f[l3] & 0x0F) * 4;
-        if ((f[l3] >> 4) != 4 || f[l3 + 9] != 17 || (be16(f + l3 + 6) & 0x3FFF) != 0)
+        if ((f[l3] >> 4) != 4 || ihl < 20 || f[l3 + 9] != 17
+            || (be16(f + l3 + 6) & 0x3FFF) != 0)
             return 0;
         int64_t udp = l3 + ihl;
-        if (udp + 8 > len || be16(f + udp + 2) != 4791)
+        if (udp + 8 > len || be16(f + udp + 2) != 4791
+            || be16(f + udp + 4) != be16(f + l3 + 2) - ihl)
             return 0;
         b = udp + 8;
         end = l3 + be16(f + l3 + 2);
     } else if (type == 0x86DD && l3 + 40 <= len) {
         int64_t udp = l3 + 40;
-        if (f[l3 + 6] != 17 || udp + 8 > len || be16(f + udp + 2) != 4791)
+        if ((f[l3] >> 4) != 6 || f[l3 + 6] != 17 || udp + 8 > len || be16(f + udp + 2) != 4791
+            || be16(f + udp + 4) != be16(f + l3 + 4))
             return 0;
         b = udp + 8;
         end = udp + be16(f + l3 + 4);
     } else if (type == 0x8915 && l3 + 40 <= len) {
-        if (f[l3 + 6] != 0x1B)  /* GRH next header: IBA transport */
+        if ((f[l3] >> 4) != 6 || f[l3 + 6] != 0x1B)  /* IPVer 6, next header: IBA */
             return 0;
         b = l3 + 40;
         end = b + be16(f + l3 + 4);

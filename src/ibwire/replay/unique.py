@@ -13,18 +13,13 @@ from __future__ import annotations
 from ibwire import crc
 from ibwire.errors import IbwireError
 from ibwire.rewrite import checksum
-from ibwire.rewrite.edit import ETH_IPV4, ETH_IPV6, ETH_VLAN
+from ibwire.rewrite.edit import ETH_IPV4, ETH_IPV6, innermost_ethertype
 
 
 def _l3(frame: bytearray, link: str) -> tuple[int, int]:
     if link == "ip":
         return (ETH_IPV4 if frame[0] >> 4 == 4 else ETH_IPV6), 0
-    at = 12
-    etype = int.from_bytes(frame[at:at + 2], "big")
-    while etype in ETH_VLAN and len(frame) >= at + 6:
-        at += 4
-        etype = int.from_bytes(frame[at:at + 2], "big")
-    return etype, at + 2
+    return innermost_ethertype(frame)
 
 
 def _shift(frame: bytearray, at: int, delta: int) -> None:

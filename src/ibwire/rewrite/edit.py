@@ -20,7 +20,8 @@ from ibwire.rewrite import checksum, ipv6
 from ibwire.rewrite.options import RewriteOptions, map_address, map_port
 from ibwire.tables import header_sizes, opcodes
 
-ETH_VLAN = (0x8100, 0x88A8)
+#: VLAN tag protocol IDs: 802.1Q, 802.1ad, and the pre-standard 0x9100 (as the scanner)
+ETH_VLAN = (0x8100, 0x88A8, 0x9100)
 ETH_IPV4, ETH_IPV6, ETH_ROCEV1 = 0x0800, 0x86DD, 0x8915
 RESPONSE_OPCODES = frozenset(range(0x0D, 0x13))
 """RC/XRC opcodes (low 5 bits) of responses: RDMA READ RESPONSE FIRST..ONLY, ACKNOWLEDGE,
@@ -107,9 +108,15 @@ def _link(frame: bytearray, o: RewriteOptions, edit: FrameEdit) -> tuple[int, in
         tci = (o.vlan_pri or 0) << 13 | (o.vlan_cfi or 0) << 12 | (o.vlan_tag or 0)
         frame[12:12] = b"\x81\x00" + tci.to_bytes(2, "big")
         edit.changed.append("vlan.add")
+    return innermost_ethertype(frame)
+
+
+def innermost_ethertype(frame: bytes | bytearray) -> tuple[int, int]:
+    """The EtherType of an Ethernet frame past its VLAN tags (as many as it holds), and
+    where the header it names starts."""
     at = 12
     etype = int.from_bytes(frame[at:at + 2], "big")
-    while etype in ETH_VLAN and len(frame) >= at + 6:  # walk to the innermost EtherType
+    while etype in ETH_VLAN and len(frame) >= at + 6:
         at += 4
         etype = int.from_bytes(frame[at:at + 2], "big")
     return etype, at + 2

@@ -17,7 +17,8 @@
 #      exact-size buffers: CRC engine, scanner, counting scan and pcapng walk (lying record
 #      and block lengths), text filler (valid templates against the twin, garbage it must
 #      refuse), row grouping, rewrite kernel against its twin, ERF block locator, file maps
-#      of files that shrink under them.
+#      of files that shrink under them, impair's frame classifier and checksum completion
+#      against their twins.
 # Bounded (FUZZ_CASES, default 300000: the C loop's and the CRC/scan loop's cases, the other
 # loops a share of it); exits non-zero on any sanitizer report or test failure.
 # ASAN_TESTS="tests/impair ..." runs only those tests in step 1.

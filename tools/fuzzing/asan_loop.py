@@ -6,10 +6,11 @@ with ASan/UBSan preloaded (each buffer exactly sized, so a read past it is a rep
 MODULE is any of crc_scan (the CRC engine, the scanner, the counting scan and the pcapng EPB
 walk, through lying record and block lengths), text (the text filler: valid templates
 against its twin, and garbage templates it must refuse), streams (the row grouping), rewrite
-(the window editor against its numpy twin), erf (the ERF block locator) and filemap (maps of
-files that are shorter than asked or shrink under the map). Each runs CASES cases (fewer for
-the costly ones, as said); a twin disagreement or an exception other than the expected
-refusals stops it with a traceback.
+(the window editor against its numpy twin), erf (the ERF block locator), filemap (maps of
+files that are shorter than asked or shrink under the map) and impair (the forwarder's frame
+classifier and checksum completion against their twins, VLAN tags added). Each runs CASES
+cases (fewer for the costly ones, as said); a twin disagreement or an exception other than
+the expected refusals stops it with a traceback.
 """
 
 from __future__ import annotations
@@ -263,6 +264,32 @@ def erf(cases: int, rng: random.Random) -> str:
     return f"{cases} cases"
 
 
+# ------------------------------------------------------------------ impair's classifier
+def impair(cases: int, rng: random.Random) -> str:
+    from ibwire.impair import _fast, forge
+    from ibwire.impair.classify import COLUMNS, classify
+
+    seeds = [(f, link) for f, link in seed_frames(rng, 100) if link == "ethernet"]
+    tags = [bytes.fromhex(t) for t in ("81000007", "88a80007", "91000007")]
+    ib = 0
+    for _ in range(cases):
+        frame, _link = damaged(rng, seeds)
+        if len(frame) >= 14 and rng.random() < 0.3:  # VLAN tags in front of the EtherType
+            frame[12:12] = b"".join(rng.choice(tags) for _ in range(rng.randrange(1, 4)))
+        arr = exact(frame)
+        offsets, lengths = np.zeros(1, np.int64), np.array([len(arr)], np.int64)
+        ours, theirs = (classify(arr, offsets, lengths, fast=fast) for fast in (True, False))
+        assert ours["ib"][0] == theirs["ib"][0], bytes(frame).hex()
+        if ours["ib"][0]:
+            ib += 1
+            for name in COLUMNS[:6]:  # the AETH words: C reads them whatever the opcode
+                assert ours[name][0] == theirs[name][0], (name, bytes(frame).hex())
+        twin = bytearray(frame)
+        assert _fast.complete_checksum(arr) == forge.complete_checksum(twin)
+        assert bytes(arr) == bytes(twin), bytes(frame).hex()
+    return f"{cases} cases, {ib} IB frames compared"
+
+
 # ------------------------------------------------------------------ file map
 def filemap(cases: int, rng: random.Random) -> str:
     from ibwire.pcap import _filemap
@@ -300,7 +327,8 @@ def filemap(cases: int, rng: random.Random) -> str:
 MODULES: dict[str, tuple[Callable[[int, random.Random], str], int]] = {
     # name: (loop, the share of CASES it runs: the costly ones fewer)
     "crc_scan": (crc_scan, 1), "text": (text, 10), "streams": (streams, 20),
-    "rewrite": (rewrite, 20), "erf": (erf, 10), "filemap": (filemap, 100)}
+    "rewrite": (rewrite, 20), "erf": (erf, 10), "filemap": (filemap, 100),
+    "impair": (impair, 10)}
 
 
 def main(argv: list[str]) -> None:

@@ -11,6 +11,7 @@ import pytest
 from ibwire import build
 from ibwire.dissect import parse
 from ibwire.errors import IbwireError
+from ibwire.gen import Fault, QpSpec, Scenario, generate
 from ibwire.impair import forge
 from ibwire.impair.capture import CaptureLog
 from ibwire.impair.classify import classify
@@ -231,3 +232,33 @@ def test_rules_select_their_class_and_candidates_agree() -> None:
                               int(cols["bth.destqp"][j]), int(cols["bth.psn"][j]), 1, conn)
                 assert hit == ((d, row) in expected[k]), (rule.kind, d, row)
                 assert not hit or mask[j]
+
+
+@pytest.mark.parametrize("cm", [True, False], ids=["cm", "no-cm"])
+@pytest.mark.parametrize(("qps", "faults"), [
+    ((QpSpec("write", 5000, 3),), ()),
+    ((QpSpec("read", 5000, 3),), ()),
+    ((QpSpec("read", 8, 2), QpSpec("read", 4096, 3)), ()),
+    ((QpSpec("send_imm", 3000, 2), QpSpec("fetch_add", 8, 3), QpSpec("cmp_swap", 8, 2)), ()),
+    ((QpSpec("read", 4096, 4),), (Fault("drop", qp=0, psn=4),)),
+    ((QpSpec("write", 4096, 4),), (Fault("lose_ack", qp=0, psn=7),)),
+], ids=["write", "read", "two-reads", "send-atomics", "read-request-dropped", "ack-lost"])
+def test_state_agrees_with_the_live_fuzzers(qps: tuple[QpSpec, ...], faults: tuple[Fault, ...],
+                                           cm: bool) -> None:
+    """impair's columnar state and the live fuzzer's per-frame one (ibwire.livefuzz.state)
+    learn the same connections from gen's conversations: both QPNs, the PSN the next request
+    takes (past a READ's responses too) and the last MSN."""
+    from ibwire.livefuzz.state import LiveState as PerFrame
+
+    scenario = Scenario(qps=qps, faults=faults, cm=cm).check()
+    frames = [f for _, f in generate(scenario)[0]]
+    columnar, per_frame = LiveState(), PerFrame(pmtu=1024)
+    for f in frames:
+        per_frame.feed(f)
+        _feed(columnar, 0 if f[6:12] == frames[0][6:12] else 1, [f])
+    assert len(columnar.connections) == len(qps)
+    for c in columnar.connections:
+        [responder] = [q for q in per_frame.qps.values() if q.qpn == c.qpn]
+        assert responder.peer is not None
+        assert (c.peer_qpn, c.next_psn, c.msn) == \
+            (responder.peer[1], responder.recv_psn, responder.msn), c

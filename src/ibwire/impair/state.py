@@ -43,9 +43,11 @@ class Connection:
 
     ``direction`` is its requests' (0: A->B, 1: B->A); ``qpn`` the responder's QPN (the
     requests' DestQP), ``peer_qpn`` the requester's (the answers' DestQP; None until learnt);
-    ``next_psn`` one past the highest request PSN, ``answer_psn`` the latest answer's PSN,
-    ``msn`` the latest AETH MSN; ``request_frame`` and ``answer_frame`` the latest of each
-    (their addresses and ports are the connection's)."""
+    ``next_psn`` the PSN its next new request will carry, as far as seen (one past the highest
+    request PSN, or past the highest answer's: a READ's responses take PSNs of their own),
+    ``answer_psn`` the latest answer's PSN, ``msn`` the latest AETH MSN; ``request_frame``
+    and ``answer_frame`` the latest of each (their addresses and ports are the
+    connection's)."""
 
     index: int
     direction: int
@@ -197,13 +199,13 @@ class LiveState:
                 and (len(psns) == 1 or bool(np.all(np.diff(psns) % (1 << 24) == 1)))):
             # the common case: the next PSNs in order, each sent the first time
             c.high += len(psns)
-            c.next_psn = c.high & PSN_MASK
+            _advance(c)
             return _ONES[:len(psns)] if len(psns) <= len(_ONES) else np.ones(len(psns), np.int64)
         ext = _extend(psns, c.high - 1)
         before = np.maximum.accumulate(np.concatenate(([c.high - 1], ext)))[:-1]
         tx = np.where(ext > before, 1, 2)
         c.high = max(c.high, int(ext.max()) + 1)
-        c.next_psn = c.high & PSN_MASK
+        _advance(c)
         if self.count_all:
             tx = _count(c.sent, psns, c.high)
         return tx
@@ -217,6 +219,7 @@ class LiveState:
         c.answer_high = max(ref, int(ext.max()))
         c.answer_psn = int(psns[-1])
         c.next_answer_psn = (c.answer_high + 1) & PSN_MASK
+        _advance(c)
         if self.count_all:
             tx = _count(c.answered, psns, c.answer_high)
         return tx
@@ -261,6 +264,14 @@ class LiveState:
                     if c is not None:
                         c.peer_qpn, c.cm = requester, True
                         self.by_requester[(d, requester)] = c
+
+
+def _advance(c: Connection) -> None:
+    """``next_psn``: one past the highest request PSN, or past the highest answer PSN when
+    that is further: an RDMA READ request takes a PSN for each of its response packets (IBA
+    9.4.1.1), which the answers show (the PMTU that sets their number is not on the wire)."""
+    high = c.high if c.answer_high is None else max(c.high, c.answer_high + 1)
+    c.next_psn = high & PSN_MASK
 
 
 def _count(counts: dict[int, int], psns: np.ndarray, high: int) -> np.ndarray:

@@ -108,7 +108,7 @@ class LiveState:
         to = self._qp(dst, qpn)
         to.packets_in += 1
         to.last_seen = self.frames
-        sender = self._sender(src, to, opcode)
+        sender = self._sender(src, to, opcode, psn)
         if sender is not None:
             sender.packets_out += 1
             sender.udp_sport = f.get("udp.srcport")
@@ -138,13 +138,19 @@ class LiveState:
             qp.mac = self.macs.get(address)
         return qp
 
-    def _sender(self, src: str, to: QpState, opcode: int) -> QpState | None:
+    def _sender(self, src: str, to: QpState, opcode: int, psn: int) -> QpState | None:
         """The QP at ``src`` that sent a packet to ``to``: its known peer, else the one QP at
-        ``src`` whose peer is unknown and that ``to`` last answered (paired then)."""
+        ``src`` whose peer is unknown (paired then). Of several such QPs, an answer's sender
+        is the responder whose requests its PSN answers: the nearest below the PSN it
+        expects next (so the QPs of a connection without CM pair as ``ibwire impair``'s
+        state pairs them)."""
         if to.peer is not None:
             return self.qps.get(to.peer)
         lonely = [q for q in self.qps.values() if q.address == src and q.peer is None
                   and q is not to]
+        if len(lonely) > 1 and opcode in RC_RESPONSES:
+            lonely = sorted((q for q in lonely if q.recv_psn is not None),
+                            key=lambda q: (q.recv_psn - 1 - psn) % PSN_MOD)[:1]
         if len(lonely) != 1:
             return None
         mate = lonely[0]

@@ -61,24 +61,16 @@ def complete_checksum(frame: bytearray) -> bool:
         proto = frame[l3 + 9]
         length = int.from_bytes(frame[l3 + 2:l3 + 4], "big") - ihl
         l4 = l3 + ihl
-        addresses = frame[l3 + 12:l3 + 20]
     elif etype == ETH_IPV6 and len(frame) >= l3 + 40:
         proto = frame[l3 + 6]
         length = int.from_bytes(frame[l3 + 4:l3 + 6], "big")
         l4 = l3 + 40
-        addresses = frame[l3 + 8:l3 + 40]
     else:
         return False
     if proto not in (6, 17) or length <= 0:
         return False
-    where = l4 + (16 if proto == 6 else 6)
-    if where + 2 > len(frame) or l4 + length > len(frame):
-        return True
-    frame[where:where + 2] = b"\0\0"
-    pseudo = checksum.ones_sum(addresses, proto + (length >> 16) + (length & 0xFFFF))
-    total = checksum.ones_sum(frame[l4:l4 + length], pseudo)
-    value = checksum.finish(total) or (0xFFFF if proto == 17 else 0)
-    frame[where:where + 2] = value.to_bytes(2, "big")
+    checksum.transport(frame, l3, l4, length, proto, ipv6=etype == ETH_IPV6,
+                       keep_zero_udp=False)
     return True
 
 

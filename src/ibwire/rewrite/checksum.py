@@ -29,15 +29,18 @@ def ipv4_header(frame: bytearray, l3: int) -> None:
     frame[l3 + 10:l3 + 12] = finish(ones_sum(frame[l3:l3 + ihl])).to_bytes(2, "big")
 
 
-def transport(frame: bytearray, l3: int, l4: int, l4_len: int, proto: int) -> None:
+def transport(frame: bytearray, l3: int, l4: int, l4_len: int, proto: int, *,
+              ipv6: bool | None = None, keep_zero_udp: bool = True) -> None:
     """Writes the TCP (6) or UDP (17) checksum of the segment at ``l4`` (``l4_len`` bytes,
-    as far as the frame holds them); a zero UDP checksum is left at zero."""
+    as far as the frame holds them), over the pseudo-header of the IP header at ``l3``
+    (IPv6's when ``ipv6``; None: as its version says). A zero UDP checksum ("none") is left
+    at zero unless ``keep_zero_udp`` is False; a UDP sum that comes to 0 is sent as 0xFFFF."""
     where = l4 + (16 if proto == 6 else 6)
     if where + 2 > len(frame) or l4 + l4_len > len(frame):
         return  # a segment the capture cut short keeps its checksum
-    if proto == 17 and frame[where:where + 2] == b"\0\0":
+    if keep_zero_udp and proto == 17 and frame[where:where + 2] == b"\0\0":
         return
-    if frame[l3] >> 4 == 4:
+    if not (frame[l3] >> 4 == 6 if ipv6 is None else ipv6):
         pseudo = bytes(frame[l3 + 12:l3 + 20]) + struct.pack("!BBH", 0, proto, l4_len)
     else:
         pseudo = bytes(frame[l3 + 8:l3 + 40]) + struct.pack("!IxxxB", l4_len, proto)

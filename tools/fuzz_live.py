@@ -53,9 +53,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -85,6 +87,7 @@ from rxe_rig.rig import Rig
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIO = LiveScenario.name
+T = TypeVar("T")
 #: Seconds to wait for the fuzzed connection after its rping pair starts, and the starts
 #: tried before the pair is given up for a fresh one.
 CONNECT_WAIT, CONNECT_ATTEMPTS = 30.0, 3
@@ -245,6 +248,20 @@ class Session:
         return [Problem("console", sign.signature, sign.line, guest, sign.excerpt)
                 for guest, sign, _ in self.consoles.signs()]
 
+    def shoot(self, send: Callable[[], T], settle: float = 1.0) -> tuple[list[Problem], T | None]:
+        """``send()`` (packets going out), then the oracles (:meth:`check`): the problems,
+        and what ``send`` returned. A GuestError on the way gives the problems behind it
+        (:meth:`after_error`) and None, and goes on up where there are none (both guests
+        alive and silent: the connection was lost)."""
+        try:
+            result = send()
+            return self.check(settle), result
+        except GuestError as exc:
+            problems = self.after_error(exc)
+            if not problems:
+                raise
+            return problems, None
+
     def after_error(self, exc: GuestError) -> list[Problem]:
         """The problems behind a GuestError met while sending a batch: what the consoles
         reported, and a ``probe`` problem when a guest is dead ([] when both live and
@@ -390,12 +407,8 @@ class Trial:
                     session.mark()
                     sent: list[bytes] = []
                     try:
-                        inject(session, batch, 1 / 200, sent)
-                        problems = session.check()
-                    except GuestError as exc:  # a guest died under the batch?
-                        problems = session.after_error(exc)
-                        if not problems:
-                            raise
+                        problems, _ = session.shoot(partial(inject, session, batch, 1 / 200,
+                                                            sent))
                     finally:
                         write_frames(where / f"sent{attempt + 1}.pcap", sent)
                     hit = any(same(p, self.signature) for p in problems)
@@ -541,16 +554,14 @@ def campaign(args: argparse.Namespace) -> dict:
                     session.mark()
                     frames: list[bytes] = []
                     try:
-                        inject(session, batch, gap, frames)
-                        problems = session.check(args.settle)
-                    except GuestError as exc:  # a guest died, or the connection is gone
-                        problems = session.after_error(exc)
-                        if not problems:  # a shot's lie ended the connection for good
-                            print(f"fuzz_live: {exc} (mid-batch); booting a fresh pair",
-                                  file=sys.stderr)
-                            figures.problems["lost"] = figures.problems.get("lost", 0) + 1
-                            break
-                        batch = batch[:len(frames)]  # what went out before it died
+                        problems, _ = session.shoot(partial(inject, session, batch, gap,
+                                                            frames), args.settle)
+                    except GuestError as exc:  # a shot's lie ended the connection for good
+                        print(f"fuzz_live: {exc} (mid-batch); booting a fresh pair",
+                              file=sys.stderr)
+                        figures.problems["lost"] = figures.problems.get("lost", 0) + 1
+                        break
+                    batch = batch[:len(frames)]  # what went out (all, unless a guest died)
                     figures.batches += 1
                     if isinstance(session.tap, ForwarderTap):  # and what was mutated
                         upto = session.tap.mutated
@@ -722,14 +733,8 @@ def replay(args: argparse.Namespace) -> int:
         for attempt in range(1, args.repeats + 1):
             sent = work / f"replayed{attempt}.pcap"
             session.mark()
-            try:
-                frames = replay_into(session, batch, sent)
-                problems = session.check()
-            except GuestError as exc:  # a guest died while they went out?
-                problems = session.after_error(exc)
-                if not problems:
-                    raise
-                frames = []
+            problems, frames = session.shoot(partial(replay_into, session, batch, sent))
+            frames = frames or []  # none said sent when a guest died under them
             print(f"sent {len(frames)} packets (rendered against the fresh connection: "
                   f"{sent}); kernel {session.kernel}")
             if problems:
